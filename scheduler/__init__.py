@@ -1,0 +1,1 @@
+"""The raftcron node: pure core, Raft adapter, leader loops, gRPC translators and the CLI."""

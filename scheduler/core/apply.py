@@ -1,0 +1,61 @@
+"""apply(state, command, index) -> Result: the only way replicated state changes.
+
+Pure and deterministic. Bad input yields a rejection, never an exception: an
+exception inside a replicated method would wedge every replica that applies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from scheduler.core import results as ev
+from scheduler.core.commands import ApplyJobs, ClaimLeadership, ClaimRuns, Command, SetJobPaused
+from scheduler.core.jobs import apply_jobs, set_job_paused
+from scheduler.core.claims import claim_runs
+from scheduler.core.results import Result, rejected
+from scheduler.core.state import State
+
+Handler = Callable[[State, object, int], Result]
+
+
+def _claim_leadership(state: State, cmd: ClaimLeadership, index: int) -> Result:
+    if cmd.term < state.leader_term:
+        return rejected(index, "stale_term", f"term {cmd.term} is older than {state.leader_term}")
+    state.epoch += 1
+    state.leader_id = cmd.node_id
+    state.leader_term = cmd.term
+    return Result(index=index, events=(ev.LeadershipClaimed(cmd.node_id, state.epoch, cmd.term),))
+
+
+def _with_request_memory(handler: Handler) -> Handler:
+    """A retried client write (same request id) returns the first result and changes nothing."""
+
+    def wrapped(state: State, cmd, index: int) -> Result:
+        first = state.request_results.get(cmd.request_id) if cmd.request_id else None
+        if first is not None:
+            return first
+        result = handler(state, cmd, index)
+        state.remember_request(cmd.request_id, result)
+        return result
+
+    return wrapped
+
+
+HANDLERS: dict[type, Handler] = {
+    ClaimLeadership: _claim_leadership,
+    ApplyJobs: _with_request_memory(apply_jobs),
+    SetJobPaused: _with_request_memory(set_job_paused),
+    ClaimRuns: claim_runs,
+}
+
+
+def apply(state: State, command: Command, index: int) -> Result:
+    """Apply one committed command at Raft log `index` (the fencing token source)."""
+    if index <= state.applied_index:
+        return rejected(index, "index_not_increasing", f"index {index} <= applied {state.applied_index}")
+    handler = HANDLERS.get(type(command))
+    if handler is None:
+        return rejected(index, "unknown_command", f"no handler for {type(command).__name__}")
+    state.applied_index = index
+    state.now_us = max(state.now_us, command.issued_at_us)
+    return handler(state, command, index)

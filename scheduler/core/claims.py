@@ -1,0 +1,64 @@
+"""Claiming run keys: the one-fire-not-two rule, and the per-job cursor that never skips a slot."""
+
+from __future__ import annotations
+
+from scheduler.core import results as ev
+from scheduler.core.commands import ClaimRuns, SlotClaim
+from scheduler.core.model import CLAIM_STATUSES, QUEUED, SKIPPED, Run
+from scheduler.core.results import Result, rejected
+from scheduler.core.state import State
+
+
+def _out_of_plan(state: State, claim: SlotClaim) -> str:
+    """Why this claim disagrees with replicated state, or '' when it is the job's next slot."""
+    job = state.jobs.get(claim.job_id)
+    if job is None:
+        return "unknown_job"
+    if claim.spec_version != job.version:
+        return "stale_spec"
+    if claim.status not in CLAIM_STATUSES:
+        return "bad_status"
+    if claim.scheduled_us != job.next_due_us:
+        return "not_next_slot"
+    if claim.next_due_us and claim.next_due_us <= claim.scheduled_us:
+        return "next_due_not_after_slot"
+    return ""
+
+
+def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.Event:
+    if state.get_run(claim.job_id, claim.scheduled_us) is not None:
+        return ev.RunAlreadyClaimed(claim.job_id, claim.scheduled_us)
+    job = state.jobs.get(claim.job_id)
+    if job is not None and claim.scheduled_us <= job.cursor_us:
+        return ev.SlotAlreadyAccounted(claim.job_id, claim.scheduled_us, job.cursor_us)
+    reason = _out_of_plan(state, claim)
+    if reason:
+        return ev.ClaimOutOfPlan(claim.job_id, claim.scheduled_us, reason)
+    status, why = claim.status, claim.reason
+    if job.paused and status == QUEUED:
+        # Decided here, not by the proposer, so a pause races with no claim.
+        status, why = SKIPPED, "paused"
+    state.add_run(
+        Run(
+            job_id=claim.job_id,
+            scheduled_us=claim.scheduled_us,
+            status=status,
+            reason=why,
+            effective_us=claim.effective_us or claim.scheduled_us,
+            claimed_us=state.now_us,
+            claim_index=index,
+            spec_version=job.version,
+        )
+    )
+    job.cursor_us = claim.scheduled_us
+    job.next_due_us = claim.next_due_us
+    job.last_status = status
+    job.last_scheduled_us = claim.scheduled_us
+    state.prune_runs(claim.job_id)
+    return ev.RunClaimed(claim.job_id, claim.scheduled_us, status, index)
+
+
+def claim_runs(state: State, cmd: ClaimRuns, index: int) -> Result:
+    if cmd.epoch != state.epoch:
+        return rejected(index, "stale_epoch", f"epoch {cmd.epoch} is not the current {state.epoch}")
+    return Result(index=index, events=tuple(_claim_one(state, claim, index) for claim in cmd.claims))

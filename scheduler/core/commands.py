@@ -1,0 +1,71 @@
+"""Every state transition as one frozen command type.
+
+Whatever could differ between replicas travels inside the command: the
+proposer's clock (`issued_at_us`), the leadership epoch it acted under, the
+next due instant it computed. Commands clients may retry carry a `request_id`.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from scheduler.core.model import JobSpec
+
+
+class _Command(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
+    issued_at_us: int
+
+
+class ClaimLeadership(_Command, frozen=True):
+    """A node that just won a Raft election opens a new epoch."""
+
+    node_id: str
+    term: int
+
+
+class JobUpsert(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    spec: JobSpec
+    # The version the proposer saw (0 for a new job): a compare-and-set.
+    expected_version: int
+    # The first slot strictly after max(old cursor, issued_at), 0 if none.
+    next_due_us: int
+
+
+class ApplyJobs(_Command, frozen=True):
+    """Add, change and remove jobs atomically: all or nothing."""
+
+    author: str
+    request_id: str
+    upserts: tuple[JobUpsert, ...] = ()
+    removals: tuple[str, ...] = ()
+
+
+class SetJobPaused(_Command, frozen=True):
+    job_id: str
+    paused: bool
+    author: str
+    reason: str
+    request_id: str
+
+
+class SlotClaim(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One run key, and how its slot is accounted for."""
+
+    job_id: str
+    scheduled_us: int
+    # The job's next slot after this one, computed by the proposer (0: none).
+    next_due_us: int
+    spec_version: int
+    status: str = "queued"  # queued | skipped | missed
+    reason: str = ""
+    effective_us: int = 0  # when it becomes due after spreading; 0 = scheduled_us
+
+
+class ClaimRuns(_Command, frozen=True):
+    """Account for many slots in one entry; a key already claimed is a no-op."""
+
+    epoch: int
+    claims: tuple[SlotClaim, ...]
+
+
+Command = ClaimLeadership | ApplyJobs | SetJobPaused | ClaimRuns

@@ -1,0 +1,108 @@
+"""Job transitions: apply a set of specs atomically, pause and resume."""
+
+from __future__ import annotations
+
+from scheduler.core import results as ev
+from scheduler.core.commands import ApplyJobs, JobUpsert, SetJobPaused
+from scheduler.core.model import Job
+from scheduler.core.results import Result, rejected
+from scheduler.core.state import State
+
+# Spec fields whose change alters which instants are slots.
+_SCHEDULE_FIELDS = ("schedule", "timezone", "dst_gap", "dst_repeat")
+
+
+def _restarted_cursor(current: Job | None, upsert: JobUpsert, issued_at_us: int) -> int | None:
+    """The new cursor when the job's slots start afresh (new job or new schedule), else None.
+
+    Slots of a schedule are owed from the moment it is applied, not before.
+    """
+    if current is None:
+        return issued_at_us
+    if any(getattr(current.spec, name) != getattr(upsert.spec, name) for name in _SCHEDULE_FIELDS):
+        return max(current.cursor_us, issued_at_us)
+    return None
+
+
+def _check_apply(state: State, cmd: ApplyJobs, index: int) -> Result | None:
+    seen: set[str] = set()
+    for upsert in cmd.upserts:
+        job_id = upsert.spec.id
+        if not job_id or job_id in seen:
+            return rejected(index, "invalid", f"job id {job_id!r} is empty or repeated")
+        seen.add(job_id)
+        current = state.jobs.get(job_id)
+        current_version = current.version if current else 0
+        if upsert.expected_version != current_version:
+            return rejected(
+                index,
+                "version_conflict",
+                f"job {job_id!r} is at version {current_version}, not {upsert.expected_version}",
+                retryable=True,
+            )
+        if upsert.next_due_us < 0:
+            return rejected(index, "invalid", f"job {job_id!r}: negative next due instant")
+    for job_id in cmd.removals:
+        if job_id in seen:
+            return rejected(index, "invalid", f"job {job_id!r} is both applied and removed")
+        if job_id not in state.jobs:
+            return rejected(index, "not_found", f"job {job_id!r} does not exist")
+        seen.add(job_id)
+    return None
+
+
+def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert) -> ev.Event:
+    spec = upsert.spec
+    current = state.jobs.get(spec.id)
+    if current is not None and current.spec == spec:
+        return ev.JobUnchanged(spec.id, current.version)
+    restarted_cursor_us = _restarted_cursor(current, upsert, cmd.issued_at_us)
+    if restarted_cursor_us is not None:
+        cursor_us, next_due_us = restarted_cursor_us, upsert.next_due_us
+    else:
+        cursor_us, next_due_us = current.cursor_us, current.next_due_us
+    version = current.version + 1 if current else 1
+    job = Job(
+        spec=spec,
+        version=version,
+        author=cmd.author,
+        updated_us=state.now_us,
+        cursor_us=cursor_us,
+        next_due_us=next_due_us,
+        paused=spec.paused if current is None or current.spec.paused != spec.paused else current.paused,
+        paused_by=current.paused_by if current else "",
+        paused_reason=current.paused_reason if current else "",
+        last_status=current.last_status if current else "",
+        last_scheduled_us=current.last_scheduled_us if current else 0,
+    )
+    state.jobs[spec.id] = job
+    return ev.JobChanged(spec.id, version) if current else ev.JobAdded(spec.id, version)
+
+
+def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
+    problem = _check_apply(state, cmd, index)
+    if problem is not None:
+        return problem
+    # Plan freshness is checked before anything changes, so the apply stays all-or-nothing.
+    for upsert in cmd.upserts:
+        cursor_us = _restarted_cursor(state.jobs.get(upsert.spec.id), upsert, cmd.issued_at_us)
+        if cursor_us is not None and upsert.next_due_us and upsert.next_due_us <= cursor_us:
+            return rejected(
+                index, "stale_plan", f"job {upsert.spec.id!r}: next due is not after the cursor", True
+            )
+    events: list[ev.Event] = [_upsert(state, cmd, upsert) for upsert in cmd.upserts]
+    for job_id in cmd.removals:
+        removed = state.jobs.pop(job_id)
+        events.append(ev.JobRemoved(job_id, removed.version))
+    return Result(index=index, events=tuple(events))
+
+
+def set_job_paused(state: State, cmd: SetJobPaused, index: int) -> Result:
+    job = state.jobs.get(cmd.job_id)
+    if job is None:
+        return rejected(index, "not_found", f"job {cmd.job_id!r} does not exist")
+    job.paused = cmd.paused
+    job.paused_by = cmd.author if cmd.paused else ""
+    job.paused_reason = cmd.reason if cmd.paused else ""
+    event = ev.JobPaused if cmd.paused else ev.JobResumed
+    return Result(index=index, events=(event(cmd.job_id, job.version),))

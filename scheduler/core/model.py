@@ -1,0 +1,122 @@
+"""Records kept in replicated state: job specs, jobs, runs and their attempts.
+
+Instants are integer microseconds since the Unix epoch (UTC), durations integer
+microseconds; names end in `_us`. Integers keep every replica bit-for-bit equal.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+SECOND_US = 1_000_000
+
+# Run statuses. A run is born `queued` (or directly in a final accounting state
+# such as `skipped`/`missed` when its slot was accounted for without firing).
+QUEUED = "queued"
+LEASED = "leased"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+TIMED_OUT = "timed_out"
+SKIPPED = "skipped"
+MISSED = "missed"
+CANCELLED = "cancelled"
+
+RUN_STATUSES = (QUEUED, LEASED, SUCCEEDED, FAILED, TIMED_OUT, SKIPPED, MISSED, CANCELLED)
+FINAL_STATUSES = frozenset({SUCCEEDED, FAILED, TIMED_OUT, SKIPPED, MISSED, CANCELLED})
+# Statuses a slot may be accounted with when it is claimed.
+CLAIM_STATUSES = frozenset({QUEUED, SKIPPED, MISSED})
+
+RUN_KINDS = ("scheduled", "manual", "backfill")
+
+
+class RetryPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    max_attempts: int = 3
+    backoff_initial_us: int = 10 * SECOND_US
+    backoff_max_us: int = 300 * SECOND_US
+    backoff_multiplier: float = 2.0
+    # 0 means unbounded: otherwise no attempt starts later than this after the slot.
+    within_us: int = 0
+
+
+class MisfirePolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    policy: str = "fire_late"  # fire_late | skip | catch_up
+    grace_us: int = 600 * SECOND_US
+    max_catch_up: int = 10
+
+
+class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What a user declares about a job. Validated before it is proposed."""
+
+    id: str
+    schedule: str
+    target_kind: str  # handler | shell
+    target: str
+    timezone: str = "UTC"
+    owner: str = ""
+    job_class: str = "default"
+    timeout_us: int = 3600 * SECOND_US
+    retry: RetryPolicy = RetryPolicy()
+    priority: int = 0
+    payload_json: str = ""
+    misfire: MisfirePolicy = MisfirePolicy()
+    dst_gap: str = ""  # "" = policy default
+    dst_repeat: str = ""
+    jitter: str = "auto"
+    overlap: str = "allow"
+    paused: bool = False
+
+
+class Attempt(msgspec.Struct, forbid_unknown_fields=True):
+    number: int
+    worker_id: str = ""
+    fencing_token: int = 0
+    started_us: int = 0
+    finished_us: int = 0
+    outcome: str = ""
+    error: str = ""
+    exit_code: int = 0
+
+
+class Run(msgspec.Struct, forbid_unknown_fields=True):
+    """One slot of one job; `(job_id, scheduled_us)` is its run key."""
+
+    job_id: str
+    scheduled_us: int
+    status: str
+    kind: str = "scheduled"
+    reason: str = ""
+    effective_us: int = 0
+    claimed_us: int = 0
+    claim_index: int = 0
+    spec_version: int = 0
+    attempt: int = 0
+    fencing_token: int = 0
+    worker_id: str = ""
+    started_us: int = 0
+    finished_us: int = 0
+    exit_code: int = 0
+    error: str = ""
+    attempts: list[Attempt] = msgspec.field(default_factory=list)
+
+
+class Job(msgspec.Struct, forbid_unknown_fields=True):
+    """A job as replicated state knows it: spec, version and schedule cursor."""
+
+    spec: JobSpec
+    version: int
+    author: str
+    updated_us: int
+    # Every slot at or before the cursor has been accounted for (fired, skipped or missed).
+    cursor_us: int
+    # The next slot after the cursor, computed by the proposer; 0 when the schedule has none.
+    next_due_us: int
+    paused: bool = False
+    paused_by: str = ""
+    paused_reason: str = ""
+    last_status: str = ""
+    last_scheduled_us: int = 0
+
+
+def format_run_key(job_id: str, scheduled_us: int) -> str:
+    """A printable run key; the core never parses it back."""
+    return f"{job_id}@{scheduled_us}"

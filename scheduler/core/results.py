@@ -1,0 +1,113 @@
+"""What applying a command returns: an acceptance with past-tense events, or a rejection.
+
+Rejections are domain answers (returned values, identical on every replica);
+replication failures are exceptions raised by the adapter, never results.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Rejection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    code: str
+    message: str
+    # Whether the caller may retry the same command after refreshing its view.
+    retryable: bool = False
+
+
+class Event(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
+    pass
+
+
+class LeadershipClaimed(Event, frozen=True):
+    node_id: str
+    epoch: int
+    term: int
+
+
+class JobAdded(Event, frozen=True):
+    job_id: str
+    version: int
+
+
+class JobChanged(Event, frozen=True):
+    job_id: str
+    version: int
+
+
+class JobUnchanged(Event, frozen=True):
+    job_id: str
+    version: int
+
+
+class JobRemoved(Event, frozen=True):
+    job_id: str
+    version: int
+
+
+class JobPaused(Event, frozen=True):
+    job_id: str
+    version: int
+
+
+class JobResumed(Event, frozen=True):
+    job_id: str
+    version: int
+
+
+class RunClaimed(Event, frozen=True):
+    job_id: str
+    scheduled_us: int
+    status: str
+    claim_index: int
+
+
+class RunAlreadyClaimed(Event, frozen=True):
+    job_id: str
+    scheduled_us: int
+
+
+class SlotAlreadyAccounted(Event, frozen=True):
+    """The slot lies at or before the job's cursor: some earlier entry accounted for it."""
+
+    job_id: str
+    scheduled_us: int
+    cursor_us: int
+
+
+class ClaimOutOfPlan(Event, frozen=True):
+    """The proposer's plan disagrees with replicated state (stale spec or wrong next slot)."""
+
+    job_id: str
+    scheduled_us: int
+    reason: str
+
+
+AnyEvent = (
+    LeadershipClaimed
+    | JobAdded
+    | JobChanged
+    | JobUnchanged
+    | JobRemoved
+    | JobPaused
+    | JobResumed
+    | RunClaimed
+    | RunAlreadyClaimed
+    | SlotAlreadyAccounted
+    | ClaimOutOfPlan
+)
+
+
+class Result(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    index: int
+    events: tuple[AnyEvent, ...] = ()
+    rejection: Rejection | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.rejection is None
+
+
+def rejected(index: int, code: str, message: str, retryable: bool = False) -> Result:
+    return Result(index=index, rejection=Rejection(code=code, message=message, retryable=retryable))

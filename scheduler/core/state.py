@@ -1,0 +1,83 @@
+"""Replicated state: plain records, no behaviour that could differ between replicas.
+
+Nothing here depends on dict insertion order surviving a snapshot: orders that
+matter are kept as explicit sorted lists or FIFO lists.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import msgspec
+
+from scheduler.core.model import FINAL_STATUSES, Job, Run
+from scheduler.core.results import Result
+
+# How many client request ids are remembered for deduplicating retried writes.
+REQUEST_MEMORY = 10_000
+# How many runs are retained per job before the oldest final ones are pruned.
+RUNS_RETAINED_PER_JOB = 1_000
+
+
+def _scheduled(run: Run) -> int:
+    return run.scheduled_us
+
+
+class State(msgspec.Struct, forbid_unknown_fields=True):
+    applied_index: int = 0
+    # Replicated time: the high-water mark of accepted proposer clocks.
+    now_us: int = 0
+    epoch: int = 0
+    leader_id: str = ""
+    leader_term: int = 0
+    jobs: dict[str, Job] = msgspec.field(default_factory=dict)
+    # job_id -> retained runs sorted by scheduled instant: the claimed run keys still kept.
+    runs: dict[str, list[Run]] = msgspec.field(default_factory=dict)
+    request_results: dict[str, Result] = msgspec.field(default_factory=dict)
+    request_fifo: list[str] = msgspec.field(default_factory=list)
+    run_count: int = 0
+
+    def get_run(self, job_id: str, scheduled_us: int) -> Run | None:
+        job_runs = self.runs.get(job_id)
+        if not job_runs:
+            return None
+        position = bisect.bisect_left(job_runs, scheduled_us, key=_scheduled)
+        if position < len(job_runs) and job_runs[position].scheduled_us == scheduled_us:
+            return job_runs[position]
+        return None
+
+    def add_run(self, run: Run) -> None:
+        job_runs = self.runs.setdefault(run.job_id, [])
+        if not job_runs or job_runs[-1].scheduled_us < run.scheduled_us:
+            job_runs.append(run)
+        else:
+            bisect.insort(job_runs, run, key=_scheduled)
+        self.run_count += 1
+
+    def prune_runs(self, job_id: str, keep: int = RUNS_RETAINED_PER_JOB) -> None:
+        """Drop the oldest final runs beyond `keep`; live runs are never pruned."""
+        job_runs = self.runs.get(job_id, [])
+        excess = len(job_runs) - keep
+        if excess <= 0:
+            return
+        kept: list[Run] = []
+        for position, run in enumerate(job_runs):
+            if run.status in FINAL_STATUSES:
+                excess -= 1
+            else:
+                kept.append(run)
+            if excess == 0:
+                kept.extend(job_runs[position + 1 :])
+                break
+        self.run_count -= len(job_runs) - len(kept)
+        self.runs[job_id] = kept
+
+
+    def remember_request(self, request_id: str, result: Result) -> None:
+        if not request_id:
+            return
+        self.request_results[request_id] = result
+        self.request_fifo.append(request_id)
+        if len(self.request_fifo) > REQUEST_MEMORY:
+            oldest = self.request_fifo.pop(0)
+            self.request_results.pop(oldest, None)
