@@ -1,0 +1,1 @@
+"""raftcron.v1 gRPC contract: generated code of proto/worker/api/v1/*.proto (scripts/gen_proto.sh)."""

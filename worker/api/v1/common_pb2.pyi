@@ -1,0 +1,236 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class OverlapPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OVERLAP_UNSPECIFIED: _ClassVar[OverlapPolicy]
+    ALLOW: _ClassVar[OverlapPolicy]
+    FORBID: _ClassVar[OverlapPolicy]
+    QUEUE: _ClassVar[OverlapPolicy]
+    REPLACE: _ClassVar[OverlapPolicy]
+
+class RunStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RUN_STATUS_UNSPECIFIED: _ClassVar[RunStatus]
+    QUEUED: _ClassVar[RunStatus]
+    LEASED: _ClassVar[RunStatus]
+    SUCCEEDED: _ClassVar[RunStatus]
+    FAILED: _ClassVar[RunStatus]
+    TIMED_OUT: _ClassVar[RunStatus]
+    SKIPPED: _ClassVar[RunStatus]
+    MISSED: _ClassVar[RunStatus]
+    CANCELLED: _ClassVar[RunStatus]
+OVERLAP_UNSPECIFIED: OverlapPolicy
+ALLOW: OverlapPolicy
+FORBID: OverlapPolicy
+QUEUE: OverlapPolicy
+REPLACE: OverlapPolicy
+RUN_STATUS_UNSPECIFIED: RunStatus
+QUEUED: RunStatus
+LEASED: RunStatus
+SUCCEEDED: RunStatus
+FAILED: RunStatus
+TIMED_OUT: RunStatus
+SKIPPED: RunStatus
+MISSED: RunStatus
+CANCELLED: RunStatus
+
+class Target(_message.Message):
+    __slots__ = ("handler", "shell")
+    HANDLER_FIELD_NUMBER: _ClassVar[int]
+    SHELL_FIELD_NUMBER: _ClassVar[int]
+    handler: str
+    shell: str
+    def __init__(self, handler: _Optional[str] = ..., shell: _Optional[str] = ...) -> None: ...
+
+class RetryPolicy(_message.Message):
+    __slots__ = ("max_attempts", "backoff_initial", "backoff_max", "backoff_multiplier", "within")
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_INITIAL_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_MAX_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_MULTIPLIER_FIELD_NUMBER: _ClassVar[int]
+    WITHIN_FIELD_NUMBER: _ClassVar[int]
+    max_attempts: int
+    backoff_initial: _duration_pb2.Duration
+    backoff_max: _duration_pb2.Duration
+    backoff_multiplier: float
+    within: _duration_pb2.Duration
+    def __init__(self, max_attempts: _Optional[int] = ..., backoff_initial: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backoff_max: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backoff_multiplier: _Optional[float] = ..., within: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class MisfirePolicy(_message.Message):
+    __slots__ = ("policy", "grace", "max_catch_up")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    GRACE_FIELD_NUMBER: _ClassVar[int]
+    MAX_CATCH_UP_FIELD_NUMBER: _ClassVar[int]
+    policy: str
+    grace: _duration_pb2.Duration
+    max_catch_up: int
+    def __init__(self, policy: _Optional[str] = ..., grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_catch_up: _Optional[int] = ...) -> None: ...
+
+class DstPolicy(_message.Message):
+    __slots__ = ("gap", "repeat")
+    GAP_FIELD_NUMBER: _ClassVar[int]
+    REPEAT_FIELD_NUMBER: _ClassVar[int]
+    gap: str
+    repeat: str
+    def __init__(self, gap: _Optional[str] = ..., repeat: _Optional[str] = ...) -> None: ...
+
+class JobSpec(_message.Message):
+    __slots__ = ("id", "owner", "job_class", "schedule", "timezone", "misfire", "dst", "jitter", "paused", "target", "payload_json", "timeout", "retry", "priority", "overlap")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    JOB_CLASS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_FIELD_NUMBER: _ClassVar[int]
+    DST_FIELD_NUMBER: _ClassVar[int]
+    JITTER_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    RETRY_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    owner: str
+    job_class: str
+    schedule: str
+    timezone: str
+    misfire: MisfirePolicy
+    dst: DstPolicy
+    jitter: str
+    paused: bool
+    target: Target
+    payload_json: str
+    timeout: _duration_pb2.Duration
+    retry: RetryPolicy
+    priority: int
+    overlap: OverlapPolicy
+    def __init__(self, id: _Optional[str] = ..., owner: _Optional[str] = ..., job_class: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, _Mapping]] = ..., dst: _Optional[_Union[DstPolicy, _Mapping]] = ..., jitter: _Optional[str] = ..., paused: _Optional[bool] = ..., target: _Optional[_Union[Target, _Mapping]] = ..., payload_json: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., priority: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ...) -> None: ...
+
+class Job(_message.Message):
+    __slots__ = ("spec", "version", "author", "updated_at", "cursor", "next_due", "paused", "last_status", "last_scheduled_at")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    NEXT_DUE_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    LAST_STATUS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
+    spec: JobSpec
+    version: int
+    author: str
+    updated_at: _timestamp_pb2.Timestamp
+    cursor: _timestamp_pb2.Timestamp
+    next_due: _timestamp_pb2.Timestamp
+    paused: bool
+    last_status: RunStatus
+    last_scheduled_at: _timestamp_pb2.Timestamp
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., author: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cursor: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_due: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., paused: _Optional[bool] = ..., last_status: _Optional[_Union[RunStatus, str]] = ..., last_scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Attempt(_message.Message):
+    __slots__ = ("number", "worker_id", "fencing_token", "started_at", "finished_at", "outcome", "error", "exit_code")
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    worker_id: str
+    fencing_token: int
+    started_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    outcome: str
+    error: str
+    exit_code: int
+    def __init__(self, number: _Optional[int] = ..., worker_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ..., exit_code: _Optional[int] = ...) -> None: ...
+
+class Run(_message.Message):
+    __slots__ = ("job_id", "scheduled_at", "run_key", "kind", "status", "reason", "effective_at", "claimed_at", "claim_index", "attempt", "fencing_token", "worker_id", "started_at", "finished_at", "exit_code", "error", "attempts")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
+    RUN_KEY_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_AT_FIELD_NUMBER: _ClassVar[int]
+    CLAIMED_AT_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    scheduled_at: _timestamp_pb2.Timestamp
+    run_key: str
+    kind: str
+    status: RunStatus
+    reason: str
+    effective_at: _timestamp_pb2.Timestamp
+    claimed_at: _timestamp_pb2.Timestamp
+    claim_index: int
+    attempt: int
+    fencing_token: int
+    worker_id: str
+    started_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    exit_code: int
+    error: str
+    attempts: _containers.RepeatedCompositeFieldContainer[Attempt]
+    def __init__(self, job_id: _Optional[str] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_key: _Optional[str] = ..., kind: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., reason: _Optional[str] = ..., effective_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., claimed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., claim_index: _Optional[int] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., worker_id: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ...) -> None: ...
+
+class ReadInfo(_message.Message):
+    __slots__ = ("node_id", "applied_index", "commit_index", "from_leader", "leader", "leader_contact_age")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    FROM_LEADER_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    LEADER_CONTACT_AGE_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    applied_index: int
+    commit_index: int
+    from_leader: bool
+    leader: str
+    leader_contact_age: _duration_pb2.Duration
+    def __init__(self, node_id: _Optional[str] = ..., applied_index: _Optional[int] = ..., commit_index: _Optional[int] = ..., from_leader: _Optional[bool] = ..., leader: _Optional[str] = ..., leader_contact_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class ValidationError(_message.Message):
+    __slots__ = ("job_id", "field", "message")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    field: str
+    message: str
+    def __init__(self, job_id: _Optional[str] = ..., field: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class JobChange(_message.Message):
+    __slots__ = ("job_id", "change", "version")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    change: str
+    version: int
+    def __init__(self, job_id: _Optional[str] = ..., change: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...

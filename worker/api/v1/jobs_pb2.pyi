@@ -1,0 +1,124 @@
+from worker.api.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ApplyJobsRequest(_message.Message):
+    __slots__ = ("jobs", "prune", "dry_run", "author", "request_id")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    PRUNE_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.JobSpec]
+    prune: bool
+    dry_run: bool
+    author: str
+    request_id: str
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_common_pb2.JobSpec, _Mapping]]] = ..., prune: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., author: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ApplyJobsResponse(_message.Message):
+    __slots__ = ("changes", "errors", "applied_index")
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    changes: _containers.RepeatedCompositeFieldContainer[_common_pb2.JobChange]
+    errors: _containers.RepeatedCompositeFieldContainer[_common_pb2.ValidationError]
+    applied_index: int
+    def __init__(self, changes: _Optional[_Iterable[_Union[_common_pb2.JobChange, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[_common_pb2.ValidationError, _Mapping]]] = ..., applied_index: _Optional[int] = ...) -> None: ...
+
+class GetJobRequest(_message.Message):
+    __slots__ = ("job_id", "linearizable")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LINEARIZABLE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    linearizable: bool
+    def __init__(self, job_id: _Optional[str] = ..., linearizable: _Optional[bool] = ...) -> None: ...
+
+class GetJobResponse(_message.Message):
+    __slots__ = ("job", "read")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    job: _common_pb2.Job
+    read: _common_pb2.ReadInfo
+    def __init__(self, job: _Optional[_Union[_common_pb2.Job, _Mapping]] = ..., read: _Optional[_Union[_common_pb2.ReadInfo, _Mapping]] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ("owner", "job_class", "page_size", "page_token", "linearizable")
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    JOB_CLASS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LINEARIZABLE_FIELD_NUMBER: _ClassVar[int]
+    owner: str
+    job_class: str
+    page_size: int
+    page_token: str
+    linearizable: bool
+    def __init__(self, owner: _Optional[str] = ..., job_class: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., linearizable: _Optional[bool] = ...) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("jobs", "next_page_token", "read")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.Job]
+    next_page_token: str
+    read: _common_pb2.ReadInfo
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_common_pb2.Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., read: _Optional[_Union[_common_pb2.ReadInfo, _Mapping]] = ...) -> None: ...
+
+class DeleteJobRequest(_message.Message):
+    __slots__ = ("job_id", "author", "request_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    author: str
+    request_id: str
+    def __init__(self, job_id: _Optional[str] = ..., author: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class DeleteJobResponse(_message.Message):
+    __slots__ = ("applied_index",)
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    applied_index: int
+    def __init__(self, applied_index: _Optional[int] = ...) -> None: ...
+
+class PauseJobRequest(_message.Message):
+    __slots__ = ("job_id", "author", "reason", "request_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    author: str
+    reason: str
+    request_id: str
+    def __init__(self, job_id: _Optional[str] = ..., author: _Optional[str] = ..., reason: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class PauseJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _common_pb2.Job
+    def __init__(self, job: _Optional[_Union[_common_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class ResumeJobRequest(_message.Message):
+    __slots__ = ("job_id", "author", "reason", "request_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    author: str
+    reason: str
+    request_id: str
+    def __init__(self, job_id: _Optional[str] = ..., author: _Optional[str] = ..., reason: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ResumeJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _common_pb2.Job
+    def __init__(self, job: _Optional[_Union[_common_pb2.Job, _Mapping]] = ...) -> None: ...
