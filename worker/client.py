@@ -1,0 +1,270 @@
+"""A small client for a raftcron cluster, with failover between nodes.
+
+Any node answers any call (writes are forwarded to the leader), so the client only needs one
+reachable node. It holds a gRPC channel to every address, tries the node that answered last
+first, and moves on to the next address when a node is UNAVAILABLE (down, unreachable, refusing
+connections, not ready). Each address is tried at most once per call; when all of them fail, the
+last error is raised, with a note listing every attempt. Any other status (NOT_FOUND,
+INVALID_ARGUMENT, DEADLINE_EXCEEDED, ...) is raised at once: the node was reached, and a write
+that timed out may still commit, so retrying it is the caller's decision.
+
+A write request with an empty `request_id` gets a fresh one, shared by every attempt of the
+call, so a write that reached a node before it failed over is deduplicated by the cluster
+instead of being applied twice.
+
+    with ClusterClient(parse_cluster("10.0.0.1:7100,10.0.0.2:7100")) as client:
+        job = client.get_job(job_id="nightly-report").job
+        client.pause_job(job_id="nightly-report", author="alice", reason="maintenance")
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import grpc
+from google.protobuf import message as _message
+from google.protobuf import message_factory
+
+from worker.api.v1 import (
+    cluster_pb2,
+    cluster_pb2_grpc,
+    jobs_pb2,
+    jobs_pb2_grpc,
+    runs_pb2,
+    runs_pb2_grpc,
+)
+
+__all__ = ["ClusterClient", "parse_cluster"]
+
+# Service name -> (file descriptor holding it, stub class).
+_SERVICES = {
+    "JobService": (jobs_pb2.DESCRIPTOR, jobs_pb2_grpc.JobServiceStub),
+    "RunService": (runs_pb2.DESCRIPTOR, runs_pb2_grpc.RunServiceStub),
+    "ClusterService": (cluster_pb2.DESCRIPTOR, cluster_pb2_grpc.ClusterServiceStub),
+}
+
+# Status codes after which the next node is tried.
+_FAILOVER_CODES = frozenset({grpc.StatusCode.UNAVAILABLE})
+
+Metadata = Sequence[tuple[str, str]] | Mapping[str, str]
+
+
+def parse_cluster(s: str) -> list[str]:
+    """Split "host:port,host:port" into a list of addresses, validating each one.
+
+    Spaces around addresses are ignored; IPv6 hosts are written in brackets ("[::1]:7100").
+    Raises ValueError on an empty list, an empty or malformed address, a bad port or a duplicate.
+    """
+    if not isinstance(s, str) or not s.strip():
+        raise ValueError(f"empty cluster address list {s!r}: expected 'host:port,host:port'")
+    addresses = [_check_address(item.strip()) for item in s.split(",")]
+    _check_unique(addresses)
+    return addresses
+
+
+def _check_address(address: str) -> str:
+    if not isinstance(address, str) or not address:
+        raise ValueError(f"empty address {address!r} in cluster list: expected 'host:port'")
+    if any(c.isspace() for c in address):
+        raise ValueError(f"invalid address {address!r}: contains whitespace")
+    if address.startswith("["):
+        host, sep, port = address[1:].partition("]:")
+    else:
+        host, sep, port = address.rpartition(":")
+        if ":" in host:
+            raise ValueError(
+                f"invalid address {address!r}: write an IPv6 host in brackets, e.g. '[::1]:7100'"
+            )
+    if not sep or not host:
+        raise ValueError(f"invalid address {address!r}: expected 'host:port'")
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        raise ValueError(f"invalid address {address!r}: port must be a number from 1 to 65535")
+    return address
+
+
+def _check_unique(addresses: Sequence[str]) -> None:
+    seen: set[str] = set()
+    for address in addresses:
+        if address in seen:
+            raise ValueError(f"duplicate address {address!r} in cluster list")
+        seen.add(address)
+
+
+class ClusterClient:
+    """Calls raftcron nodes over gRPC, failing over between them (see the module docstring).
+
+    Every public method takes either a request message or the request's fields as keyword
+    arguments (``client.get_job(job_id="x")``), and returns the response message.
+    Thread-safe; close it (or use it as a context manager) to release the channels.
+    """
+
+    def __init__(
+        self, addresses: list[str], timeout_s: float = 5.0, metadata: Metadata | None = None
+    ) -> None:
+        if isinstance(addresses, str):
+            raise TypeError(
+                "addresses must be a list of 'host:port' strings; use parse_cluster() for 'a:1,b:2'"
+            )
+        self._addresses = tuple(_check_address(a) for a in addresses)
+        if not self._addresses:
+            raise ValueError("at least one node address is required")
+        _check_unique(self._addresses)
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
+        self._timeout_s = float(timeout_s)
+        items = metadata.items() if isinstance(metadata, Mapping) else (metadata or ())
+        self._metadata = tuple((str(k), str(v)) for k, v in items) or None
+        self._lock = threading.Lock()
+        self._channels: dict[str, grpc.Channel] = {}
+        self._stubs: dict[tuple[str, str], Any] = {}
+        self._preferred = 0  # index of the last node that answered
+        self._closed = False
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        """The node addresses, in configuration order."""
+        return self._addresses
+
+    # JobService
+    def apply_jobs(
+        self, request: jobs_pb2.ApplyJobsRequest | None = None, /, **fields: Any
+    ) -> jobs_pb2.ApplyJobsResponse:
+        return self._call("JobService", "ApplyJobs", request, fields)
+
+    def get_job(
+        self, request: jobs_pb2.GetJobRequest | None = None, /, **fields: Any
+    ) -> jobs_pb2.GetJobResponse:
+        return self._call("JobService", "GetJob", request, fields)
+
+    def list_jobs(
+        self, request: jobs_pb2.ListJobsRequest | None = None, /, **fields: Any
+    ) -> jobs_pb2.ListJobsResponse:
+        return self._call("JobService", "ListJobs", request, fields)
+
+    def delete_job(
+        self, request: jobs_pb2.DeleteJobRequest | None = None, /, **fields: Any
+    ) -> jobs_pb2.DeleteJobResponse:
+        return self._call("JobService", "DeleteJob", request, fields)
+
+    def pause_job(
+        self, request: jobs_pb2.PauseJobRequest | None = None, /, **fields: Any
+    ) -> jobs_pb2.PauseJobResponse:
+        return self._call("JobService", "PauseJob", request, fields)
+
+    def resume_job(
+        self, request: jobs_pb2.ResumeJobRequest | None = None, /, **fields: Any
+    ) -> jobs_pb2.ResumeJobResponse:
+        return self._call("JobService", "ResumeJob", request, fields)
+
+    # RunService
+    def list_runs(
+        self, request: runs_pb2.ListRunsRequest | None = None, /, **fields: Any
+    ) -> runs_pb2.ListRunsResponse:
+        return self._call("RunService", "ListRuns", request, fields)
+
+    def get_run(
+        self, request: runs_pb2.GetRunRequest | None = None, /, **fields: Any
+    ) -> runs_pb2.GetRunResponse:
+        return self._call("RunService", "GetRun", request, fields)
+
+    # ClusterService
+    def status(self, address: str | None = None) -> cluster_pb2.StatusResponse:
+        """Status of the node at `address` (no failover), or of the first reachable node."""
+        return self._call("ClusterService", "Status", None, {}, address=address)
+
+    def close(self) -> None:
+        """Close every channel. Idempotent; calls after close raise ValueError."""
+        with self._lock:
+            self._closed = True
+            channels, self._channels, self._stubs = self._channels, {}, {}
+        for channel in channels.values():
+            channel.close()
+
+    def __enter__(self) -> ClusterClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"ClusterClient({list(self._addresses)!r}, timeout_s={self._timeout_s!r})"
+
+    # Internals
+    def _call(
+        self,
+        service: str,
+        method: str,
+        request: _message.Message | None,
+        fields: Mapping[str, Any],
+        *,
+        address: str | None = None,
+    ) -> Any:
+        """Call service/method, on `address` only if given, else with failover."""
+        request = self._request(service, method, request, fields)
+        if address is not None:
+            return self._invoke(_check_address(address), service, method, request)
+        with self._lock:
+            start = self._preferred
+        count = len(self._addresses)
+        failures: list[str] = []
+        last_error: grpc.RpcError | None = None
+        for step in range(count):
+            index = (start + step) % count
+            node = self._addresses[index]
+            try:
+                response = self._invoke(node, service, method, request)
+            except grpc.RpcError as error:
+                code = error.code() if isinstance(error, grpc.Call) else None
+                if code not in _FAILOVER_CODES:
+                    raise
+                details = error.details() if isinstance(error, grpc.Call) else str(error)
+                failures.append(f"{node}: {code.name}: {details}")
+                last_error = error
+                continue
+            with self._lock:
+                self._preferred = index
+            return response
+        assert last_error is not None
+        last_error.add_note(f"{service}.{method}: no node answered:\n  " + "\n  ".join(failures))
+        raise last_error
+
+    @staticmethod
+    def _request(
+        service: str, method: str, request: _message.Message | None, fields: Mapping[str, Any]
+    ) -> _message.Message:
+        """The request message, built from `fields` if needed, with a request id if it takes one."""
+        file_descriptor, _ = _SERVICES[service]
+        input_type = file_descriptor.services_by_name[service].methods_by_name[method].input_type
+        if request is None:
+            request = message_factory.GetMessageClass(input_type)(**fields)
+        elif fields:
+            raise TypeError(f"{method}: pass a request message or keyword fields, not both")
+        elif request.DESCRIPTOR is not input_type:
+            raise TypeError(
+                f"{method} takes {input_type.full_name}, got {request.DESCRIPTOR.full_name}"
+            )
+        if "request_id" in input_type.fields_by_name and not request.request_id:
+            filled = type(request)()
+            filled.CopyFrom(request)
+            filled.request_id = uuid.uuid4().hex
+            request = filled
+        return request
+
+    def _invoke(self, address: str, service: str, method: str, request: _message.Message) -> Any:
+        rpc = getattr(self._stub(address, service), method)
+        return rpc(request, timeout=self._timeout_s, metadata=self._metadata)
+
+    def _stub(self, address: str, service: str) -> Any:
+        with self._lock:
+            if self._closed:
+                raise ValueError("ClusterClient is closed")
+            stub = self._stubs.get((address, service))
+            if stub is None:
+                channel = self._channels.get(address)
+                if channel is None:
+                    channel = self._channels[address] = grpc.insecure_channel(address)
+                stub = self._stubs[(address, service)] = _SERVICES[service][1](channel)
+            return stub
