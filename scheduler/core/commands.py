@@ -48,8 +48,8 @@ class SetJobPaused(_Command, frozen=True):
     request_id: str
 
 
-class SlotClaim(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """One run key, and how its slot is accounted for."""
+class SlotClaim(msgspec.Struct, frozen=True, forbid_unknown_fields=True, array_like=True):
+    """One run key, and how its slot is accounted for (encoded as an array: herds are large)."""
 
     job_id: str
     scheduled_us: int

@@ -17,6 +17,7 @@ from scheduler.core.results import Result
 REQUEST_MEMORY = 10_000
 # How many runs are retained per job before the oldest final ones are pruned.
 RUNS_RETAINED_PER_JOB = 1_000
+_PRUNE_LOOKAHEAD = 16
 
 
 def _scheduled(run: Run) -> int:
@@ -55,23 +56,22 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
         self.run_count += 1
 
     def prune_runs(self, job_id: str, keep: int = RUNS_RETAINED_PER_JOB) -> None:
-        """Drop the oldest final runs beyond `keep`; live runs are never pruned."""
+        """Drop the oldest final runs beyond `keep`; live runs are never pruned.
+
+        Looks at a bounded prefix so a job with many live runs costs O(1) per claim;
+        a live run at the front delays pruning behind it until it ends.
+        """
         job_runs = self.runs.get(job_id, [])
         excess = len(job_runs) - keep
         if excess <= 0:
             return
-        kept: list[Run] = []
-        for position, run in enumerate(job_runs):
-            if run.status in FINAL_STATUSES:
-                excess -= 1
-            else:
-                kept.append(run)
-            if excess == 0:
-                kept.extend(job_runs[position + 1 :])
-                break
-        self.run_count -= len(job_runs) - len(kept)
-        self.runs[job_id] = kept
-
+        window = job_runs[:_PRUNE_LOOKAHEAD]
+        doomed = [run for run in window if run.status in FINAL_STATUSES][:excess]
+        if not doomed:
+            return
+        doomed_ids = {id(run) for run in doomed}
+        job_runs[: len(window)] = [run for run in window if id(run) not in doomed_ids]
+        self.run_count -= len(doomed)
 
     def remember_request(self, request_id: str, result: Result) -> None:
         if not request_id:

@@ -1,0 +1,20 @@
+"""The pysyncobj adapter: a Raft log of bytes feeding the pure core, with propose() futures."""
+
+from scheduler.replication.errors import (
+    NotLeader,
+    Overloaded,
+    ReplicationError,
+    ReplicationTimeout,
+    OutcomeUnknown,
+)
+from scheduler.replication.raftlog import RaftLog, RaftSettings
+
+__all__ = [
+    "NotLeader",
+    "OutcomeUnknown",
+    "Overloaded",
+    "RaftLog",
+    "RaftSettings",
+    "ReplicationError",
+    "ReplicationTimeout",
+]

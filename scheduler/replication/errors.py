@@ -1,0 +1,36 @@
+"""Replication failures: exceptions from propose(), kept apart from the core's rejections.
+
+Retry intent lives on the type: `retry_safe` says whether the command certainly
+did not commit (safe to resend as is); otherwise the outcome is unknown and only
+commands with a request id (or idempotent by run key) may be resent.
+"""
+
+from __future__ import annotations
+
+
+class ReplicationError(Exception):
+    retry_safe = False
+
+    def __init__(self, message: str, leader_hint: str = "") -> None:
+        super().__init__(message)
+        self.leader_hint = leader_hint
+
+
+class NotLeader(ReplicationError):
+    """No leader is known, or the entry was refused before it was appended."""
+
+    retry_safe = True
+
+
+class Overloaded(ReplicationError):
+    """The local command queue is full; nothing was appended."""
+
+    retry_safe = True
+
+
+class OutcomeUnknown(ReplicationError):
+    """Leadership changed while the entry was in flight: it may or may not commit."""
+
+
+class ReplicationTimeout(OutcomeUnknown):
+    """No answer in time: the entry may still commit later."""

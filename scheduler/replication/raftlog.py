@@ -1,0 +1,242 @@
+"""RaftLog: pysyncobj used as a replicated log of bytes, never as the domain model.
+
+Exactly one replicated method (`apply_entry(bytes)`) decodes a command and hands
+it to the pure core with the entry's Raft log index. Snapshots go through the
+core's codec via explicit hooks, and are encoded in the forked compaction child
+so a large state never stalls the Raft tick thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj.syncobj import _RAFT_STATE
+
+from scheduler.core import Command, Result, State, apply, decode_command, decode_snapshot, encode_command
+from scheduler.core.codec import CodecError, encode_snapshot, state_digest
+from scheduler.core.results import rejected
+from scheduler.replication.errors import NotLeader, OutcomeUnknown, Overloaded, ReplicationError
+
+log = logging.getLogger("raftcron.replication")
+
+# Largest encoded command we propose; see APPEND_BATCH_BYTES for why it matters.
+MAX_ENTRY_BYTES = 1 << 20
+APPEND_BATCH_BYTES = 4 << 20
+
+ApplyListener = Callable[[Command, Result], None]
+ROLE_NAMES = {_RAFT_STATE.FOLLOWER: "follower", _RAFT_STATE.CANDIDATE: "candidate", _RAFT_STATE.LEADER: "leader"}
+
+
+@dataclass(frozen=True)
+class RaftSettings:
+    """pysyncobj settings, in our units. Defaults were measured on a 2-core machine (bench/)."""
+
+    self_address: str
+    partner_addresses: tuple[str, ...]
+    data_dir: Path
+    password: str | None
+    election_timeout_min_s: float = 0.5
+    election_timeout_max_s: float = 1.5
+    # Batched appends every 10 ms with a 5 ms tick: ~11 ms per commit, large batches stay cheap.
+    append_entries_period_s: float = 0.01
+    tick_period_s: float = 0.005
+    # An isolated leader steps down after this instead of pysyncobj's 30 s; epochs fence the rest.
+    leader_fallback_timeout_s: float = 1.5
+    connection_retry_s: float = 1.0
+    compaction_min_entries: int = 50_000
+    compaction_min_time_s: float = 600.0
+
+    def to_conf(self, on_state_changed: Callable[[int, int], None]) -> SyncObjConf:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.data_dir, 0o700)  # journal and dump files are pickles
+        return SyncObjConf(
+            password=self.password,
+            bindAddress=self.self_address,
+            journalFile=str(self.data_dir / "raft.journal"),
+            fullDumpFile=str(self.data_dir / "raft.dump"),
+            raftMinTimeout=self.election_timeout_min_s,
+            raftMaxTimeout=self.election_timeout_max_s,
+            appendEntriesPeriod=self.append_entries_period_s,
+            autoTickPeriod=self.tick_period_s,
+            leaderFallbackTimeout=self.leader_fallback_timeout_s,
+            connectionRetryTime=self.connection_retry_s,
+            connectionTimeout=max(3.5, self.election_timeout_max_s),
+            logCompactionMinEntries=self.compaction_min_entries,
+            logCompactionMinTime=self.compaction_min_time_s,
+            # pysyncobj splits an entry of at least this size into "transmissions" and
+            # reassembles it wrongly (it compares chunk offsets with the unpickled length).
+            # Entries are capped far below it (MAX_ENTRY_BYTES), so that path never runs.
+            appendEntriesBatchSizeBytes=APPEND_BATCH_BYTES,
+            useFork=True,
+            dynamicMembershipChange=True,
+            onStateChanged=on_state_changed,
+        )
+
+
+class _LazySnapshot:
+    """Pickled by pysyncobj inside its forked compaction child: encoding happens there."""
+
+    def __init__(self, state: State) -> None:
+        self._state = state
+
+    def __reduce__(self):
+        return (bytes, (encode_snapshot(self._state),))
+
+
+class _CoreConsumer(SyncObjConsumer):
+    def __init__(self, owner: RaftLog) -> None:
+        self._owner = owner
+        super().__init__()
+
+    @replicated
+    def apply_entry(self, data: bytes) -> Result:
+        return self._owner._apply_entry(data)
+
+    def _serialize(self) -> dict:
+        return {"snapshot": _LazySnapshot(self._owner._state)}
+
+    def _deserialize(self, data: dict) -> None:
+        self._owner._restore(data["snapshot"])
+
+
+_FAILURES: dict[int, type[ReplicationError]] = {
+    FAIL_REASON.QUEUE_FULL: Overloaded,
+    FAIL_REASON.MISSING_LEADER: NotLeader,
+    FAIL_REASON.REQUEST_DENIED: NotLeader,
+    FAIL_REASON.NOT_LEADER: OutcomeUnknown,
+    FAIL_REASON.LEADER_CHANGED: OutcomeUnknown,
+    FAIL_REASON.DISCARDED: OutcomeUnknown,
+    FAIL_REASON.UNKNOWN_OUTCOME: OutcomeUnknown,
+}
+
+
+class RaftLog:
+    def __init__(self, settings: RaftSettings) -> None:
+        self.settings = settings
+        self._state = State()
+        self._lock = threading.RLock()
+        self._applied = threading.Condition(self._lock)
+        self._listeners: list[ApplyListener] = []
+        self._role_listeners: list[Callable[[], None]] = []
+        self._consumer = _CoreConsumer(self)
+        self._syncobj: SyncObj | None = None
+
+    # -- lifecycle -------------------------------------------------------
+    def start(self) -> None:
+        conf = self.settings.to_conf(self._on_state_changed)
+        self._syncobj = SyncObj(
+            self.settings.self_address, list(self.settings.partner_addresses), conf, consumers=[self._consumer]
+        )
+
+    def close(self) -> None:
+        if self._syncobj is not None:
+            self._syncobj.destroy()
+
+    # -- the replicated path (runs on pysyncobj's tick thread) -----------
+    def _apply_entry(self, data: bytes) -> Result:
+        # pysyncobj bumps raftLastApplied after the method returns: during it, +1 is this entry.
+        index = self._syncobj.raftLastApplied + 1
+        with self._lock:
+            try:
+                command = decode_command(data)
+            except CodecError as exc:
+                log.error("rejecting undecodable entry %d: %s", index, exc)
+                return rejected(index, "bad_command", str(exc))
+            try:
+                result = apply(self._state, command, index)
+            except Exception:  # a raise here would wedge every replica on this entry
+                log.critical("core raised on entry %d; recorded as a rejection", index, exc_info=True)
+                result = rejected(index, "internal_error", "the core failed on this command")
+            for listener in self._listeners:
+                listener(command, result)
+            self._applied.notify_all()
+            return result
+
+    def _restore(self, snapshot: bytes) -> None:
+        with self._lock:
+            self._state = decode_snapshot(snapshot)
+            log.info("restored snapshot at index %d", self._state.applied_index)
+            self._applied.notify_all()
+
+    def _on_state_changed(self, old: int, new: int) -> None:
+        log.info("raft role %s -> %s", ROLE_NAMES.get(old, old), ROLE_NAMES.get(new, new))
+        for listener in self._role_listeners:
+            listener()
+
+    # -- proposing ------------------------------------------------------
+    def propose(self, command: Command) -> Future[Result]:
+        """Append `command`; the future resolves to the core's result once applied locally."""
+        future: Future[Result] = Future()
+        future.set_running_or_notify_cancel()
+
+        def on_done(result: Result | None, error: int) -> None:
+            if error == FAIL_REASON.SUCCESS:
+                future.set_result(result)
+            else:
+                failure = _FAILURES.get(error, OutcomeUnknown)
+                future.set_exception(failure(f"proposal failed: reason {error}", self.leader_address()))
+
+        data = encode_command(command)
+        if len(data) > MAX_ENTRY_BYTES:
+            raise ValueError(f"{type(command).__name__} encodes to {len(data)} bytes > {MAX_ENTRY_BYTES}")
+        self._consumer.apply_entry(data, callback=on_done)
+        return future
+
+    # -- reading --------------------------------------------------------
+    @contextlib.contextmanager
+    def read(self) -> Iterator[State]:
+        """Hold the state still while reading; keep the body short (it blocks applies)."""
+        with self._lock:
+            yield self._state
+
+    def wait_applied(self, index: int, timeout_s: float) -> bool:
+        with self._lock:
+            return self._applied.wait_for(lambda: self._state.applied_index >= index, timeout_s)
+
+    def add_apply_listener(self, listener: ApplyListener) -> None:
+        """Called on the tick thread after every apply, under the state lock: must not block."""
+        self._listeners.append(listener)
+
+    def add_role_listener(self, listener: Callable[[], None]) -> None:
+        self._role_listeners.append(listener)
+
+    def digest(self) -> str:
+        with self._lock:
+            return state_digest(self._state)
+
+    # -- raft facts -----------------------------------------------------
+    def is_leader(self) -> bool:
+        return self._syncobj is not None and self._syncobj._isLeader()
+
+    def leader_address(self) -> str:
+        leader = self._syncobj._getLeader() if self._syncobj else None
+        return leader.address if leader is not None else ""
+
+    def raft_status(self) -> dict:
+        return self._syncobj.getStatus() if self._syncobj else {}
+
+    @property
+    def term(self) -> int:
+        return self._syncobj.raftCurrentTerm if self._syncobj else 0
+
+    @property
+    def commit_index(self) -> int:
+        return self._syncobj.raftCommitIndex if self._syncobj else 0
+
+    @property
+    def applied_index(self) -> int:
+        return self._syncobj.raftLastApplied if self._syncobj else 0
+
+    def has_quorum(self) -> bool:
+        return self._syncobj is not None and self._syncobj.hasQuorum
+
+    def force_compaction(self) -> None:
+        self._syncobj.forceLogCompaction()
