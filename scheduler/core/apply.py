@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from scheduler.core import results as ev
-from scheduler.core.commands import ApplyJobs, ClaimLeadership, ClaimRuns, Command, SetJobPaused
+from scheduler.core.commands import (
+    ApplyJobs,
+    ClaimLeadership,
+    ClaimRuns,
+    Command,
+    ReadBarrier,
+    SetJobPaused,
+)
 from scheduler.core.jobs import apply_jobs, set_job_paused
 from scheduler.core.claims import claim_runs
 from scheduler.core.results import Result, rejected
@@ -27,6 +34,10 @@ def _claim_leadership(state: State, cmd: ClaimLeadership, index: int) -> Result:
     return Result(index=index, events=(ev.LeadershipClaimed(cmd.node_id, state.epoch, cmd.term),))
 
 
+def _read_barrier(state: State, cmd: ReadBarrier, index: int) -> Result:
+    return Result(index=index)
+
+
 def _with_request_memory(handler: Handler) -> Handler:
     """A retried client write (same request id) returns the first result and changes nothing."""
 
@@ -35,7 +46,9 @@ def _with_request_memory(handler: Handler) -> Handler:
         if first is not None:
             return first
         result = handler(state, cmd, index)
-        state.remember_request(cmd.request_id, result)
+        if result.accepted or not result.rejection.retryable:
+            # A retryable rejection is not remembered: the retry must get a fresh chance.
+            state.remember_request(cmd.request_id, result)
         return result
 
     return wrapped
@@ -46,6 +59,7 @@ HANDLERS: dict[type, Handler] = {
     ApplyJobs: _with_request_memory(apply_jobs),
     SetJobPaused: _with_request_memory(set_job_paused),
     ClaimRuns: claim_runs,
+    ReadBarrier: _read_barrier,
 }
 
 

@@ -68,4 +68,8 @@ class ClaimRuns(_Command, frozen=True):
     claims: tuple[SlotClaim, ...]
 
 
-Command = ClaimLeadership | ApplyJobs | SetJobPaused | ClaimRuns
+class ReadBarrier(_Command, frozen=True):
+    """Changes nothing: once applied locally, a read reflects every write committed before it."""
+
+
+Command = ClaimLeadership | ApplyJobs | SetJobPaused | ClaimRuns | ReadBarrier

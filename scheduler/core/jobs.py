@@ -12,7 +12,7 @@ from scheduler.core.state import State
 _SCHEDULE_FIELDS = ("schedule", "timezone", "dst_gap", "dst_repeat")
 
 
-def _restarted_cursor(current: Job | None, upsert: JobUpsert, issued_at_us: int) -> int | None:
+def restarted_cursor(current: Job | None, upsert: JobUpsert, issued_at_us: int) -> int | None:
     """The new cursor when the job's slots start afresh (new job or new schedule), else None.
 
     Slots of a schedule are owed from the moment it is applied, not before.
@@ -56,7 +56,7 @@ def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert) -> ev.Event:
     current = state.jobs.get(spec.id)
     if current is not None and current.spec == spec:
         return ev.JobUnchanged(spec.id, current.version)
-    restarted_cursor_us = _restarted_cursor(current, upsert, cmd.issued_at_us)
+    restarted_cursor_us = restarted_cursor(current, upsert, cmd.issued_at_us)
     if restarted_cursor_us is not None:
         cursor_us, next_due_us = restarted_cursor_us, upsert.next_due_us
     else:
@@ -85,7 +85,7 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
         return problem
     # Plan freshness is checked before anything changes, so the apply stays all-or-nothing.
     for upsert in cmd.upserts:
-        cursor_us = _restarted_cursor(state.jobs.get(upsert.spec.id), upsert, cmd.issued_at_us)
+        cursor_us = restarted_cursor(state.jobs.get(upsert.spec.id), upsert, cmd.issued_at_us)
         if cursor_us is not None and upsert.next_due_us and upsert.next_due_us <= cursor_us:
             return rejected(
                 index, "stale_plan", f"job {upsert.spec.id!r}: next due is not after the cursor", True

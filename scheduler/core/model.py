@@ -9,6 +9,7 @@ from __future__ import annotations
 import msgspec
 
 SECOND_US = 1_000_000
+DEFAULT_TIMEOUT_US = 3600 * SECOND_US
 
 # Run statuses. A run is born `queued` (or directly in a final accounting state
 # such as `skipped`/`missed` when its slot was accounted for without firing).
@@ -54,7 +55,7 @@ class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     timezone: str = "UTC"
     owner: str = ""
     job_class: str = "default"
-    timeout_us: int = 3600 * SECOND_US
+    timeout_us: int = DEFAULT_TIMEOUT_US
     retry: RetryPolicy = RetryPolicy()
     priority: int = 0
     payload_json: str = ""

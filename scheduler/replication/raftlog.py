@@ -23,7 +23,13 @@ from pysyncobj.syncobj import _RAFT_STATE
 from scheduler.core import Command, Result, State, apply, decode_command, decode_snapshot, encode_command
 from scheduler.core.codec import CodecError, encode_snapshot, state_digest
 from scheduler.core.results import rejected
-from scheduler.replication.errors import NotLeader, OutcomeUnknown, Overloaded, ReplicationError
+from scheduler.replication.errors import (
+    NotLeader,
+    OutcomeUnknown,
+    Overloaded,
+    ReplicationError,
+    ReplicationTimeout,
+)
 
 log = logging.getLogger("raftcron.replication")
 
@@ -190,6 +196,13 @@ class RaftLog:
         self._consumer.apply_entry(data, callback=on_done)
         return future
 
+    def submit(self, command: Command, timeout_s: float) -> Result:
+        """propose() and wait; a timeout becomes ReplicationTimeout (the outcome is unknown)."""
+        try:
+            return self.propose(command).result(timeout=timeout_s)
+        except TimeoutError:
+            raise ReplicationTimeout(f"no answer within {timeout_s}s", self.leader_address()) from None
+
     # -- reading --------------------------------------------------------
     @contextlib.contextmanager
     def read(self) -> Iterator[State]:
@@ -203,7 +216,12 @@ class RaftLog:
 
     def add_apply_listener(self, listener: ApplyListener) -> None:
         """Called on the tick thread after every apply, under the state lock: must not block."""
-        self._listeners.append(listener)
+        with self._lock:
+            self._listeners.append(listener)
+
+    def remove_apply_listener(self, listener: ApplyListener) -> None:
+        with self._lock:
+            self._listeners.remove(listener)
 
     def add_role_listener(self, listener: Callable[[], None]) -> None:
         self._role_listeners.append(listener)

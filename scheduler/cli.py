@@ -1,0 +1,226 @@
+"""The `raftcron` command: run a node or a local dev cluster, and talk to a cluster.
+
+Every read command takes --json. The cluster is named by --cluster host:port,...
+or RAFTCRON_CLUSTER, so `eval $(raftcron dev ...)`-style exports just work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import logging
+import os
+import sys
+
+import grpc
+
+from scheduler import cli_output as out
+
+DEFAULT_CLUSTER = "127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203"
+
+
+def _client(args):
+    from worker.client import ClusterClient, parse_cluster
+
+    return ClusterClient(parse_cluster(args.cluster), timeout_s=args.timeout)
+
+
+def cmd_serve(args) -> int:
+    from scheduler.config import load_node_config
+    from scheduler.node import serve
+
+    config = load_node_config(args)
+    logging.basicConfig(
+        level=config.log_level, format=f"%(asctime)s {config.node_id} %(levelname)s %(name)s: %(message)s"
+    )
+    return serve(config)
+
+
+def cmd_dev(args) -> int:
+    from scheduler.devcluster import run_dev_cluster
+
+    return run_dev_cluster(args)
+
+
+def cmd_apply(args) -> int:
+    from scheduler.rpc.convert import spec_to_pb
+    from scheduler.specs import load_jobs_file
+    from worker.api.v1 import jobs_pb2
+
+    specs = load_jobs_file(args.file)
+    request = jobs_pb2.ApplyJobsRequest(
+        jobs=[spec_to_pb(s) for s in specs], prune=args.prune, dry_run=args.dry_run, author=args.author
+    )
+    with _client(args) as client:
+        response = client.apply_jobs(request)
+    out.print_changes(response, args.json, args.dry_run)
+    return 0
+
+
+def cmd_jobs(args) -> int:
+    with _client(args) as client:
+        response = client.list_jobs(owner=args.owner, job_class=args.job_class, page_size=args.limit)
+    out.print_jobs(response, args.json)
+    return 0
+
+
+def cmd_runs(args) -> int:
+    from scheduler.cli_time import parse_when
+    from scheduler.rpc.convert import STATUS_FROM_PB, timestamp
+    from worker.api.v1 import runs_pb2
+
+    statuses = {name: value for value, name in STATUS_FROM_PB.items()}
+    request = runs_pb2.ListRunsRequest(
+        job_id=args.job or "",
+        statuses=[statuses[s] for s in args.status or []],
+        since=timestamp(parse_when(args.since)) if args.since else None,
+        until=timestamp(parse_when(args.until)) if args.until else None,
+        page_size=args.limit,
+        newest_first=not args.oldest_first,
+        linearizable=args.linearizable,
+    )
+    with _client(args) as client:
+        response = client.list_runs(request)
+    out.print_runs(response, args.json)
+    return 0
+
+
+def cmd_status(args) -> int:
+    with _client(args) as client:
+        response = client.status(address=args.node)
+    out.print_status(response, args.json)
+    return 0
+
+
+def cmd_pause(args, paused: bool = True) -> int:
+    with _client(args) as client:
+        call = client.pause_job if paused else client.resume_job
+        response = call(job_id=args.job, author=args.author, reason=args.reason)
+    out.print_job(response.job, args.json)
+    return 0
+
+
+def cmd_delete(args) -> int:
+    with _client(args) as client:
+        client.delete_job(job_id=args.job, author=args.author)
+    print(f"deleted {args.job}")
+    return 0
+
+
+def cmd_next(args) -> int:
+    from scheduler.planning import preview
+
+    if not args.schedule:
+        print("raftcron next: give --schedule (cluster job lookup comes with a later release)", file=sys.stderr)
+        return 2
+    fires = preview(args.schedule, args.timezone, args.after, args.n, args.dst_gap, args.dst_repeat)
+    out.print_fires(fires, args.json)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from scheduler.config import add_node_flags
+
+    parser = argparse.ArgumentParser(prog="raftcron", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--cluster",
+        default=os.environ.get("RAFTCRON_CLUSTER", DEFAULT_CLUSTER),
+        help="gRPC addresses host:port,... of any nodes (env RAFTCRON_CLUSTER; default %(default)s)",
+    )
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default %(default)s)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("serve", help="run one node")
+    add_node_flags(p)
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("dev", help="run a local cluster of node processes on loopback")
+    p.add_argument("--nodes", type=int, default=3, help="how many nodes (default %(default)s)")
+    p.add_argument("--data-dir", default=".raftcron/dev", help="where node data lives (default %(default)s)")
+    p.add_argument("--port-base", type=int, default=7100, help="Raft ports are P+i, gRPC P+100+i (default %(default)s)")
+    p.add_argument("--jobs", default="examples/jobs.yaml", help="jobs file to apply once a leader exists ('' for none)")
+    p.add_argument("--no-worker", action="store_true", help="do not start the demo worker")
+    p.add_argument("--fresh", action="store_true", help="delete the data dir first")
+    p.set_defaults(func=cmd_dev)
+
+    author = getpass.getuser() if hasattr(os, "getuid") else "operator"
+    p = sub.add_parser("apply", help="apply a jobs file: all or nothing")
+    p.add_argument("-f", "--file", required=True, help="YAML jobs file")
+    p.add_argument("--prune", action="store_true", help="remove jobs missing from the file")
+    p.add_argument("--dry-run", action="store_true", help="show the changes, apply nothing")
+    p.add_argument("--author", default=author)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_apply)
+
+    p = sub.add_parser("jobs", help="list jobs")
+    p.add_argument("--owner", default="")
+    p.add_argument("--class", dest="job_class", default="")
+    p.add_argument("--limit", type=int, default=1000)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_jobs)
+
+    p = sub.add_parser("runs", help="list runs of a job (newest first)")
+    p.add_argument("job", nargs="?", help="job id (all jobs when omitted)")
+    p.add_argument("--since", help="e.g. 2026-11-28T18:00:00Z, 'yesterday 18:00', '2h ago'")
+    p.add_argument("--until")
+    p.add_argument("--status", action="append", help="filter by status (repeatable)")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--oldest-first", action="store_true")
+    p.add_argument("--linearizable", action="store_true", help="confirm with the leader before reading")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("status", help="cluster status as one node sees it")
+    p.add_argument("--node", help="ask this host:port only")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+
+    for name, paused in (("pause", True), ("resume", False)):
+        p = sub.add_parser(name, help=f"{name} a job (slots while paused are recorded as skipped)")
+        p.add_argument("job")
+        p.add_argument("--reason", default="")
+        p.add_argument("--author", default=author)
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(func=lambda args, paused=paused: cmd_pause(args, paused))
+
+    p = sub.add_parser("delete", help="delete a job (its run history is kept)")
+    p.add_argument("job")
+    p.add_argument("--author", default=author)
+    p.set_defaults(func=cmd_delete)
+
+    p = sub.add_parser("next", help="preview upcoming fire instants of an expression")
+    p.add_argument("--schedule", required=False, help="cron expression (5 fields, or 6 with seconds first)")
+    p.add_argument("--timezone", default="UTC")
+    p.add_argument("--after", default="now", help="ISO-8601 instant (default now)")
+    p.add_argument("-n", type=int, default=10)
+    p.add_argument("--dst-gap", choices=("run_at_end", "skip"))
+    p.add_argument("--dst-repeat", choices=("first", "second", "both"))
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_next)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from scheduler.config import ConfigError
+    from scheduler.planning import ScheduleError
+    from scheduler.specs import SpecError
+
+    args = build_parser().parse_args(argv)
+    if getattr(args, "after", None) == "now":
+        from scheduler.cli_time import now_iso
+
+        args.after = now_iso()
+    try:
+        return args.func(args)
+    except (ConfigError, SpecError, ScheduleError, ValueError) as exc:
+        print(f"raftcron {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except grpc.RpcError as exc:
+        print(f"raftcron {args.command}: {exc.code().name}: {exc.details()}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""How the CLI prints: aligned text for people, JSON for scripts (times ISO-8601 UTC)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from google.protobuf.json_format import MessageToDict
+
+from scheduler.planning import format_us
+from scheduler.rpc.convert import STATUS_FROM_PB, timestamp_us
+
+
+def _iso(message, field: str) -> str:
+    return format_us(timestamp_us(getattr(message, field))) if message.HasField(field) else ""
+
+
+def _table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    for row in [header] + rows:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
+def _freshness(read) -> None:
+    source = "leader-confirmed" if read.from_leader else "local replica"
+    print(f"(read from {read.node_id}, {source}, applied index {read.applied_index})", file=sys.stderr)
+
+
+def run_dict(run) -> dict:
+    return {
+        "job_id": run.job_id,
+        "scheduled_at": _iso(run, "scheduled_at"),
+        "run_key": run.run_key,
+        "status": STATUS_FROM_PB.get(run.status, "unknown"),
+        "reason": run.reason,
+        "kind": run.kind,
+        "effective_at": _iso(run, "effective_at"),
+        "claimed_at": _iso(run, "claimed_at"),
+        "claim_index": run.claim_index,
+        "attempt": run.attempt,
+        "fencing_token": run.fencing_token,
+        "worker_id": run.worker_id,
+        "started_at": _iso(run, "started_at"),
+        "finished_at": _iso(run, "finished_at"),
+        "exit_code": run.exit_code,
+        "error": run.error,
+    }
+
+
+def job_dict(job) -> dict:
+    spec = MessageToDict(job.spec, preserving_proto_field_name=True)
+    return {
+        "id": job.spec.id,
+        "version": job.version,
+        "author": job.author,
+        "paused": job.paused,
+        "cursor": _iso(job, "cursor"),
+        "next_due": _iso(job, "next_due"),
+        "last_status": STATUS_FROM_PB.get(job.last_status, ""),
+        "last_scheduled_at": _iso(job, "last_scheduled_at"),
+        "spec": spec,
+    }
+
+
+def print_runs(response, as_json: bool) -> None:
+    runs = [run_dict(r) for r in response.runs]
+    if as_json:
+        print(json.dumps(runs, indent=2))
+    else:
+        rows = [[r["job_id"], r["scheduled_at"], r["status"], r["reason"], r["claimed_at"]] for r in runs]
+        _table(rows, ["JOB", "SCHEDULED (UTC)", "STATUS", "REASON", "CLAIMED"])
+        if response.next_page_token:
+            print("(more runs: raise --limit or narrow --since/--until)")
+    _freshness(response.read)
+
+
+def print_jobs(response, as_json: bool) -> None:
+    jobs = [job_dict(j) for j in response.jobs]
+    if as_json:
+        print(json.dumps(jobs, indent=2))
+    else:
+        rows = [
+            [j["id"], j["spec"].get("schedule", ""), j["spec"].get("timezone", ""), j["next_due"],
+             j["last_status"], "paused" if j["paused"] else ""]
+            for j in jobs
+        ]
+        _table(rows, ["JOB", "SCHEDULE", "ZONE", "NEXT DUE (UTC)", "LAST", ""])
+    _freshness(response.read)
+
+
+def print_job(job, as_json: bool) -> None:
+    print(json.dumps(job_dict(job), indent=2) if as_json else f"{job.spec.id}: {'paused' if job.paused else 'active'}")
+
+
+def print_changes(response, as_json: bool, dry_run: bool) -> None:
+    changes = [{"job_id": c.job_id, "change": c.change, "version": c.version} for c in response.changes]
+    if as_json:
+        print(json.dumps({"dry_run": dry_run, "applied_index": response.applied_index, "changes": changes}, indent=2))
+        return
+    for change in changes:
+        print(f"{change['change']:>9}  {change['job_id']} (v{change['version']})")
+    print("dry run: nothing applied" if dry_run else f"applied at index {response.applied_index}")
+
+
+def status_dict(status) -> dict:
+    return {
+        "node_id": status.node_id,
+        "role": status.role,
+        "leader": status.leader,
+        "leader_grpc_address": status.leader_grpc_address,
+        "term": status.term,
+        "epoch": status.epoch,
+        "commit_index": status.commit_index,
+        "applied_index": status.applied_index,
+        "ready": status.ready,
+        "replicated_time": _iso(status, "replicated_time"),
+        "job_count": status.job_count,
+        "run_count": status.run_count,
+        "peers": [MessageToDict(p, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+                  for p in status.peers],
+    }
+
+
+def print_status(status, as_json: bool) -> None:
+    info = status_dict(status)
+    if as_json:
+        print(json.dumps(info, indent=2))
+        return
+    print(f"node {info['node_id']} is {info['role']}; leader {info['leader'] or '(none)'}; "
+          f"term {info['term']}, epoch {info['epoch']}; commit {info['commit_index']}, applied {info['applied_index']}")
+    _table([[p["node_id"], p["raft_address"], p["grpc_address"], "up" if p["connected"] else "DOWN",
+             str(p.get("match_index", 0))] for p in info["peers"]],
+           ["PEER", "RAFT", "GRPC", "LINK", "MATCH"])
+
+
+def print_fires(fires: list[dict], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(fires, indent=2))
+        return
+    for fire in fires:
+        note = f"  ({fire['adjustment']})" if fire.get("adjustment") else ""
+        print(f"{fire['at']}  = {fire['at_utc']}{note}")

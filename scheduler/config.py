@@ -1,0 +1,212 @@
+"""Node configuration: one frozen dataclass, read from a YAML file, env and flags in one place.
+
+Precedence: flag > environment (RAFTCRON_*) > file > default. The cluster secret
+is read from RAFTCRON_CLUSTER_SECRET or a file, never from a command-line flag
+(flags are visible to every user in the process list).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import yaml
+
+from scheduler.replication import RaftSettings
+
+
+class ConfigError(ValueError):
+    """A node configuration that must not start."""
+
+
+@dataclass(frozen=True)
+class Peer:
+    node_id: str
+    raft_address: str
+    grpc_address: str
+
+    @classmethod
+    def parse(cls, text: str) -> Peer:
+        """`ID=RAFT_HOST:PORT/GRPC_HOST:PORT`, e.g. `n2=10.0.0.2:7100/10.0.0.2:7200`."""
+        node_id, sep, addresses = text.partition("=")
+        raft, slash, grpc_address = addresses.partition("/")
+        if not (sep and slash and node_id and raft and grpc_address):
+            raise ConfigError(f"peer {text!r} is not ID=RAFT_HOST:PORT/GRPC_HOST:PORT")
+        return cls(node_id.strip(), _check_address(raft.strip()), _check_address(grpc_address.strip()))
+
+
+@dataclass(frozen=True)
+class RaftTuning:
+    election_timeout_min_s: float = 0.5
+    election_timeout_max_s: float = 1.5
+    append_entries_period_s: float = 0.01
+    tick_period_s: float = 0.005
+    leader_fallback_timeout_s: float = 1.5
+    connection_retry_s: float = 1.0
+    compaction_min_entries: int = 50_000
+    compaction_min_time_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    node_id: str
+    peers: tuple[Peer, ...]
+    data_dir: Path
+    cluster_secret: str | None = field(default=None, repr=False)
+    metrics_address: str = ""
+    raft: RaftTuning = RaftTuning()
+    claim_batch_size: int = 1000
+    trigger_max_sleep_s: float = 1.0
+    propose_timeout_s: float = 5.0
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def me(self) -> Peer:
+        return next(peer for peer in self.peers if peer.node_id == self.node_id)
+
+    def peer_by_raft_address(self, raft_address: str) -> Peer | None:
+        return next((peer for peer in self.peers if peer.raft_address == raft_address), None)
+
+    def raft_settings(self) -> RaftSettings:
+        return RaftSettings(
+            self_address=self.me.raft_address,
+            partner_addresses=tuple(p.raft_address for p in self.peers if p.node_id != self.node_id),
+            data_dir=self.data_dir / "raft",
+            password=self.cluster_secret,
+            **{f.name: getattr(self.raft, f.name) for f in fields(RaftTuning)},
+        )
+
+
+def _check_address(address: str) -> str:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"address {address!r} is not HOST:PORT")
+    return address
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _validate(config: NodeConfig) -> None:
+    if not config.peers:
+        raise ConfigError("no peers: list every member, this node included")
+    ids = [p.node_id for p in config.peers]
+    addresses = [p.raft_address for p in config.peers] + [p.grpc_address for p in config.peers]
+    if len(set(ids)) != len(ids) or len(set(addresses)) != len(addresses):
+        raise ConfigError("peer ids and addresses must be unique")
+    if config.node_id not in ids:
+        raise ConfigError(f"node id {config.node_id!r} is not among the peers {ids}")
+    if len(config.peers) % 2 == 0:
+        raise ConfigError(f"{len(config.peers)} members: use an odd number (3 or 5) so a majority survives")
+    every_address = addresses + ([config.metrics_address] if config.metrics_address else [])
+    if config.cluster_secret is None and not all(_is_loopback(a) for a in every_address):
+        raise ConfigError(
+            "refusing to start without a cluster secret: Raft messages are pickles, and anyone who can "
+            "reach the Raft port could run code here. Set RAFTCRON_CLUSTER_SECRET or cluster_secret_file "
+            "(only an all-loopback development cluster may run without one)."
+        )
+    if config.cluster_secret is not None and len(config.cluster_secret) < 16:
+        raise ConfigError("the cluster secret must be at least 16 characters")
+    if config.claim_batch_size < 1 or config.trigger_max_sleep_s <= 0 or config.propose_timeout_s <= 0:
+        raise ConfigError("claim_batch_size, trigger_max_sleep_s and propose_timeout_s must be positive")
+    tuning = config.raft
+    if not 0 < tuning.append_entries_period_s * 3 < tuning.election_timeout_min_s < tuning.election_timeout_max_s:
+        raise ConfigError("need 3 x append_entries_period_s < election_timeout_min_s < election_timeout_max_s")
+
+
+def add_node_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="YAML node config file (env RAFTCRON_CONFIG)")
+    parser.add_argument("--node-id", help="this node's id (env RAFTCRON_NODE_ID)")
+    parser.add_argument(
+        "--peer",
+        action="append",
+        metavar="ID=RAFT_ADDR/GRPC_ADDR",
+        help="a cluster member, this node included; repeat per member (env RAFTCRON_PEERS, comma-separated)",
+    )
+    parser.add_argument("--data-dir", help="where the Raft journal and snapshots live (env RAFTCRON_DATA_DIR)")
+    parser.add_argument("--metrics", help="HOST:PORT for Prometheus metrics (env RAFTCRON_METRICS)")
+    parser.add_argument(
+        "--cluster-secret-file", help="file holding the cluster secret (env RAFTCRON_CLUSTER_SECRET_FILE)"
+    )
+    parser.add_argument("--log-level", help="DEBUG, INFO, WARNING... (env RAFTCRON_LOG_LEVEL)")
+
+
+def _read_secret(path: str) -> str:
+    try:
+        secret = Path(path).read_text().strip()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the cluster secret file {path!r}: {exc.strerror}") from None
+    if not secret:
+        raise ConfigError(f"the cluster secret file {path!r} is empty")
+    return secret
+
+
+def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> NodeConfig:
+    file_path = args.config or environ.get("RAFTCRON_CONFIG")
+    doc: dict = {}
+    if file_path:
+        try:
+            doc = yaml.safe_load(Path(file_path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read config file {file_path!r}: {exc}") from None
+        if not isinstance(doc, dict):
+            raise ConfigError(f"config file {file_path!r} must hold a mapping")
+
+    def pick(flag_value, env_name: str, key: str, default=None):
+        if flag_value not in (None, []):
+            return flag_value
+        if environ.get(env_name):
+            return environ[env_name]
+        return doc.get(key, default)
+
+    peers_value = pick(args.peer, "RAFTCRON_PEERS", "peers", [])
+    if isinstance(peers_value, str):
+        peers_value = [p for p in peers_value.split(",") if p.strip()]
+    peers = tuple(_peer_from(item) for item in peers_value)
+    secret = environ.get("RAFTCRON_CLUSTER_SECRET") or None
+    secret_file = pick(args.cluster_secret_file, "RAFTCRON_CLUSTER_SECRET_FILE", "cluster_secret_file")
+    if secret is None and secret_file:
+        secret = _read_secret(secret_file)
+    if "cluster_secret" in doc:
+        raise ConfigError("put the secret in cluster_secret_file, not in the config file itself")
+    node_id = pick(args.node_id, "RAFTCRON_NODE_ID", "node_id")
+    data_dir = pick(args.data_dir, "RAFTCRON_DATA_DIR", "data_dir")
+    if not node_id or not data_dir:
+        raise ConfigError("node_id and data_dir are required (flags, RAFTCRON_* env or config file)")
+    known = {f.name for f in fields(RaftTuning)}
+    raft_doc = doc.get("raft", {}) or {}
+    if unknown := set(raft_doc) - known:
+        raise ConfigError(f"unknown raft settings {sorted(unknown)}; known: {sorted(known)}")
+    extra = {k: doc[k] for k in ("claim_batch_size", "trigger_max_sleep_s", "propose_timeout_s") if k in doc}
+    return NodeConfig(
+        node_id=str(node_id),
+        peers=peers,
+        data_dir=Path(data_dir),
+        cluster_secret=secret,
+        metrics_address=pick(args.metrics, "RAFTCRON_METRICS", "metrics", "") or "",
+        raft=RaftTuning(**raft_doc),
+        log_level=str(pick(args.log_level, "RAFTCRON_LOG_LEVEL", "log_level", "INFO")).upper(),
+        **extra,
+    )
+
+
+def _peer_from(item) -> Peer:
+    if isinstance(item, str):
+        return Peer.parse(item)
+    if isinstance(item, dict) and set(item) == {"id", "raft", "grpc"}:
+        return Peer(str(item["id"]), _check_address(str(item["raft"])), _check_address(str(item["grpc"])))
+    raise ConfigError(f"peer {item!r} must be ID=RAFT/GRPC or a mapping with keys id, raft, grpc")

@@ -1,0 +1,69 @@
+"""Pure planning for the trigger loop: which slots of a job are due now, and how each is accounted.
+
+Called with replicated job records and the leader's clock reading; tests call it
+directly. The decisions it makes travel inside ClaimRuns, so followers and the
+next leader never recompute them.
+"""
+
+from __future__ import annotations
+
+from scheduler.core.commands import SlotClaim
+from scheduler.core.model import MISSED, QUEUED, SECOND_US, SKIPPED, Job
+from scheduler.planning import Schedule, compile_schedule
+
+
+def schedule_for(job_spec) -> Schedule:
+    """The shared, memoized schedule of a spec (no per-job iterator objects)."""
+    return compile_schedule(
+        job_spec.schedule, job_spec.timezone, job_spec.dst_gap or None, job_spec.dst_repeat or None
+    )
+
+
+def first_due_after(job_spec, after_us: int) -> int:
+    """The first slot strictly after `after_us`, or 0 when the schedule never fires again."""
+    fire = schedule_for(job_spec).next_fire(after_us)
+    return fire.at_us if fire else 0
+
+
+def _seconds(us: int) -> str:
+    return f"{us / SECOND_US:g}s"
+
+
+def slot_outcome(job: Job, scheduled_us: int, now_us: int, late_fired: int) -> tuple[str, str]:
+    """Fire, skip or record as missed one slot found at `now_us`, by the job's misfire policy.
+
+    `late_fired` counts the late slots of this job already fired in this pass (catch_up cap).
+    """
+    misfire = job.spec.misfire
+    lateness_us = now_us - scheduled_us
+    if lateness_us <= misfire.grace_us:
+        return QUEUED, ""
+    late = f"found {_seconds(lateness_us)} late, beyond the {_seconds(misfire.grace_us)} grace"
+    if misfire.policy == "skip":
+        return SKIPPED, f"{late}; policy skip"
+    if misfire.policy == "catch_up" and late_fired < misfire.max_catch_up:
+        return QUEUED, ""
+    if misfire.policy == "catch_up":
+        return MISSED, f"{late}; catch_up cap of {misfire.max_catch_up} reached"
+    return MISSED, f"{late}; the scheduler was not firing"
+
+
+def plan_due_slots(job: Job, now_us: int, max_slots: int) -> list[SlotClaim]:
+    """Every slot of `job` due at or before `now_us`, in order, at most `max_slots`.
+
+    Each claim names the slot after it, so consecutive claims chain exactly from
+    the job's replicated `next_due_us`: nothing skipped, nothing repeated.
+    """
+    schedule = schedule_for(job.spec)
+    claims: list[SlotClaim] = []
+    due_us = job.next_due_us
+    late_fired = 0
+    while due_us and due_us <= now_us and len(claims) < max_slots:
+        fire = schedule.next_fire(due_us)
+        next_us = fire.at_us if fire else 0
+        status, reason = slot_outcome(job, due_us, now_us, late_fired)
+        if status == QUEUED and now_us - due_us > job.spec.misfire.grace_us:
+            late_fired += 1
+        claims.append(SlotClaim(job.spec.id, due_us, next_us, job.version, status, reason))
+        due_us = next_us
+    return claims

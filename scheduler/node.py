@@ -1,0 +1,99 @@
+"""The node process: Raft log, gRPC server, leader lifecycle and metrics, started and drained in stages."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from concurrent import futures
+
+import grpc
+
+from scheduler.config import NodeConfig
+from scheduler.leader.lifecycle import LeaderLifecycle, LeaderTerm
+from scheduler.leader.trigger import TriggerLoop
+from scheduler.replication import RaftLog
+from scheduler.rpc.cluster import ClusterServicer
+from scheduler.rpc.jobs import JobServicer
+from scheduler.rpc.reads import Reader
+from scheduler.rpc.runs import RunServicer
+from worker.api.v1 import cluster_pb2_grpc, jobs_pb2_grpc, runs_pb2_grpc
+
+log = logging.getLogger("raftcron.node")
+
+MAX_MESSAGE_BYTES = 16 << 20
+
+
+def wall_clock_us() -> int:
+    return time.time_ns() // 1000
+
+
+class Node:
+    def __init__(self, config: NodeConfig, clock_us=wall_clock_us) -> None:
+        self.config = config
+        self.clock_us = clock_us
+        self.raftlog = RaftLog(config.raft_settings())
+        self.lifecycle = LeaderLifecycle(
+            self.raftlog,
+            config.node_id,
+            loops=[("trigger", self._trigger_loop)],
+            clock_us=clock_us,
+            claim_timeout_s=config.propose_timeout_s,
+        )
+        self.server: grpc.Server | None = None
+
+    def _trigger_loop(self, term: LeaderTerm) -> TriggerLoop:
+        c = self.config
+        return TriggerLoop(term, self.raftlog, self.clock_us, c.claim_batch_size, c.trigger_max_sleep_s, c.propose_timeout_s)
+
+    def _leader_id_of(self, raft_address: str) -> str:
+        peer = self.config.peer_by_raft_address(raft_address)
+        return peer.node_id if peer else ""
+
+    def _build_server(self) -> grpc.Server:
+        options = [
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ]
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="grpc"), options=options)
+        timeout_s = self.config.propose_timeout_s
+        reader = Reader(self.raftlog, self.config.node_id, self._leader_id_of, self.clock_us, timeout_s)
+        jobs_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.raftlog, reader, self.clock_us, timeout_s), server)
+        runs_pb2_grpc.add_RunServiceServicer_to_server(RunServicer(self.raftlog, reader), server)
+        cluster_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(self.raftlog, self.config), server)
+        if server.add_insecure_port(self.config.me.grpc_address) == 0:
+            raise OSError(f"cannot listen for gRPC on {self.config.me.grpc_address}")
+        return server
+
+    def start(self) -> None:
+        self.server = self._build_server()
+        self.raftlog.start()
+        self.server.start()
+        self.lifecycle.start()
+        log.info(
+            "node %s serving gRPC on %s, Raft on %s",
+            self.config.node_id,
+            self.config.me.grpc_address,
+            self.config.me.raft_address,
+        )
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        """Drain in stages: stop leading, stop taking calls (let in-flight ones finish), leave Raft."""
+        self.lifecycle.close()
+        if self.server is not None:
+            self.server.stop(grace_s).wait()
+        self.raftlog.close()
+
+
+def serve(config: NodeConfig) -> int:
+    node = Node(config)
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+    node.start()
+    stopping.wait()
+    log.info("shutting down")
+    node.stop()
+    return 0

@@ -1,0 +1,53 @@
+"""ClusterService: this node's view of the Raft group, answered locally."""
+
+from __future__ import annotations
+
+from scheduler.config import NodeConfig
+from scheduler.replication import RaftLog
+from scheduler.replication.raftlog import ROLE_NAMES
+from scheduler.rpc.convert import timestamp
+from worker.api.v1 import cluster_pb2, cluster_pb2_grpc
+
+# pysyncobj reports a connected partner with this value.
+_CONNECTED = 2
+
+
+class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
+    def __init__(self, raftlog: RaftLog, config: NodeConfig) -> None:
+        self._raftlog = raftlog
+        self._config = config
+
+    def Status(self, request, context):
+        raft = self._raftlog.raft_status()
+        leader_peer = self._config.peer_by_raft_address(self._raftlog.leader_address())
+        peers = [
+            cluster_pb2.PeerStatus(
+                node_id=peer.node_id,
+                raft_address=peer.raft_address,
+                grpc_address=peer.grpc_address,
+                connected=peer.node_id == self._config.node_id
+                or raft.get(f"partner_node_status_server_{peer.raft_address}") == _CONNECTED,
+                match_index=raft.get(f"match_idx_server_{peer.raft_address}") or 0,
+                next_index=raft.get(f"next_node_idx_server_{peer.raft_address}") or 0,
+            )
+            for peer in self._config.peers
+        ]
+        with self._raftlog.read() as state:
+            epoch, now_us = state.epoch, state.now_us
+            job_count, run_count, leader_of_epoch = len(state.jobs), state.run_count, state.leader_id
+        return cluster_pb2.StatusResponse(
+            node_id=self._config.node_id,
+            role=ROLE_NAMES.get(raft.get("state"), "unknown"),
+            leader=leader_peer.node_id if leader_peer else "",
+            leader_grpc_address=leader_peer.grpc_address if leader_peer else "",
+            term=self._raftlog.term,
+            commit_index=self._raftlog.commit_index,
+            applied_index=self._raftlog.applied_index,
+            epoch=epoch,
+            peers=peers,
+            # Ready once a leader is known and it has opened an epoch this node has applied.
+            ready=leader_peer is not None and leader_of_epoch == leader_peer.node_id,
+            replicated_time=timestamp(now_us),
+            job_count=job_count,
+            run_count=run_count,
+        )

@@ -1,0 +1,157 @@
+"""Conversions between protobuf messages and core records. No policy lives here."""
+
+from __future__ import annotations
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from scheduler.core import model
+from worker.api.v1 import common_pb2 as pb
+
+_OVERLAP_TO_PB = {"allow": pb.ALLOW, "forbid": pb.FORBID, "queue": pb.QUEUE, "replace": pb.REPLACE}
+_OVERLAP_FROM_PB = {v: k for k, v in _OVERLAP_TO_PB.items()}
+STATUS_TO_PB = {
+    model.QUEUED: pb.QUEUED,
+    model.LEASED: pb.LEASED,
+    model.SUCCEEDED: pb.SUCCEEDED,
+    model.FAILED: pb.FAILED,
+    model.TIMED_OUT: pb.TIMED_OUT,
+    model.SKIPPED: pb.SKIPPED,
+    model.MISSED: pb.MISSED,
+    model.CANCELLED: pb.CANCELLED,
+}
+STATUS_FROM_PB = {v: k for k, v in STATUS_TO_PB.items()}
+
+
+def timestamp(us: int) -> Timestamp | None:
+    return Timestamp(seconds=us // 1_000_000, nanos=(us % 1_000_000) * 1000) if us else None
+
+
+def timestamp_us(ts: Timestamp) -> int:
+    return ts.seconds * 1_000_000 + ts.nanos // 1000
+
+
+def duration(us: int) -> Duration:
+    return Duration(seconds=us // 1_000_000, nanos=(us % 1_000_000) * 1000)
+
+
+def duration_us(message, field: str, default_us: int) -> int:
+    if not message.HasField(field):
+        return default_us
+    d = getattr(message, field)
+    return d.seconds * 1_000_000 + d.nanos // 1000
+
+
+def spec_from_pb(spec: pb.JobSpec) -> model.JobSpec:
+    """Unset fields take the documented defaults; validation happens after, on the core record."""
+    retry_defaults, misfire_defaults = model.RetryPolicy(), model.MisfirePolicy()
+    retry = model.RetryPolicy(
+        max_attempts=spec.retry.max_attempts or retry_defaults.max_attempts,
+        backoff_initial_us=duration_us(spec.retry, "backoff_initial", retry_defaults.backoff_initial_us),
+        backoff_max_us=duration_us(spec.retry, "backoff_max", retry_defaults.backoff_max_us),
+        backoff_multiplier=spec.retry.backoff_multiplier or retry_defaults.backoff_multiplier,
+        within_us=duration_us(spec.retry, "within", 0),
+    )
+    misfire = model.MisfirePolicy(
+        policy=spec.misfire.policy or misfire_defaults.policy,
+        grace_us=duration_us(spec.misfire, "grace", misfire_defaults.grace_us),
+        max_catch_up=spec.misfire.max_catch_up if spec.HasField("misfire") else misfire_defaults.max_catch_up,
+    )
+    kind = spec.target.WhichOneof("kind") or "handler"
+    return model.JobSpec(
+        id=spec.id,
+        schedule=spec.schedule,
+        target_kind=kind,
+        target=getattr(spec.target, kind),
+        timezone=spec.timezone or "UTC",
+        owner=spec.owner,
+        job_class=spec.job_class or "default",
+        timeout_us=duration_us(spec, "timeout", model.DEFAULT_TIMEOUT_US),
+        retry=retry,
+        priority=spec.priority,
+        payload_json=spec.payload_json,
+        misfire=misfire,
+        dst_gap=spec.dst.gap,
+        dst_repeat=spec.dst.repeat,
+        jitter=spec.jitter or "auto",
+        overlap=_OVERLAP_FROM_PB.get(spec.overlap, "allow"),
+        paused=spec.paused,
+    )
+
+
+def spec_to_pb(spec: model.JobSpec) -> pb.JobSpec:
+    return pb.JobSpec(
+        id=spec.id,
+        owner=spec.owner,
+        job_class=spec.job_class,
+        schedule=spec.schedule,
+        timezone=spec.timezone,
+        misfire=pb.MisfirePolicy(
+            policy=spec.misfire.policy,
+            grace=duration(spec.misfire.grace_us),
+            max_catch_up=spec.misfire.max_catch_up,
+        ),
+        dst=pb.DstPolicy(gap=spec.dst_gap, repeat=spec.dst_repeat),
+        jitter=spec.jitter,
+        paused=spec.paused,
+        target=pb.Target(**{spec.target_kind: spec.target}),
+        payload_json=spec.payload_json,
+        timeout=duration(spec.timeout_us),
+        retry=pb.RetryPolicy(
+            max_attempts=spec.retry.max_attempts,
+            backoff_initial=duration(spec.retry.backoff_initial_us),
+            backoff_max=duration(spec.retry.backoff_max_us),
+            backoff_multiplier=spec.retry.backoff_multiplier,
+            within=duration(spec.retry.within_us) if spec.retry.within_us else None,
+        ),
+        priority=spec.priority,
+        overlap=_OVERLAP_TO_PB.get(spec.overlap, pb.OVERLAP_UNSPECIFIED),
+    )
+
+
+def job_to_pb(job: model.Job) -> pb.Job:
+    return pb.Job(
+        spec=spec_to_pb(job.spec),
+        version=job.version,
+        author=job.author,
+        updated_at=timestamp(job.updated_us),
+        cursor=timestamp(job.cursor_us),
+        next_due=timestamp(job.next_due_us),
+        paused=job.paused,
+        last_status=STATUS_TO_PB.get(job.last_status, pb.RUN_STATUS_UNSPECIFIED),
+        last_scheduled_at=timestamp(job.last_scheduled_us),
+    )
+
+
+def run_to_pb(run: model.Run) -> pb.Run:
+    return pb.Run(
+        job_id=run.job_id,
+        scheduled_at=timestamp(run.scheduled_us),
+        run_key=model.format_run_key(run.job_id, run.scheduled_us),
+        kind=run.kind,
+        status=STATUS_TO_PB.get(run.status, pb.RUN_STATUS_UNSPECIFIED),
+        reason=run.reason,
+        effective_at=timestamp(run.effective_us),
+        claimed_at=timestamp(run.claimed_us),
+        claim_index=run.claim_index,
+        attempt=run.attempt,
+        fencing_token=run.fencing_token,
+        worker_id=run.worker_id,
+        started_at=timestamp(run.started_us),
+        finished_at=timestamp(run.finished_us),
+        exit_code=run.exit_code,
+        error=run.error,
+        attempts=[
+            pb.Attempt(
+                number=a.number,
+                worker_id=a.worker_id,
+                fencing_token=a.fencing_token,
+                started_at=timestamp(a.started_us),
+                finished_at=timestamp(a.finished_us),
+                outcome=a.outcome,
+                error=a.error,
+                exit_code=a.exit_code,
+            )
+            for a in run.attempts
+        ],
+    )

@@ -1,0 +1,46 @@
+"""One table from core rejections and replication failures to gRPC status codes."""
+
+from __future__ import annotations
+
+import grpc
+
+from scheduler.core.results import Rejection
+from scheduler.replication import (
+    NotLeader,
+    OutcomeUnknown,
+    Overloaded,
+    ReplicationError,
+    ReplicationTimeout,
+)
+
+REJECTION_CODES: dict[str, grpc.StatusCode] = {
+    "invalid": grpc.StatusCode.INVALID_ARGUMENT,
+    "not_found": grpc.StatusCode.NOT_FOUND,
+    "version_conflict": grpc.StatusCode.ABORTED,
+    "stale_plan": grpc.StatusCode.ABORTED,
+    "stale_epoch": grpc.StatusCode.FAILED_PRECONDITION,
+    "stale_term": grpc.StatusCode.FAILED_PRECONDITION,
+    "internal_error": grpc.StatusCode.INTERNAL,
+    "bad_command": grpc.StatusCode.INTERNAL,
+}
+
+# Most specific first: ReplicationTimeout is an OutcomeUnknown.
+REPLICATION_CODES: tuple[tuple[type[ReplicationError], grpc.StatusCode, str], ...] = (
+    (NotLeader, grpc.StatusCode.UNAVAILABLE, "no leader reachable; safe to retry"),
+    (Overloaded, grpc.StatusCode.RESOURCE_EXHAUSTED, "node overloaded; safe to retry later"),
+    (ReplicationTimeout, grpc.StatusCode.DEADLINE_EXCEEDED, "outcome unknown; retry with the same request id"),
+    (OutcomeUnknown, grpc.StatusCode.ABORTED, "leadership changed; retry with the same request id"),
+    (ReplicationError, grpc.StatusCode.UNAVAILABLE, "replication failed"),
+)
+
+
+def abort_rejected(context: grpc.ServicerContext, rejection: Rejection) -> None:
+    code = REJECTION_CODES.get(rejection.code, grpc.StatusCode.FAILED_PRECONDITION)
+    context.abort(code, f"{rejection.code}: {rejection.message}")
+
+
+def abort_replication(context: grpc.ServicerContext, error: ReplicationError) -> None:
+    for error_type, code, advice in REPLICATION_CODES:
+        if isinstance(error, error_type):
+            hint = f" (leader: {error.leader_hint})" if error.leader_hint else ""
+            context.abort(code, f"{advice}: {error}{hint}")

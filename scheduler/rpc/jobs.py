@@ -1,0 +1,165 @@
+"""JobService: apply, read, delete, pause and resume jobs. Translation only."""
+
+from __future__ import annotations
+
+import uuid
+
+import grpc
+
+from scheduler.core import Result, model
+from scheduler.core import results as ev
+from scheduler.core.commands import ApplyJobs, JobUpsert, SetJobPaused
+from scheduler.core.jobs import restarted_cursor
+from scheduler.leader.planner import first_due_after
+from scheduler.replication import RaftLog, ReplicationError
+from scheduler.rpc.convert import job_to_pb, spec_from_pb
+from scheduler.rpc.errors import abort_rejected, abort_replication
+from scheduler.rpc.reads import Reader
+from scheduler.specs import validate_spec
+from worker.api.v1 import common_pb2 as pb
+from worker.api.v1 import jobs_pb2, jobs_pb2_grpc
+
+MAX_JOBS_PER_APPLY = 100_000
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+# A retryable rejection (another writer moved a job first) is re-planned this many times.
+APPLY_ATTEMPTS = 3
+
+_CHANGE_NAMES = {ev.JobAdded: "added", ev.JobChanged: "changed", ev.JobUnchanged: "unchanged", ev.JobRemoved: "removed"}
+
+
+def page_size(requested: int) -> int:
+    return min(requested or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE) if requested >= 0 else DEFAULT_PAGE_SIZE
+
+
+class JobServicer(jobs_pb2_grpc.JobServiceServicer):
+    def __init__(self, raftlog: RaftLog, reader: Reader, clock_us, timeout_s: float) -> None:
+        self._raftlog = raftlog
+        self._reader = reader
+        self._clock_us = clock_us
+        self._timeout_s = timeout_s
+
+    # -- writes ------------------------------------------------------------
+    def _submit(self, command, context: grpc.ServicerContext) -> Result:
+        try:
+            result = self._raftlog.submit(command, self._timeout_s)
+        except ReplicationError as exc:
+            abort_replication(context, exc)
+        if not result.accepted:
+            abort_rejected(context, result.rejection)
+        return result
+
+    def _plan_apply(self, specs: list[model.JobSpec], prune: bool, author: str, request_id: str) -> ApplyJobs:
+        issued_at_us = self._clock_us()
+        wanted = {spec.id for spec in specs}
+        upserts = []
+        with self._raftlog.read() as state:
+            for spec in specs:
+                current = state.jobs.get(spec.id)
+                upsert = JobUpsert(spec=spec, expected_version=current.version if current else 0, next_due_us=0)
+                after_us = restarted_cursor(current, upsert, issued_at_us)
+                next_due_us = first_due_after(spec, after_us) if after_us is not None else current.next_due_us
+                upserts.append(JobUpsert(spec, upsert.expected_version, next_due_us))
+            removals = tuple(sorted(job_id for job_id in state.jobs if job_id not in wanted)) if prune else ()
+        return ApplyJobs(issued_at_us, author, request_id, tuple(upserts), removals)
+
+    def ApplyJobs(self, request: jobs_pb2.ApplyJobsRequest, context):
+        if len(request.jobs) > MAX_JOBS_PER_APPLY:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"at most {MAX_JOBS_PER_APPLY} jobs per apply")
+        specs = [spec_from_pb(job) for job in request.jobs]
+        problems = [problem for spec in specs for problem in validate_spec(spec)]
+        seen: set[str] = set()
+        problems += [f"job {s.id!r}: listed twice" for s in specs if s.id in seen or seen.add(s.id)]
+        if problems:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "nothing applied:\n" + "\n".join(map(str, problems)))
+        request_id = request.request_id or uuid.uuid4().hex
+        for attempt in range(APPLY_ATTEMPTS):
+            command = self._plan_apply(specs, request.prune, request.author or "anonymous", request_id)
+            if request.dry_run:
+                return jobs_pb2.ApplyJobsResponse(changes=self._preview_changes(command))
+            try:
+                result = self._raftlog.submit(command, self._timeout_s)
+            except ReplicationError as exc:
+                abort_replication(context, exc)
+            if result.accepted or not result.rejection.retryable or attempt == APPLY_ATTEMPTS - 1:
+                break
+        if not result.accepted:
+            abort_rejected(context, result.rejection)
+        changes = [
+            pb.JobChange(job_id=e.job_id, change=_CHANGE_NAMES[type(e)], version=e.version)
+            for e in result.events
+            if type(e) in _CHANGE_NAMES
+        ]
+        return jobs_pb2.ApplyJobsResponse(changes=changes, applied_index=result.index)
+
+    def _preview_changes(self, command: ApplyJobs) -> list[pb.JobChange]:
+        changes = []
+        with self._raftlog.read() as state:
+            for upsert in command.upserts:
+                current = state.jobs.get(upsert.spec.id)
+                if current is None:
+                    changes.append(pb.JobChange(job_id=upsert.spec.id, change="added", version=1))
+                elif current.spec == upsert.spec:
+                    changes.append(pb.JobChange(job_id=upsert.spec.id, change="unchanged", version=current.version))
+                else:
+                    changes.append(pb.JobChange(job_id=upsert.spec.id, change="changed", version=current.version + 1))
+            for job_id in command.removals:
+                changes.append(pb.JobChange(job_id=job_id, change="removed", version=state.jobs[job_id].version))
+        return changes
+
+    def DeleteJob(self, request, context):
+        command = ApplyJobs(
+            self._clock_us(), request.author or "anonymous", request.request_id or uuid.uuid4().hex, (), (request.job_id,)
+        )
+        return jobs_pb2.DeleteJobResponse(applied_index=self._submit(command, context).index)
+
+    def _set_paused(self, request, context, paused: bool) -> pb.Job:
+        command = SetJobPaused(
+            issued_at_us=self._clock_us(),
+            job_id=request.job_id,
+            paused=paused,
+            author=request.author or "anonymous",
+            reason=request.reason,
+            request_id=request.request_id or uuid.uuid4().hex,
+        )
+        self._submit(command, context)
+        return self._job_or_abort(request.job_id, context)
+
+    def PauseJob(self, request, context):
+        return jobs_pb2.PauseJobResponse(job=self._set_paused(request, context, True))
+
+    def ResumeJob(self, request, context):
+        return jobs_pb2.ResumeJobResponse(job=self._set_paused(request, context, False))
+
+    # -- reads ---------------------------------------------------------------
+    def _job_or_abort(self, job_id: str, context) -> pb.Job:
+        with self._raftlog.read() as state:
+            job = state.jobs.get(job_id)
+            if job is not None:
+                return job_to_pb(job)
+        context.abort(grpc.StatusCode.NOT_FOUND, f"job {job_id!r} does not exist")
+
+    def GetJob(self, request, context):
+        self._reader.barrier(context, request.linearizable)
+        job = self._job_or_abort(request.job_id, context)
+        return jobs_pb2.GetJobResponse(job=job, read=self._reader.read_info(request.linearizable))
+
+    def ListJobs(self, request, context):
+        self._reader.barrier(context, request.linearizable)
+        limit = page_size(request.page_size)
+        selected: list[model.Job] = []
+        with self._raftlog.read() as state:
+            for job_id in sorted(state.jobs):
+                job = state.jobs[job_id]
+                if job_id <= request.page_token:
+                    continue
+                if request.owner and job.spec.owner != request.owner:
+                    continue
+                if request.job_class and job.spec.job_class != request.job_class:
+                    continue
+                selected.append(job)
+                if len(selected) > limit:
+                    break
+            page = [job_to_pb(job) for job in selected[:limit]]
+        next_token = selected[limit - 1].spec.id if len(selected) > limit else ""
+        return jobs_pb2.ListJobsResponse(jobs=page, next_page_token=next_token, read=self._reader.read_info(request.linearizable))
