@@ -11,6 +11,7 @@ import getpass
 import logging
 import os
 import sys
+import zoneinfo
 
 import grpc
 
@@ -205,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     from scheduler.planning import ScheduleError
     from scheduler.specs import SpecError
 
+    # Zone rules come from the pinned tzdata package only, never from the host's
+    # /usr/share/zoneinfo, so every node computes the same instants.
+    zoneinfo.reset_tzpath(to=())
     args = build_parser().parse_args(argv)
     if getattr(args, "after", None) == "now":
         from scheduler.cli_time import now_iso

@@ -171,9 +171,9 @@ class ClusterClient:
         return self._call("RunService", "GetRun", request, fields)
 
     # ClusterService
-    def status(self, address: str | None = None) -> cluster_pb2.StatusResponse:
-        """Status of the node at `address` (no failover), or of the first reachable node."""
-        return self._call("ClusterService", "Status", None, {}, address=address)
+    def status(self, address: str | None = None, include_digest: bool = False) -> cluster_pb2.StatusResponse:
+        """One node's view (that node only when `address` is given); the state digest on request."""
+        return self._call("ClusterService", "Status", None, {"include_digest": include_digest}, address=address)
 
     def close(self) -> None:
         """Close every channel. Idempotent; calls after close raise ValueError."""

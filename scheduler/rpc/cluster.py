@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from scheduler.config import NodeConfig
+from scheduler.core import state_digest
 from scheduler.replication import RaftLog
 from scheduler.replication.raftlog import ROLE_NAMES
 from scheduler.rpc.convert import timestamp
@@ -35,6 +36,8 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         with self._raftlog.read() as state:
             epoch, now_us = state.epoch, state.now_us
             job_count, run_count, leader_of_epoch = len(state.jobs), state.run_count, state.leader_id
+            digest = state_digest(state) if request.include_digest else ""
+            digest_index = state.applied_index
         return cluster_pb2.StatusResponse(
             node_id=self._config.node_id,
             role=ROLE_NAMES.get(raft.get("state"), "unknown"),
@@ -50,4 +53,6 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
             replicated_time=timestamp(now_us),
             job_count=job_count,
             run_count=run_count,
+            state_digest=digest,
+            digest_index=digest_index if digest else 0,
         )

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bworker/api/v1/cluster.proto\x12\x0braftcron.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x0f\n\rStatusRequest\"\x85\x01\n\nPeerStatus\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x14\n\x0craft_address\x18\x02 \x01(\t\x12\x14\n\x0cgrpc_address\x18\x03 \x01(\t\x12\x11\n\tconnected\x18\x04 \x01(\x08\x12\x13\n\x0bmatch_index\x18\x05 \x01(\x03\x12\x12\n\nnext_index\x18\x06 \x01(\x03\"\xb8\x02\n\x0eStatusResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0e\n\x06leader\x18\x03 \x01(\t\x12\x1b\n\x13leader_grpc_address\x18\x04 \x01(\t\x12\x0c\n\x04term\x18\n \x01(\x03\x12\x14\n\x0c\x63ommit_index\x18\x0b \x01(\x03\x12\x15\n\rapplied_index\x18\x0c \x01(\x03\x12\r\n\x05\x65poch\x18\r \x01(\x03\x12&\n\x05peers\x18\x14 \x03(\x0b\x32\x17.raftcron.v1.PeerStatus\x12\r\n\x05ready\x18\x15 \x01(\x08\x12\x33\n\x0freplicated_time\x18\x1e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tjob_count\x18\x1f \x01(\x03\x12\x11\n\trun_count\x18  \x01(\x03\x32S\n\x0e\x43lusterService\x12\x41\n\x06Status\x12\x1a.raftcron.v1.StatusRequest\x1a\x1b.raftcron.v1.StatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bworker/api/v1/cluster.proto\x12\x0braftcron.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\'\n\rStatusRequest\x12\x16\n\x0einclude_digest\x18\x01 \x01(\x08\"\x85\x01\n\nPeerStatus\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x14\n\x0craft_address\x18\x02 \x01(\t\x12\x14\n\x0cgrpc_address\x18\x03 \x01(\t\x12\x11\n\tconnected\x18\x04 \x01(\x08\x12\x13\n\x0bmatch_index\x18\x05 \x01(\x03\x12\x12\n\nnext_index\x18\x06 \x01(\x03\"\xe4\x02\n\x0eStatusResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0e\n\x06leader\x18\x03 \x01(\t\x12\x1b\n\x13leader_grpc_address\x18\x04 \x01(\t\x12\x0c\n\x04term\x18\n \x01(\x03\x12\x14\n\x0c\x63ommit_index\x18\x0b \x01(\x03\x12\x15\n\rapplied_index\x18\x0c \x01(\x03\x12\r\n\x05\x65poch\x18\r \x01(\x03\x12&\n\x05peers\x18\x14 \x03(\x0b\x32\x17.raftcron.v1.PeerStatus\x12\r\n\x05ready\x18\x15 \x01(\x08\x12\x33\n\x0freplicated_time\x18\x1e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tjob_count\x18\x1f \x01(\x03\x12\x11\n\trun_count\x18  \x01(\x03\x12\x14\n\x0cstate_digest\x18! \x01(\t\x12\x14\n\x0c\x64igest_index\x18\" \x01(\x03\x32S\n\x0e\x43lusterService\x12\x41\n\x06Status\x12\x1a.raftcron.v1.StatusRequest\x1a\x1b.raftcron.v1.StatusResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,11 +33,11 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'worker.api.v1.cluster_pb2',
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_STATUSREQUEST']._serialized_start=77
-  _globals['_STATUSREQUEST']._serialized_end=92
-  _globals['_PEERSTATUS']._serialized_start=95
-  _globals['_PEERSTATUS']._serialized_end=228
-  _globals['_STATUSRESPONSE']._serialized_start=231
-  _globals['_STATUSRESPONSE']._serialized_end=543
-  _globals['_CLUSTERSERVICE']._serialized_start=545
-  _globals['_CLUSTERSERVICE']._serialized_end=628
+  _globals['_STATUSREQUEST']._serialized_end=116
+  _globals['_PEERSTATUS']._serialized_start=119
+  _globals['_PEERSTATUS']._serialized_end=252
+  _globals['_STATUSRESPONSE']._serialized_start=255
+  _globals['_STATUSRESPONSE']._serialized_end=611
+  _globals['_CLUSTERSERVICE']._serialized_start=613
+  _globals['_CLUSTERSERVICE']._serialized_end=696
 # @@protoc_insertion_point(module_scope)

@@ -10,8 +10,10 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class StatusRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("include_digest",)
+    INCLUDE_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    include_digest: bool
+    def __init__(self, include_digest: _Optional[bool] = ...) -> None: ...
 
 class PeerStatus(_message.Message):
     __slots__ = ("node_id", "raft_address", "grpc_address", "connected", "match_index", "next_index")
@@ -30,7 +32,7 @@ class PeerStatus(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., connected: _Optional[bool] = ..., match_index: _Optional[int] = ..., next_index: _Optional[int] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("node_id", "role", "leader", "leader_grpc_address", "term", "commit_index", "applied_index", "epoch", "peers", "ready", "replicated_time", "job_count", "run_count")
+    __slots__ = ("node_id", "role", "leader", "leader_grpc_address", "term", "commit_index", "applied_index", "epoch", "peers", "ready", "replicated_time", "job_count", "run_count", "state_digest", "digest_index")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -44,6 +46,8 @@ class StatusResponse(_message.Message):
     REPLICATED_TIME_FIELD_NUMBER: _ClassVar[int]
     JOB_COUNT_FIELD_NUMBER: _ClassVar[int]
     RUN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    STATE_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_INDEX_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     role: str
     leader: str
@@ -57,4 +61,6 @@ class StatusResponse(_message.Message):
     replicated_time: _timestamp_pb2.Timestamp
     job_count: int
     run_count: int
-    def __init__(self, node_id: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., epoch: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., ready: _Optional[bool] = ..., replicated_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., job_count: _Optional[int] = ..., run_count: _Optional[int] = ...) -> None: ...
+    state_digest: str
+    digest_index: int
+    def __init__(self, node_id: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., epoch: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., ready: _Optional[bool] = ..., replicated_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., job_count: _Optional[int] = ..., run_count: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ...) -> None: ...

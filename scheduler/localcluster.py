@@ -1,0 +1,191 @@
+"""A cluster of real node processes on this machine, for `raftcron dev`, tests and benchmarks."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import yaml
+
+from worker.client import ClusterClient
+
+
+@dataclass
+class Member:
+    node_id: str
+    raft_address: str
+    grpc_address: str
+    config_path: Path
+    process: subprocess.Popen | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.config_path.parent / "node.log"
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+def wait_until(condition: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.05):
+    """Poll `condition` until it returns something truthy; TimeoutError naming `what` otherwise."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(interval_s)
+
+
+@dataclass
+class LocalCluster:
+    data_dir: Path
+    nodes: int = 3
+    port_base: int = 7100
+    host: str = "127.0.0.1"
+    # Extra keys merged into every node's YAML config (e.g. {"raft": {...}, "claim_batch_size": 1}).
+    overrides: dict = field(default_factory=dict)
+    members: list[Member] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.data_dir = Path(self.data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.data_dir, 0o700)
+        secret_file = self.data_dir / "cluster.secret"
+        if not secret_file.exists():
+            # Loopback is shared by every user of the machine: authenticate Raft even here.
+            secret_file.touch(mode=0o600)
+            secret_file.write_text(secrets.token_hex(24))
+        peers = [
+            {"id": f"n{i}", "raft": f"{self.host}:{self.port_base + i}", "grpc": f"{self.host}:{self.port_base + 100 + i}"}
+            for i in range(1, self.nodes + 1)
+        ]
+        for peer in peers:
+            node_dir = self.data_dir / peer["id"]
+            node_dir.mkdir(exist_ok=True)
+            config = {
+                "node_id": peer["id"],
+                "data_dir": str(node_dir),
+                "peers": peers,
+                "cluster_secret_file": str(secret_file),
+                **self.overrides,
+            }
+            config_path = node_dir / "node.yaml"
+            config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+            self.members.append(Member(peer["id"], peer["raft"], peer["grpc"], config_path))
+
+    @property
+    def addresses(self) -> list[str]:
+        return [m.grpc_address for m in self.members]
+
+    @property
+    def cluster_arg(self) -> str:
+        return ",".join(self.addresses)
+
+    def member(self, node_id: str) -> Member:
+        return next(m for m in self.members if m.node_id == node_id)
+
+    def start(self, node_id: str | None = None) -> None:
+        for member in self.members if node_id is None else [self.member(node_id)]:
+            if member.alive():
+                continue
+            log_file = open(member.log_path, "ab")
+            member.process = subprocess.Popen(
+                [sys.executable, "-m", "scheduler.cli", "serve", "--config", str(member.config_path)],
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            log_file.close()
+
+    def kill(self, node_id: str, signum: int = signal.SIGKILL) -> None:
+        member = self.member(node_id)
+        if member.alive():
+            member.process.send_signal(signum)
+            if signum in (signal.SIGKILL, signal.SIGTERM):
+                member.process.wait(timeout=15)
+
+    def stop(self) -> None:
+        """SIGTERM every node, SIGKILL what has not exited after a grace period."""
+        for member in self.members:
+            if member.alive():
+                member.process.send_signal(signal.SIGCONT)
+                member.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for member in self.members:
+            if member.process is None:
+                continue
+            try:
+                member.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                member.process.kill()
+                member.process.wait()
+
+    def client(self, node_id: str | None = None, timeout_s: float = 5.0) -> ClusterClient:
+        addresses = [self.member(node_id).grpc_address] if node_id else self.addresses
+        return ClusterClient(addresses, timeout_s=timeout_s)
+
+    def status(self, node_id: str, include_digest: bool = False):
+        """One node's status, or None when it does not answer."""
+        member = self.member(node_id)
+        try:
+            with self.client(node_id, timeout_s=2.0) as client:
+                return client.status(address=member.grpc_address, include_digest=include_digest)
+        except grpc.RpcError:
+            return None
+
+    def leader(self, exclude: tuple[str, ...] = ()) -> str | None:
+        """The node that is leader, has opened its epoch, and is seen so by itself."""
+        for member in self.members:
+            if member.node_id in exclude or not member.alive():
+                continue
+            status = self.status(member.node_id)
+            if status and status.ready and status.role == "leader" and status.leader == member.node_id:
+                return member.node_id
+        return None
+
+    def wait_for_leader(self, timeout_s: float = 30.0, exclude: tuple[str, ...] = ()) -> str:
+        def check():
+            for member in self.members:
+                if member.process is not None and member.process.poll() is not None and member.node_id not in exclude:
+                    if member.process.returncode not in (-signal.SIGKILL, -signal.SIGTERM):
+                        raise RuntimeError(f"node {member.node_id} exited; see {member.log_path}")
+            return self.leader(exclude)
+
+        return wait_until(check, timeout_s, "a leader with an open epoch", interval_s=0.1)
+
+    def digests(self) -> dict[str, tuple[int, str]]:
+        """(applied index, state digest) of every live node."""
+        result = {}
+        for member in self.members:
+            if member.alive():
+                status = self.status(member.node_id, include_digest=True)
+                if status is not None:
+                    result[member.node_id] = (status.digest_index, status.state_digest)
+        return result
+
+    def wait_converged(self, timeout_s: float = 20.0) -> str:
+        """Wait until every live node reports the same applied index and digest; return the digest."""
+
+        def check():
+            seen = self.digests()
+            values = set(seen.values())
+            alive = sum(1 for m in self.members if m.alive())
+            return next(iter(values))[1] if len(seen) == alive and len(values) == 1 else None
+
+        return wait_until(check, timeout_s, "replicas to converge to one digest", interval_s=0.2)
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
