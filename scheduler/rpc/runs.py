@@ -56,12 +56,13 @@ class RunServicer(runs_pb2_grpc.RunServiceServicer):
         statuses = {STATUS_FROM_PB[s] for s in request.statuses if s in STATUS_FROM_PB}
         candidates: list[model.Run] = []
         with self._raftlog.read() as state:
-            job_ids = [request.job_id] if request.job_id else list(state.jobs)
+            # Runs outlive their job: history of a deleted job stays listable.
+            job_ids = [request.job_id] if request.job_id else list(state.runs)
             for job_id in job_ids:
                 job = state.jobs.get(job_id)
-                if job is not None and (
-                    (request.owner and job.spec.owner != request.owner)
-                    or (request.job_class and job.spec.job_class != request.job_class)
+                spec = job.spec if job is not None else None
+                if (request.owner and (spec is None or spec.owner != request.owner)) or (
+                    request.job_class and (spec is None or spec.job_class != request.job_class)
                 ):
                     continue
                 job_runs = state.runs.get(job_id, [])
