@@ -12,13 +12,16 @@ from scheduler.core.state import State
 _SCHEDULE_FIELDS = ("schedule", "timezone", "dst_gap", "dst_repeat")
 
 
-def restarted_cursor(current: Job | None, upsert: JobUpsert, issued_at_us: int) -> int | None:
+def restarted_cursor(state: State, current: Job | None, upsert: JobUpsert, issued_at_us: int) -> int | None:
     """The new cursor when the job's slots start afresh (new job or new schedule), else None.
 
-    Slots of a schedule are owed from the moment it is applied, not before.
+    Slots of a schedule are owed from the moment it is applied, not before, and never
+    at or before a run key still retained under this id (a deleted job's history), so
+    a re-added job cannot owe a slot that is already claimed.
     """
     if current is None:
-        return issued_at_us
+        retained = state.runs.get(upsert.spec.id)
+        return max(issued_at_us, retained[-1].scheduled_us if retained else 0)
     if any(getattr(current.spec, name) != getattr(upsert.spec, name) for name in _SCHEDULE_FIELDS):
         return max(current.cursor_us, issued_at_us)
     return None
@@ -56,7 +59,7 @@ def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert) -> ev.Event:
     current = state.jobs.get(spec.id)
     if current is not None and current.spec == spec:
         return ev.JobUnchanged(spec.id, current.version)
-    restarted_cursor_us = restarted_cursor(current, upsert, cmd.issued_at_us)
+    restarted_cursor_us = restarted_cursor(state, current, upsert, cmd.issued_at_us)
     if restarted_cursor_us is not None:
         cursor_us, next_due_us = restarted_cursor_us, upsert.next_due_us
     else:
@@ -85,7 +88,7 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
         return problem
     # Plan freshness is checked before anything changes, so the apply stays all-or-nothing.
     for upsert in cmd.upserts:
-        cursor_us = restarted_cursor(state.jobs.get(upsert.spec.id), upsert, cmd.issued_at_us)
+        cursor_us = restarted_cursor(state, state.jobs.get(upsert.spec.id), upsert, cmd.issued_at_us)
         if cursor_us is not None and upsert.next_due_us and upsert.next_due_us <= cursor_us:
             return rejected(
                 index, "stale_plan", f"job {upsert.spec.id!r}: next due is not after the cursor", True

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+
+import msgspec
 
 import grpc
 
@@ -15,7 +18,7 @@ from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import job_to_pb, spec_from_pb
 from scheduler.rpc.errors import abort_rejected, abort_replication
 from scheduler.rpc.reads import Reader
-from scheduler.specs import validate_spec
+from scheduler.specs import canonical_payload_json, validate_spec
 from worker.api.v1 import common_pb2 as pb
 from worker.api.v1 import jobs_pb2, jobs_pb2_grpc
 
@@ -26,6 +29,17 @@ MAX_PAGE_SIZE = 1000
 APPLY_ATTEMPTS = 3
 
 _CHANGE_NAMES = {ev.JobAdded: "added", ev.JobChanged: "changed", ev.JobUnchanged: "unchanged", ev.JobRemoved: "removed"}
+
+
+def _canonical_payload(spec: model.JobSpec) -> model.JobSpec:
+    """Clients may send any JSON text; replicas store one canonical form (or validation reports it)."""
+    if not spec.payload_json:
+        return spec
+    try:
+        canonical = canonical_payload_json(json.loads(spec.payload_json))
+    except ValueError:
+        return spec
+    return msgspec.structs.replace(spec, payload_json=canonical)
 
 
 def page_size(requested: int) -> int:
@@ -57,7 +71,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             for spec in specs:
                 current = state.jobs.get(spec.id)
                 upsert = JobUpsert(spec=spec, expected_version=current.version if current else 0, next_due_us=0)
-                after_us = restarted_cursor(current, upsert, issued_at_us)
+                after_us = restarted_cursor(state, current, upsert, issued_at_us)
                 next_due_us = first_due_after(spec, after_us) if after_us is not None else current.next_due_us
                 upserts.append(JobUpsert(spec, upsert.expected_version, next_due_us))
             removals = tuple(sorted(job_id for job_id in state.jobs if job_id not in wanted)) if prune else ()
@@ -66,7 +80,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     def ApplyJobs(self, request: jobs_pb2.ApplyJobsRequest, context):
         if len(request.jobs) > MAX_JOBS_PER_APPLY:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"at most {MAX_JOBS_PER_APPLY} jobs per apply")
-        specs = [spec_from_pb(job) for job in request.jobs]
+        specs = [_canonical_payload(spec_from_pb(job)) for job in request.jobs]
         problems = [problem for spec in specs for problem in validate_spec(spec)]
         seen: set[str] = set()
         problems += [f"job {s.id!r}: listed twice" for s in specs if s.id in seen or seen.add(s.id)]

@@ -197,15 +197,6 @@ def test_stale_or_future_epoch_rejects_the_whole_batch(core: Core, epoch: int) -
     assert core.state.jobs["a"].next_due_us == slot(1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "core bug: removing a job keeps its runs; re-adding the same id restarts the cursor at the "
-        "proposer's issued_at (not the time high-water mark), so a slower-clocked proposer makes the "
-        "new job owe slots its previous incarnation already claimed; the claim of such a slot answers "
-        "RunAlreadyClaimed without advancing cursor/next_due, and the job is stuck on it forever"
-    ),
-)
 def test_readded_job_does_not_get_stuck_on_a_run_key_of_its_previous_incarnation() -> None:
     clock = FakeClock()
     core = Core(clock)
