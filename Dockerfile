@@ -1,0 +1,54 @@
+# syntax=docker/dockerfile:1
+# One image for raftcron nodes and workers: `docker run IMAGE serve` runs a node,
+# any other raftcron command works the same way (`docker run IMAGE status ...`).
+# No secret is baked in: give the cluster secret at run time as a file
+# (RAFTCRON_CLUSTER_SECRET_FILE, e.g. a compose or swarm secret).
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore
+
+# An unprivileged user owning the data directory. The Raft journal and dump files are
+# pickles, so the directory is private to that user (0700).
+RUN groupadd --system --gid 10001 raftcron \
+ && useradd --system --uid 10001 --gid raftcron --home-dir /var/lib/raftcron --no-create-home \
+        --shell /usr/sbin/nologin raftcron \
+ && install -d -o raftcron -g raftcron -m 0700 /var/lib/raftcron
+
+WORKDIR /src
+
+# Dependencies first, in their own layer: rebuilt only when pyproject.toml changes.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+        > requirements.txt \
+ && pip install -r requirements.txt
+
+# The project itself (README.md is the package's long description; the glob copies it when present).
+COPY pyproject.toml README.m[d] ./
+COPY scheduler ./scheduler
+COPY worker ./worker
+RUN pip install --no-deps . \
+ && pip check \
+ && cd / && rm -rf /src
+
+WORKDIR /var/lib/raftcron
+ENV RAFTCRON_DATA_DIR=/var/lib/raftcron
+# Declared after the directory got its owner and mode, so a fresh named volume inherits both.
+VOLUME ["/var/lib/raftcron"]
+
+# Raft (peer to peer) and gRPC (clients, workers, the CLI).
+EXPOSE 7100 7200
+
+USER 10001:10001
+
+# A node binds its gRPC server to its own address in the peer list (not to every
+# interface), so the check must call that address: set RAFTCRON_HEALTH_ADDRESS to it
+# (docker-compose.yml overrides the whole check per node instead).
+HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
+    CMD raftcron --timeout 3 status --node "${RAFTCRON_HEALTH_ADDRESS:-127.0.0.1:7200}" > /dev/null || exit 1
+
+ENTRYPOINT ["raftcron"]
+CMD ["serve"]
