@@ -1,0 +1,338 @@
+"""Property tests of the core: determinism, snapshot restore equivalence, apply never raises.
+
+Commands are generated against a live state so that many of them are plausible
+(claims of the job's real next slot, the current epoch and versions) and the
+interesting paths run, mixed with stale, duplicate, out-of-order and malformed ones.
+"""
+
+from __future__ import annotations
+
+import os
+
+import msgspec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.core import CodecError, State, apply, decode_command, decode_snapshot, encode_command
+from scheduler.core import encode_snapshot, state_digest
+from scheduler.core.commands import (
+    ApplyJobs,
+    ClaimLeadership,
+    ClaimRuns,
+    Command,
+    JobUpsert,
+    ReadBarrier,
+    SetJobPaused,
+    SlotClaim,
+)
+from scheduler.core.model import SECOND_US, JobSpec, MisfirePolicy, RetryPolicy
+
+from tests.fakes import T0_US, spec
+
+TEN_S = 10 * SECOND_US
+JOB_IDS = ("a", "b", "c")
+REQUEST_IDS = ("", "r1", "r2", "r3")
+NODES = ("n1", "n2", "n3")
+SCHEDULES = ("*/10 * * * * *", "*/20 * * * * *")
+CLAIM_STATUSES = ("queued", "queued", "skipped", "missed", "leased")
+
+# Soak runs: RAFTCRON_PROPERTY_SCALE=20 runs twenty times as many examples.
+SCALE = int(os.environ.get("RAFTCRON_PROPERTY_SCALE", "1"))
+
+PROPERTY_SETTINGS = settings(
+    max_examples=100 * SCALE, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+
+
+def _slot_after(instant_us: int) -> int:
+    """The first 10-second slot strictly after `instant_us`."""
+    return T0_US + ((instant_us - T0_US) // TEN_S + 1) * TEN_S
+
+
+class Generator:
+    """Draws the next command for `state`, with a proposer clock that may jump backwards."""
+
+    def __init__(self, data: st.DataObject) -> None:
+        self.data = data
+        self.clock_us = T0_US
+
+    def draw(self, strategy, label: str = ""):
+        return self.data.draw(strategy, label=label or None)
+
+    def preamble(self, state: State) -> list[Command]:
+        """Usually start from a leader and three jobs, so that most claims can succeed."""
+        if not self.draw(st.integers(0, 3), label="preamble"):
+            return []
+        self.clock_us += SECOND_US
+        jobs = ApplyJobs(
+            issued_at_us=self.clock_us + 1,
+            author="setup",
+            request_id="",
+            upserts=tuple(JobUpsert(spec(job_id), 0, _slot_after(self.clock_us + 1)) for job_id in JOB_IDS),
+        )
+        return [ClaimLeadership(issued_at_us=self.clock_us, node_id="n1", term=1), jobs]
+
+    def next_index(self, state: State) -> int:
+        if self.draw(st.integers(0, 19)) == 0:
+            return state.applied_index - self.draw(st.integers(0, 1))  # not increasing
+        return state.applied_index + self.draw(st.integers(1, 3))
+
+    def command(self, state: State) -> Command:
+        self.clock_us += self.draw(st.integers(-30, 40)) * SECOND_US
+        issued = self.clock_us
+        kind = self.draw(st.sampled_from(("claim", "claim", "claim", "jobs", "jobs", "pause", "lead", "barrier")))
+        if kind == "lead":
+            term = max(0, state.leader_term + self.draw(st.integers(-1, 2)))
+            return ClaimLeadership(issued_at_us=issued, node_id=self.draw(st.sampled_from(NODES)), term=term)
+        if kind == "barrier":
+            return ReadBarrier(issued_at_us=issued)
+        if kind == "pause":
+            return SetJobPaused(
+                issued_at_us=issued,
+                job_id=self.draw(st.sampled_from(JOB_IDS + ("ghost",))),
+                paused=self.draw(st.booleans()),
+                author="op",
+                reason=self.draw(st.sampled_from(("", "maintenance"))),
+                request_id=self.draw(st.sampled_from(REQUEST_IDS)),
+            )
+        if kind == "jobs":
+            return self.apply_jobs(state, issued)
+        return self.claim_runs(state, issued)
+
+    def apply_jobs(self, state: State, issued: int) -> ApplyJobs:
+        upserts = []
+        for job_id in self.draw(st.lists(st.sampled_from(JOB_IDS), max_size=3, unique=True)):
+            current = state.jobs.get(job_id)
+            job_spec = spec(
+                job_id,
+                schedule=self.draw(st.sampled_from(SCHEDULES)),
+                owner=self.draw(st.sampled_from(("", "ops"))),
+                paused=self.draw(st.booleans()),
+            )
+            if self.draw(st.integers(0, 4)):
+                expected = current.version if current else 0
+            else:
+                expected = self.draw(st.integers(0, 3))
+            cursor = max(current.cursor_us, issued) if current else issued
+            next_due = self.draw(st.sampled_from((_slot_after(cursor), _slot_after(cursor), 0, cursor, -1)))
+            upserts.append(JobUpsert(spec=job_spec, expected_version=expected, next_due_us=next_due))
+        removals: list[str] = []
+        if not upserts or not self.draw(st.integers(0, 3)):
+            removals = self.draw(st.lists(st.sampled_from(JOB_IDS + ("ghost",)), max_size=2))
+        return ApplyJobs(
+            issued_at_us=issued,
+            author=self.draw(st.sampled_from(("alice", "bob"))),
+            request_id=self.draw(st.sampled_from(REQUEST_IDS)),
+            upserts=tuple(upserts),
+            removals=tuple(removals),
+        )
+
+    def claim_runs(self, state: State, issued: int) -> ClaimRuns:
+        planned = {job_id: (job.next_due_us, job.version) for job_id, job in state.jobs.items()}
+        claims = []
+        for _ in range(self.draw(st.integers(1, 6))):
+            if planned and self.draw(st.integers(0, 5)):
+                job_id = self.draw(st.sampled_from(sorted(planned)))
+            else:
+                job_id = self.draw(st.sampled_from(JOB_IDS + ("ghost",)))
+            due, version = planned.get(job_id, (_slot_after(issued), 1))
+            if not self.draw(st.integers(0, 5)):
+                due += self.draw(st.sampled_from((-TEN_S, -1, TEN_S)))  # off plan
+            if not self.draw(st.integers(0, 7)):
+                version += self.draw(st.sampled_from((-1, 1)))  # stale spec
+            next_due = self.draw(st.sampled_from((due + TEN_S, due + TEN_S, due + 2 * TEN_S, 0, due)))
+            status = self.draw(st.sampled_from(CLAIM_STATUSES))
+            reason = "" if status == "queued" else "policy"
+            effective = self.draw(st.sampled_from((0, 0, due + 7)))
+            claims.append(SlotClaim(job_id, due, next_due, version, status, reason, effective))
+            if job_id in planned:
+                planned[job_id] = (next_due, version)
+        epoch = state.epoch if self.draw(st.integers(0, 7)) else state.epoch + self.draw(st.sampled_from((-1, 1)))
+        return ClaimRuns(issued_at_us=issued, epoch=epoch, claims=tuple(claims))
+
+
+@PROPERTY_SETTINGS
+@given(st.data())
+def test_replicas_applying_the_same_log_agree(data: st.DataObject) -> None:
+    gen = Generator(data)
+    leader_view = State()
+    log: list[tuple[bytes, int]] = []
+    results = []
+    preamble = gen.preamble(leader_view)
+    for step in range(len(preamble) + data.draw(st.integers(1, 40), label="steps")):
+        command = preamble[step] if step < len(preamble) else gen.command(leader_view)
+        index = leader_view.applied_index + 1 if step < len(preamble) else gen.next_index(leader_view)
+        entry = encode_command(command)
+        assert decode_command(entry) == command
+        log.append((entry, index))
+        results.append(apply(leader_view, command, index))
+    follower = State()
+    for (entry, index), expected in zip(log, results):
+        assert apply(follower, decode_command(entry), index) == expected
+    assert state_digest(follower) == state_digest(leader_view)
+    assert follower.run_count == sum(len(runs) for runs in follower.runs.values())
+
+
+@PROPERTY_SETTINGS
+@given(st.data())
+def test_restored_snapshot_behaves_identically(data: st.DataObject) -> None:
+    gen = Generator(data)
+    original = State()
+    for index, command in enumerate(gen.preamble(original), start=1):
+        apply(original, command, index)
+    for _ in range(data.draw(st.integers(0, 30), label="prefix")):
+        command = gen.command(original)
+        apply(original, command, gen.next_index(original))
+    blob = encode_snapshot(original)
+    restored = decode_snapshot(blob)
+    assert state_digest(restored) == state_digest(original)
+    assert encode_snapshot(restored) == blob
+    for _ in range(data.draw(st.integers(1, 30), label="suffix")):
+        command = gen.command(original)
+        index = gen.next_index(original)
+        assert apply(restored, command, index) == apply(original, command, index)
+        assert state_digest(restored) == state_digest(original)
+    # A snapshot of the restored replica is the snapshot of the original.
+    assert encode_snapshot(restored) == encode_snapshot(original)
+
+
+# -- apply never raises for any decodable command ---------------------------------------
+
+ints = st.integers(-(2**63), 2**64 - 1)
+small_ints = st.integers(-3, 3)
+texts = st.text(max_size=12)
+statuses = st.sampled_from(("queued", "skipped", "missed", "leased", "succeeded", "")) | texts
+
+retry_policies = st.builds(
+    RetryPolicy,
+    max_attempts=ints,
+    backoff_initial_us=ints,
+    backoff_max_us=ints,
+    backoff_multiplier=st.floats(allow_nan=True, allow_infinity=True),
+    within_us=ints,
+)
+misfire_policies = st.builds(MisfirePolicy, policy=texts, grace_us=ints, max_catch_up=ints)
+job_ids = st.sampled_from(JOB_IDS + ("",)) | texts
+job_specs = st.builds(
+    JobSpec,
+    id=job_ids,
+    schedule=texts,
+    target_kind=texts,
+    target=texts,
+    timezone=texts,
+    owner=texts,
+    job_class=texts,
+    timeout_us=ints,
+    retry=retry_policies,
+    priority=ints,
+    payload_json=texts,
+    misfire=misfire_policies,
+    dst_gap=texts,
+    dst_repeat=texts,
+    jitter=texts,
+    overlap=texts,
+    paused=st.booleans(),
+)
+instants = ints | st.sampled_from((0, T0_US, T0_US + TEN_S, T0_US + 2 * TEN_S))
+slot_claims = st.builds(
+    SlotClaim,
+    job_id=job_ids,
+    scheduled_us=instants,
+    next_due_us=instants,
+    spec_version=small_ints | ints,
+    status=statuses,
+    reason=texts,
+    effective_us=instants,
+)
+arbitrary_commands = st.one_of(
+    st.builds(ClaimLeadership, issued_at_us=instants, node_id=texts, term=small_ints | ints),
+    st.builds(
+        ApplyJobs,
+        issued_at_us=instants,
+        author=texts,
+        request_id=st.sampled_from(REQUEST_IDS) | texts,
+        upserts=st.lists(
+            st.builds(JobUpsert, spec=job_specs, expected_version=small_ints | ints, next_due_us=instants), max_size=3
+        ).map(tuple),
+        removals=st.lists(job_ids, max_size=3).map(tuple),
+    ),
+    st.builds(
+        SetJobPaused,
+        issued_at_us=instants,
+        job_id=job_ids,
+        paused=st.booleans(),
+        author=texts,
+        reason=texts,
+        request_id=st.sampled_from(REQUEST_IDS) | texts,
+    ),
+    st.builds(ClaimRuns, issued_at_us=instants, epoch=small_ints | ints, claims=st.lists(slot_claims, max_size=4).map(tuple)),
+    st.builds(ReadBarrier, issued_at_us=instants),
+)
+
+
+def _seeded_state(data: st.DataObject) -> State:
+    gen = Generator(data)
+    state = State()
+    for index, command in enumerate(gen.preamble(state), start=1):
+        apply(state, command, index)
+    for _ in range(data.draw(st.integers(0, 12), label="seed steps")):
+        apply(state, gen.command(state), gen.next_index(state))
+    return state
+
+
+@settings(max_examples=300 * SCALE, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.lists(st.tuples(arbitrary_commands, st.integers(-2, 2**63)), min_size=1, max_size=8))
+def test_apply_never_raises_for_a_decodable_command(data: st.DataObject, entries) -> None:
+    state = _seeded_state(data)
+    for command, index in entries:
+        decoded = decode_command(encode_command(command))
+        result = apply(state, decoded, index)
+        # Its own index, or the index of the first answer to a repeated request id.
+        assert result.index == index or result.index in {r.index for r in state.request_results.values()}
+        # Whatever it accepted, the state still encodes and restores.
+        assert state_digest(decode_snapshot(encode_snapshot(state))) == state_digest(state)
+
+
+@st.composite
+def mutated_entries(draw) -> bytes:
+    entry = bytearray(encode_command(draw(arbitrary_commands)))
+    for _ in range(draw(st.integers(1, 4))):
+        action = draw(st.sampled_from(("flip", "cut", "insert", "delete")))
+        position = draw(st.integers(0, len(entry)))
+        if action == "flip" and position < len(entry):
+            entry[position] = draw(st.integers(0, 255))
+        elif action == "cut":
+            del entry[position:]
+        elif action == "insert":
+            entry[position:position] = draw(st.binary(min_size=1, max_size=4))
+        elif action == "delete" and position < len(entry):
+            del entry[position]
+    return bytes(entry)
+
+
+@settings(max_examples=400 * SCALE, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.one_of(mutated_entries(), st.binary(max_size=64)))
+def test_any_bytes_either_fail_to_decode_with_codec_error_or_apply_cleanly(data: st.DataObject, entry: bytes) -> None:
+    # The adapter catches CodecError only: anything else raised here would wedge every replica.
+    try:
+        command = decode_command(entry)
+    except CodecError:
+        return
+    state = _seeded_state(data)
+    apply(state, command, state.applied_index + 1)
+    assert isinstance(command, (ClaimLeadership, ApplyJobs, SetJobPaused, ClaimRuns, ReadBarrier))
+
+
+@settings(max_examples=200 * SCALE, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.integers(0, 10_000), st.binary(min_size=1, max_size=4))
+def test_damaged_snapshot_raises_codec_error_or_decodes(data: st.DataObject, position: int, junk: bytes) -> None:
+    blob = bytearray(encode_snapshot(_seeded_state(data)))
+    position %= len(blob)
+    damaged = [bytes(blob[:position]), bytes(blob[:position] + junk + blob[position + 1 :])]
+    for candidate in damaged:
+        try:
+            state = decode_snapshot(candidate)
+        except CodecError:
+            continue
+        assert isinstance(state, State)
+        msgspec.msgpack.encode(state)
