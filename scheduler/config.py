@@ -62,6 +62,9 @@ class NodeConfig:
     claim_batch_size: int = 1000
     trigger_max_sleep_s: float = 1.0
     propose_timeout_s: float = 5.0
+    # A lease not extended by a heartbeat within this expires; workers beat every third of it.
+    lease_ttl_s: float = 10.0
+    max_lease_wait_s: float = 30.0
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -121,8 +124,9 @@ def _validate(config: NodeConfig) -> None:
         )
     if config.cluster_secret is not None and len(config.cluster_secret) < 16:
         raise ConfigError("the cluster secret must be at least 16 characters")
-    if config.claim_batch_size < 1 or config.trigger_max_sleep_s <= 0 or config.propose_timeout_s <= 0:
-        raise ConfigError("claim_batch_size, trigger_max_sleep_s and propose_timeout_s must be positive")
+    positive = ("claim_batch_size", "trigger_max_sleep_s", "propose_timeout_s", "lease_ttl_s", "max_lease_wait_s")
+    if any(getattr(config, name) <= 0 for name in positive):
+        raise ConfigError(f"{', '.join(positive)} must be positive")
     tuning = config.raft
     if not 0 < tuning.append_entries_period_s * 3 < tuning.election_timeout_min_s < tuning.election_timeout_max_s:
         raise ConfigError("need 3 x append_entries_period_s < election_timeout_min_s < election_timeout_max_s")
@@ -191,7 +195,8 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
     raft_doc = doc.get("raft", {}) or {}
     if unknown := set(raft_doc) - known:
         raise ConfigError(f"unknown raft settings {sorted(unknown)}; known: {sorted(known)}")
-    extra = {k: doc[k] for k in ("claim_batch_size", "trigger_max_sleep_s", "propose_timeout_s") if k in doc}
+    tunables = ("claim_batch_size", "trigger_max_sleep_s", "propose_timeout_s", "lease_ttl_s", "max_lease_wait_s")
+    extra = {k: doc[k] for k in tunables if k in doc}
     return NodeConfig(
         node_id=str(node_id),
         peers=peers,

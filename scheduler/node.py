@@ -11,14 +11,17 @@ from concurrent import futures
 import grpc
 
 from scheduler.config import NodeConfig
+from scheduler.leader.dispatch import Dispatcher
 from scheduler.leader.lifecycle import LeaderLifecycle, LeaderTerm
+from scheduler.leader.reaper import Reaper
 from scheduler.leader.trigger import TriggerLoop
 from scheduler.replication import RaftLog
 from scheduler.rpc.cluster import ClusterServicer
 from scheduler.rpc.jobs import JobServicer
 from scheduler.rpc.reads import Reader
 from scheduler.rpc.runs import RunServicer
-from worker.api.v1 import cluster_pb2_grpc, jobs_pb2_grpc, runs_pb2_grpc
+from scheduler.rpc.workers import WorkerServicer
+from worker.api.v1 import cluster_pb2_grpc, jobs_pb2_grpc, runs_pb2_grpc, worker_pb2_grpc
 
 log = logging.getLogger("raftcron.node")
 
@@ -37,7 +40,7 @@ class Node:
         self.lifecycle = LeaderLifecycle(
             self.raftlog,
             config.node_id,
-            loops=[("trigger", self._trigger_loop)],
+            loops=[("trigger", self._trigger_loop), ("dispatch", self._dispatcher), ("reaper", self._reaper)],
             clock_us=clock_us,
             claim_timeout_s=config.propose_timeout_s,
         )
@@ -46,6 +49,24 @@ class Node:
     def _trigger_loop(self, term: LeaderTerm) -> TriggerLoop:
         c = self.config
         return TriggerLoop(term, self.raftlog, self.clock_us, c.claim_batch_size, c.trigger_max_sleep_s, c.propose_timeout_s)
+
+    def _dispatcher(self, term: LeaderTerm) -> Dispatcher:
+        dispatcher = Dispatcher(
+            term, self.raftlog, self.clock_us, int(self.config.lease_ttl_s * 1e6), self.config.propose_timeout_s
+        )
+        term.services["dispatcher"] = dispatcher
+        return dispatcher
+
+    def _reaper(self, term: LeaderTerm) -> Reaper:
+        return Reaper(term, self.raftlog, self.clock_us, self.config.propose_timeout_s)
+
+    def current_dispatcher(self) -> Dispatcher | None:
+        term = self.lifecycle.current
+        return term.services.get("dispatcher") if term is not None and not term.stopping.is_set() else None
+
+    def _leader_grpc_address(self) -> str:
+        peer = self.config.peer_by_raft_address(self.raftlog.leader_address())
+        return peer.grpc_address if peer is not None and peer.node_id != self.config.node_id else ""
 
     def _leader_id_of(self, raft_address: str) -> str:
         peer = self.config.peer_by_raft_address(raft_address)
@@ -63,6 +84,15 @@ class Node:
         jobs_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.raftlog, reader, self.clock_us, timeout_s), server)
         runs_pb2_grpc.add_RunServiceServicer_to_server(RunServicer(self.raftlog, reader), server)
         cluster_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(self.raftlog, self.config), server)
+        self.workers = WorkerServicer(
+            self.raftlog,
+            self.current_dispatcher,
+            self._leader_grpc_address,
+            self.clock_us,
+            timeout_s,
+            self.config.max_lease_wait_s,
+        )
+        worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.workers, server)
         if server.add_insecure_port(self.config.me.grpc_address) == 0:
             raise OSError(f"cannot listen for gRPC on {self.config.me.grpc_address}")
         return server
@@ -84,6 +114,7 @@ class Node:
         self.lifecycle.close()
         if self.server is not None:
             self.server.stop(grace_s).wait()
+            self.workers.close()
         self.raftlog.close()
 
 

@@ -14,8 +14,19 @@ from scheduler.core.commands import (
     ClaimLeadership,
     ClaimRuns,
     Command,
+    CompleteRuns,
+    ExpireLeases,
+    ExtendLeases,
+    GrantLeases,
     ReadBarrier,
     SetJobPaused,
+)
+from scheduler.core.execution import (
+    complete_runs,
+    expire_leases,
+    extend_all_live_leases,
+    extend_leases,
+    grant_leases,
 )
 from scheduler.core.jobs import apply_jobs, set_job_paused
 from scheduler.core.claims import claim_runs
@@ -31,6 +42,7 @@ def _claim_leadership(state: State, cmd: ClaimLeadership, index: int) -> Result:
     state.epoch += 1
     state.leader_id = cmd.node_id
     state.leader_term = cmd.term
+    extend_all_live_leases(state)
     return Result(index=index, events=(ev.LeadershipClaimed(cmd.node_id, state.epoch, cmd.term),))
 
 
@@ -60,6 +72,10 @@ HANDLERS: dict[type, Handler] = {
     SetJobPaused: _with_request_memory(set_job_paused),
     ClaimRuns: claim_runs,
     ReadBarrier: _read_barrier,
+    GrantLeases: grant_leases,
+    ExtendLeases: extend_leases,
+    CompleteRuns: complete_runs,
+    ExpireLeases: expire_leases,
 }
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from scheduler.core import results as ev
 from scheduler.core.commands import ClaimRuns, SlotClaim
-from scheduler.core.model import CLAIM_STATUSES, QUEUED, SKIPPED, Run
+from scheduler.core.execution import cancel_live_runs
+from scheduler.core.model import CLAIM_STATUSES, QUEUED, SKIPPED, Run, format_run_key
 from scheduler.core.results import Result, rejected
 from scheduler.core.state import State
 
@@ -25,6 +26,19 @@ def _out_of_plan(state: State, claim: SlotClaim) -> str:
     return ""
 
 
+def _apply_overlap_policy(state: State, job, claim: SlotClaim) -> tuple[str, str]:
+    """forbid skips this slot while another run is live; replace cancels the live ones;
+    queue and allow queue it (queue leases one run of the job at a time)."""
+    live = state.live_runs.get(job.spec.id)
+    if not live:
+        return QUEUED, ""
+    if job.spec.overlap == "forbid":
+        return SKIPPED, f"overlap forbid: run {format_run_key(job.spec.id, live[0])} still live"
+    if job.spec.overlap == "replace":
+        cancel_live_runs(state, job.spec.id, f"replaced by the run of {claim.scheduled_us}")
+    return QUEUED, ""
+
+
 def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.Event:
     if state.get_run(claim.job_id, claim.scheduled_us) is not None:
         return ev.RunAlreadyClaimed(claim.job_id, claim.scheduled_us)
@@ -38,6 +52,8 @@ def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.Event:
     if job.paused and status == QUEUED:
         # Decided here, not by the proposer, so a pause races with no claim.
         status, why = SKIPPED, "paused"
+    if status == QUEUED:
+        status, why = _apply_overlap_policy(state, job, claim)
     state.add_run(
         Run(
             job_id=claim.job_id,

@@ -68,8 +68,73 @@ class ClaimRuns(_Command, frozen=True):
     claims: tuple[SlotClaim, ...]
 
 
+class RunRef(msgspec.Struct, frozen=True, forbid_unknown_fields=True, array_like=True):
+    job_id: str
+    scheduled_us: int
+
+
+class LeaseRef(msgspec.Struct, frozen=True, forbid_unknown_fields=True, array_like=True):
+    job_id: str
+    scheduled_us: int
+    fencing_token: int
+
+
+class GrantLeases(_Command, frozen=True):
+    """The leader hands queued runs to a worker; the entry's index is each lease's fencing token."""
+
+    epoch: int
+    worker_id: str
+    lease_ttl_us: int
+    grants: tuple[RunRef, ...]
+
+
+class ExtendLeases(_Command, frozen=True):
+    """Many heartbeats, from any workers, coalesced into one entry; the token is the authority."""
+
+    leases: tuple[LeaseRef, ...]
+
+
+class Completion(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    lease: LeaseRef
+    worker_id: str
+    outcome: str  # success | failure | retry_later
+    exit_code: int = 0
+    error: str = ""
+    output_tail: str = ""
+    retry_after_us: int = 0
+    # Drawn by the proposer in [0, 1_000_000): the deterministic part of the retry backoff jitter.
+    jitter_ppm: int = 0
+
+
+class CompleteRuns(_Command, frozen=True):
+    completions: tuple[Completion, ...]
+
+
+class Expiry(msgspec.Struct, frozen=True, forbid_unknown_fields=True, array_like=True):
+    lease: LeaseRef
+    reason: str  # lease_expired | timed_out
+    jitter_ppm: int = 0
+
+
+class ExpireLeases(_Command, frozen=True):
+    """The leader's reaper ends leases whose heartbeats stopped or whose run passed its deadline."""
+
+    epoch: int
+    expiries: tuple[Expiry, ...]
+
+
 class ReadBarrier(_Command, frozen=True):
     """Changes nothing: once applied locally, a read reflects every write committed before it."""
 
 
-Command = ClaimLeadership | ApplyJobs | SetJobPaused | ClaimRuns | ReadBarrier
+Command = (
+    ClaimLeadership
+    | ApplyJobs
+    | SetJobPaused
+    | ClaimRuns
+    | ReadBarrier
+    | GrantLeases
+    | ExtendLeases
+    | CompleteRuns
+    | ExpireLeases
+)

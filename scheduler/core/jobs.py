@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from scheduler.core import results as ev
 from scheduler.core.commands import ApplyJobs, JobUpsert, SetJobPaused
+from scheduler.core.execution import cancel_live_runs
 from scheduler.core.model import Job
 from scheduler.core.results import Result, rejected
 from scheduler.core.state import State
@@ -95,6 +96,7 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
             )
     events: list[ev.Event] = [_upsert(state, cmd, upsert) for upsert in cmd.upserts]
     for job_id in cmd.removals:
+        events.extend(cancel_live_runs(state, job_id, "job deleted"))
         removed = state.jobs.pop(job_id)
         events.append(ev.JobRemoved(job_id, removed.version))
     return Result(index=index, events=tuple(events))

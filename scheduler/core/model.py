@@ -26,6 +26,7 @@ RUN_STATUSES = (QUEUED, LEASED, SUCCEEDED, FAILED, TIMED_OUT, SKIPPED, MISSED, C
 FINAL_STATUSES = frozenset({SUCCEEDED, FAILED, TIMED_OUT, SKIPPED, MISSED, CANCELLED})
 # Statuses a slot may be accounted with when it is claimed.
 CLAIM_STATUSES = frozenset({QUEUED, SKIPPED, MISSED})
+LIVE_STATUSES = frozenset({QUEUED, LEASED})
 
 RUN_KINDS = ("scheduled", "manual", "backfill")
 
@@ -98,6 +99,13 @@ class Run(msgspec.Struct, forbid_unknown_fields=True):
     exit_code: int = 0
     error: str = ""
     attempts: list[Attempt] = msgspec.field(default_factory=list)
+    # Execution: a queued run is leasable from not_before_us (retry backoff); a leased run
+    # belongs to the holder of fencing_token until lease_expires_us, and at most until deadline_us.
+    not_before_us: int = 0
+    lease_ttl_us: int = 0
+    lease_expires_us: int = 0
+    deadline_us: int = 0
+    output_tail: str = ""
 
 
 class Job(msgspec.Struct, forbid_unknown_fields=True):

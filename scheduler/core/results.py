@@ -84,6 +84,76 @@ class ClaimOutOfPlan(Event, frozen=True):
     reason: str
 
 
+class LeaseGranted(Event, frozen=True):
+    job_id: str
+    scheduled_us: int
+    fencing_token: int
+    attempt: int
+    lease_expires_us: int
+    deadline_us: int
+
+
+class LeaseNotGranted(Event, frozen=True):
+    job_id: str
+    scheduled_us: int
+    reason: str
+
+
+class LeaseExtended(Event, frozen=True):
+    job_id: str
+    scheduled_us: int
+    fencing_token: int
+    lease_expires_us: int
+
+
+class LeaseFenced(Event, frozen=True):
+    """A heartbeat, completion or expiry named a token that is no longer current."""
+
+    job_id: str
+    scheduled_us: int
+    fencing_token: int
+    reason: str  # not_found | cancelled | stale_token | not_leased
+
+
+class LeaseStillLive(Event, frozen=True):
+    """An expiry arrived before the lease (or deadline) had passed in replicated time."""
+
+    job_id: str
+    scheduled_us: int
+    fencing_token: int
+
+
+class RunSucceeded(Event, frozen=True):
+    job_id: str
+    scheduled_us: int
+    attempt: int
+
+
+class RunRetryScheduled(Event, frozen=True):
+    job_id: str
+    scheduled_us: int
+    attempt: int
+    outcome: str
+    not_before_us: int
+
+
+class RunEnded(Event, frozen=True):
+    """The run is final and not succeeded: failed, timed_out or cancelled, with why."""
+
+    job_id: str
+    scheduled_us: int
+    status: str
+    reason: str
+
+
+class CompletionRepeated(Event, frozen=True):
+    """The same lease already reported this outcome: a retried Complete, answered as before."""
+
+    job_id: str
+    scheduled_us: int
+    fencing_token: int
+
+
 AnyEvent = (
     LeadershipClaimed
     | JobAdded
@@ -96,6 +166,15 @@ AnyEvent = (
     | RunAlreadyClaimed
     | SlotAlreadyAccounted
     | ClaimOutOfPlan
+    | LeaseGranted
+    | LeaseNotGranted
+    | LeaseExtended
+    | LeaseFenced
+    | LeaseStillLive
+    | RunSucceeded
+    | RunRetryScheduled
+    | RunEnded
+    | CompletionRepeated
 )
 
 

@@ -10,7 +10,7 @@ import bisect
 
 import msgspec
 
-from scheduler.core.model import FINAL_STATUSES, Job, Run
+from scheduler.core.model import FINAL_STATUSES, LIVE_STATUSES, Job, Run
 from scheduler.core.results import Result
 
 # How many client request ids are remembered for deduplicating retried writes.
@@ -34,6 +34,9 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
     jobs: dict[str, Job] = msgspec.field(default_factory=dict)
     # job_id -> retained runs sorted by scheduled instant: the claimed run keys still kept.
     runs: dict[str, list[Run]] = msgspec.field(default_factory=dict)
+    # job_id -> sorted scheduled instants of its queued or leased runs: overlap decisions,
+    # the leader's queue and lease extension on a new epoch never scan all history.
+    live_runs: dict[str, list[int]] = msgspec.field(default_factory=dict)
     request_results: dict[str, Result] = msgspec.field(default_factory=dict)
     request_fifo: list[str] = msgspec.field(default_factory=list)
     run_count: int = 0
@@ -48,12 +51,31 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
         return None
 
     def add_run(self, run: Run) -> None:
+        if run.status in LIVE_STATUSES:
+            bisect.insort(self.live_runs.setdefault(run.job_id, []), run.scheduled_us)
         job_runs = self.runs.setdefault(run.job_id, [])
         if not job_runs or job_runs[-1].scheduled_us < run.scheduled_us:
             job_runs.append(run)
         else:
             bisect.insort(job_runs, run, key=_scheduled)
         self.run_count += 1
+
+    def set_status(self, run: Run, status: str) -> None:
+        """Change a run's status, keeping the live index in step."""
+        was_live, is_live = run.status in LIVE_STATUSES, status in LIVE_STATUSES
+        run.status = status
+        if was_live == is_live:
+            return
+        live = self.live_runs.setdefault(run.job_id, [])
+        if is_live:
+            bisect.insort(live, run.scheduled_us)
+        else:
+            live.remove(run.scheduled_us)
+            if not live:
+                del self.live_runs[run.job_id]
+
+    def live(self, job_id: str) -> list[Run]:
+        return [self.get_run(job_id, scheduled_us) for scheduled_us in self.live_runs.get(job_id, ())]
 
     def prune_runs(self, job_id: str, keep: int = RUNS_RETAINED_PER_JOB) -> None:
         """Drop the oldest final runs beyond `keep`; live runs are never pruned.

@@ -22,6 +22,8 @@ class LeaderTerm:
     epoch: int
     term: int
     stopping: threading.Event = field(default_factory=threading.Event)
+    # Loops that serve requests (the dispatcher) register here for the servicers to find.
+    services: dict = field(default_factory=dict)
 
     def depose(self, why: str) -> None:
         if not self.stopping.is_set():

@@ -1,0 +1,148 @@
+"""Leases: grant, extend, complete and expire, all fenced by the Raft index that granted them.
+
+Every handler returns exactly one event per item, in item order, so a batching
+proposer can hand each caller its own answer.
+"""
+
+from __future__ import annotations
+
+from scheduler.core import results as ev
+from scheduler.core.commands import CompleteRuns, ExpireLeases, ExtendLeases, GrantLeases, LeaseRef, RunRef
+from scheduler.core.model import CANCELLED, FAILED, LEASED, QUEUED, SUCCEEDED, TIMED_OUT, Attempt, Run
+from scheduler.core.results import Result, rejected
+from scheduler.core.retry import end_run, retry_or_end
+from scheduler.core.state import State
+
+OUTCOME_SUCCESS, OUTCOME_FAILURE, OUTCOME_RETRY_LATER = "success", "failure", "retry_later"
+LEASE_EXPIRED, DEADLINE_PASSED = "lease_expired", "timed_out"
+
+
+def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int) -> ev.Event:
+    run = state.get_run(ref.job_id, ref.scheduled_us)
+    if run is None or run.status != QUEUED:
+        return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "not_queued")
+    if run.not_before_us > state.now_us:
+        return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "backing_off")
+    job = state.jobs.get(ref.job_id)
+    if job is None:
+        return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "job_deleted")
+    if job.spec.overlap == "queue" and any(other.status == LEASED for other in state.live(ref.job_id)):
+        return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "overlap_queue")
+    state.set_status(run, LEASED)
+    run.attempt += 1
+    run.fencing_token = index
+    run.worker_id = cmd.worker_id
+    run.started_us = run.started_us or state.now_us
+    run.lease_ttl_us = cmd.lease_ttl_us
+    run.lease_expires_us = state.now_us + cmd.lease_ttl_us
+    run.deadline_us = state.now_us + job.spec.timeout_us
+    run.attempts.append(Attempt(number=run.attempt, worker_id=cmd.worker_id, fencing_token=index, started_us=state.now_us))
+    return ev.LeaseGranted(ref.job_id, ref.scheduled_us, index, run.attempt, run.lease_expires_us, run.deadline_us)
+
+
+def grant_leases(state: State, cmd: GrantLeases, index: int) -> Result:
+    if cmd.epoch != state.epoch:
+        return rejected(index, "stale_epoch", f"epoch {cmd.epoch} is not the current {state.epoch}")
+    if cmd.lease_ttl_us <= 0:
+        return rejected(index, "invalid", "lease TTL must be positive")
+    return Result(index=index, events=tuple(_grant_one(state, ref, cmd, index) for ref in cmd.grants))
+
+
+def _current_lease(state: State, lease: LeaseRef) -> tuple[Run | None, ev.LeaseFenced | None]:
+    """The run if `lease` is its current lease, else the fencing answer."""
+    run = state.get_run(lease.job_id, lease.scheduled_us)
+    if run is None:
+        return None, ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, "not_found")
+    if run.fencing_token != lease.fencing_token:
+        return run, ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, "stale_token")
+    if run.status == CANCELLED:
+        return run, ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, "cancelled")
+    if run.status != LEASED:
+        return run, ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, "not_leased")
+    return run, None
+
+
+def _extend_one(state: State, lease: LeaseRef) -> ev.Event:
+    run, fenced = _current_lease(state, lease)
+    if fenced is not None:
+        return fenced
+    run.lease_expires_us = max(run.lease_expires_us, state.now_us + run.lease_ttl_us)
+    return ev.LeaseExtended(lease.job_id, lease.scheduled_us, lease.fencing_token, run.lease_expires_us)
+
+
+def extend_leases(state: State, cmd: ExtendLeases, index: int) -> Result:
+    return Result(index=index, events=tuple(_extend_one(state, lease) for lease in cmd.leases))
+
+
+def _finish_attempt(state: State, run: Run, outcome: str, error: str = "", exit_code: int = 0) -> None:
+    attempt = run.attempts[-1]
+    attempt.finished_us = state.now_us
+    attempt.outcome = outcome
+    attempt.error = error
+    attempt.exit_code = exit_code
+    run.error, run.exit_code = error, exit_code
+
+
+def _complete_one(state: State, item) -> ev.Event:
+    lease = item.lease
+    run, fenced = _current_lease(state, lease)
+    if fenced is not None:
+        if run is not None and fenced.reason == "not_leased" and run.attempts and run.attempts[-1].outcome == item.outcome:
+            return ev.CompletionRepeated(lease.job_id, lease.scheduled_us, lease.fencing_token)
+        return fenced
+    if item.outcome not in (OUTCOME_SUCCESS, OUTCOME_FAILURE, OUTCOME_RETRY_LATER):
+        return ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, "bad_outcome")
+    _finish_attempt(state, run, item.outcome, item.error, item.exit_code)
+    run.output_tail = item.output_tail
+    if item.outcome == OUTCOME_SUCCESS:
+        state.set_status(run, SUCCEEDED)
+        run.finished_us = state.now_us
+        run.reason = ""
+        run.lease_expires_us = 0
+        job = state.jobs.get(run.job_id)
+        if job is not None and job.last_scheduled_us == run.scheduled_us:
+            job.last_status = SUCCEEDED
+        return ev.RunSucceeded(lease.job_id, lease.scheduled_us, run.attempt)
+    why = item.error or item.outcome
+    job = state.jobs.get(run.job_id)
+    return retry_or_end(state, run, job, FAILED, why, item.retry_after_us, item.jitter_ppm)
+
+
+def complete_runs(state: State, cmd: CompleteRuns, index: int) -> Result:
+    return Result(index=index, events=tuple(_complete_one(state, item) for item in cmd.completions))
+
+
+def _expire_one(state: State, expiry) -> ev.Event:
+    lease = expiry.lease
+    run, fenced = _current_lease(state, lease)
+    if fenced is not None:
+        return fenced
+    due_us = run.deadline_us if expiry.reason == DEADLINE_PASSED else run.lease_expires_us
+    if expiry.reason not in (LEASE_EXPIRED, DEADLINE_PASSED) or due_us > state.now_us:
+        # Judged in replicated time, not the proposer's: a leader with a fast clock cannot end live leases.
+        return ev.LeaseStillLive(lease.job_id, lease.scheduled_us, lease.fencing_token)
+    _finish_attempt(state, run, expiry.reason, "lease expired: heartbeats stopped" if expiry.reason == LEASE_EXPIRED
+                    else "maximum runtime exceeded")
+    final_status = TIMED_OUT if expiry.reason == DEADLINE_PASSED else FAILED
+    job = state.jobs.get(run.job_id)
+    return retry_or_end(state, run, job, final_status, run.error, 0, expiry.jitter_ppm)
+
+
+def expire_leases(state: State, cmd: ExpireLeases, index: int) -> Result:
+    if cmd.epoch != state.epoch:
+        return rejected(index, "stale_epoch", f"epoch {cmd.epoch} is not the current {state.epoch}")
+    return Result(index=index, events=tuple(_expire_one(state, expiry) for expiry in cmd.expiries))
+
+
+def extend_all_live_leases(state: State) -> None:
+    """A new epoch gives every live lease one full TTL from now: heartbeats sent to the old
+    leader may not have committed, and a new leader must not expire healthy workers."""
+    for job_id in state.live_runs:
+        for run in state.live(job_id):
+            if run.status == LEASED:
+                run.lease_expires_us = max(run.lease_expires_us, state.now_us + run.lease_ttl_us)
+
+
+def cancel_live_runs(state: State, job_id: str, reason: str) -> list[ev.Event]:
+    """Cancelled runs fence their leases: the holder's next heartbeat answers RUN_CANCELLED."""
+    return [end_run(state, run, CANCELLED, reason) for run in state.live(job_id)]

@@ -1,0 +1,71 @@
+"""The reaper: ends leases whose heartbeats stopped and runs past their maximum runtime.
+
+It proposes; the core decides in replicated time whether each lease really has
+passed, so a leader with a fast clock cannot end healthy leases.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+
+from scheduler.core.commands import ExpireLeases, Expiry, LeaseRef
+from scheduler.core.model import LEASED, SECOND_US
+from scheduler.core.execution import DEADLINE_PASSED, LEASE_EXPIRED
+from scheduler.leader.lifecycle import LeaderTerm
+from scheduler.replication import RaftLog, ReplicationError
+
+log = logging.getLogger("raftcron.reaper")
+
+MAX_SLEEP_US = SECOND_US // 2
+BATCH = 1000
+
+
+def overdue(state, now_us: int) -> tuple[list[Expiry], int]:
+    """Leases to end now, and the next instant one falls due (pure: tests call it directly)."""
+    expiries: list[Expiry] = []
+    next_due_us = now_us + MAX_SLEEP_US
+    for job_id, instants in state.live_runs.items():
+        for scheduled_us in instants:
+            run = state.get_run(job_id, scheduled_us)
+            if run.status != LEASED:
+                continue
+            lease = LeaseRef(job_id, scheduled_us, run.fencing_token)
+            if run.deadline_us <= now_us:
+                expiries.append(Expiry(lease, DEADLINE_PASSED, random.randrange(1_000_000)))
+            elif run.lease_expires_us <= now_us:
+                expiries.append(Expiry(lease, LEASE_EXPIRED, random.randrange(1_000_000)))
+            else:
+                next_due_us = min(next_due_us, run.deadline_us, run.lease_expires_us)
+    return expiries, next_due_us
+
+
+class Reaper:
+    def __init__(self, term: LeaderTerm, raftlog: RaftLog, clock_us: Callable[[], int], timeout_s: float) -> None:
+        self._term = term
+        self._raftlog = raftlog
+        self._clock_us = clock_us
+        self._timeout_s = timeout_s
+
+    def __call__(self) -> None:
+        while not self._term.stopping.is_set():
+            now_us = self._clock_us()
+            with self._raftlog.read() as state:
+                expiries, next_due_us = overdue(state, now_us)
+            for start in range(0, len(expiries), BATCH):
+                if not self._propose(ExpireLeases(now_us, self._term.epoch, tuple(expiries[start : start + BATCH]))):
+                    return
+            wait_us = max(next_due_us - self._clock_us(), 10_000) if not expiries else 10_000
+            self._term.stopping.wait(wait_us / SECOND_US)
+
+    def _propose(self, command: ExpireLeases) -> bool:
+        try:
+            result = self._raftlog.submit(command, self._timeout_s)
+        except ReplicationError as exc:
+            log.warning("expiry batch not confirmed: %r", exc)
+            return True
+        if not result.accepted and result.rejection.code == "stale_epoch":
+            self._term.depose(result.rejection.message)
+            return False
+        return True

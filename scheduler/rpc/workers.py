@@ -1,0 +1,146 @@
+"""WorkerService: lease, heartbeat and complete. Translation only; the leader's dispatcher
+chooses runs, coalescers batch heartbeats and completions into few log entries."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import grpc
+
+from scheduler.core import results as ev
+from scheduler.core.commands import CompleteRuns, Completion, ExtendLeases, LeaseRef
+from scheduler.core.execution import OUTCOME_FAILURE, OUTCOME_RETRY_LATER, OUTCOME_SUCCESS
+from scheduler.core.model import SECOND_US, format_run_key
+from scheduler.leader.batcher import Coalescer, RejectedBatch
+from scheduler.leader.dispatch import Dispatcher, Granted, NotLeading
+from scheduler.replication import RaftLog, ReplicationError
+from scheduler.rpc.convert import duration, duration_us, spec_to_pb, timestamp, timestamp_us
+from scheduler.rpc.errors import abort_replication
+from worker.api.v1 import worker_pb2 as wpb
+from worker.api.v1 import worker_pb2_grpc
+
+MAX_RUNS_PER_LEASE = 1000
+MAX_LEASES_PER_HEARTBEAT = 10_000
+_KINDS = {wpb.SUCCESS: OUTCOME_SUCCESS, wpb.FAILURE: OUTCOME_FAILURE, wpb.RETRY_LATER: OUTCOME_RETRY_LATER}
+_FENCE_OUTCOMES = {"not_found": wpb.NOT_FOUND, "cancelled": wpb.RUN_CANCELLED}
+
+
+def _lease_ref(ref: wpb.LeaseRef) -> LeaseRef:
+    return LeaseRef(ref.job_id, timestamp_us(ref.scheduled_at), ref.fencing_token)
+
+
+def _fenced_outcome(event) -> int:
+    return _FENCE_OUTCOMES.get(event.reason, wpb.FENCED)
+
+
+def _grant_to_pb(granted: Granted) -> wpb.LeaseGrant:
+    run, event = granted.run, granted.event
+    return wpb.LeaseGrant(
+        job_id=run.job_id,
+        scheduled_at=timestamp(run.scheduled_us),
+        run_key=format_run_key(run.job_id, run.scheduled_us),
+        fencing_token=event.fencing_token,
+        attempt=event.attempt,
+        deadline=timestamp(event.deadline_us),
+        lease_ttl=duration(run.lease_ttl_us),
+        target=spec_to_pb(granted.spec).target,
+        payload_json=granted.spec.payload_json,
+    )
+
+
+class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
+    def __init__(
+        self,
+        raftlog: RaftLog,
+        dispatcher_now: Callable[[], Dispatcher | None],
+        leader_grpc_address: Callable[[], str],
+        clock_us: Callable[[], int],
+        timeout_s: float,
+        max_lease_wait_s: float,
+    ) -> None:
+        self._raftlog = raftlog
+        self._dispatcher_now = dispatcher_now
+        self._leader_grpc_address = leader_grpc_address
+        self._timeout_s = timeout_s
+        self._max_lease_wait_s = max_lease_wait_s
+        self._clock_us = clock_us
+        self._extend = Coalescer("extend", raftlog, self._extend_command, timeout_s)
+        self._complete = Coalescer("complete", raftlog, self._complete_command, timeout_s)
+
+    def close(self) -> None:
+        self._extend.close()
+        self._complete.close()
+
+    def _extend_command(self, leases) -> ExtendLeases:
+        return ExtendLeases(self._clock_us(), tuple(leases))
+
+    def _complete_command(self, completions) -> CompleteRuns:
+        return CompleteRuns(self._clock_us(), tuple(completions))
+
+    # -- Lease: only the leader's dispatcher grants; other nodes forward ----------
+    def Lease(self, request: wpb.LeaseRequest, context):
+        wait_s = min(duration_us(request, "wait", 0) / SECOND_US, self._max_lease_wait_s)
+        max_runs = min(max(request.max_runs, 1), MAX_RUNS_PER_LEASE)
+        dispatcher = self._dispatcher_now()
+        if dispatcher is None:
+            return self._forward_lease(request, wait_s, context)
+        try:
+            granted = dispatcher.lease(request.worker_id, list(request.targets), max_runs, wait_s)
+        except NotLeading as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"not leading: {exc}")
+        except ReplicationError as exc:
+            abort_replication(context, exc)
+        return wpb.LeaseResponse(leases=[_grant_to_pb(g) for g in granted])
+
+    def _forward_lease(self, request, wait_s: float, context):
+        address = self._leader_grpc_address()
+        if not address:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "no leader known; retry shortly")
+        with grpc.insecure_channel(address) as channel:
+            try:
+                return worker_pb2_grpc.WorkerServiceStub(channel).Lease(request, timeout=wait_s + self._timeout_s)
+            except grpc.RpcError as exc:
+                context.abort(exc.code(), f"via leader {address}: {exc.details()}")
+
+    # -- Heartbeat and Complete: any node, coalesced into few entries -------------
+    def Heartbeat(self, request: wpb.HeartbeatRequest, context):
+        if len(request.leases) > MAX_LEASES_PER_HEARTBEAT:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"at most {MAX_LEASES_PER_HEARTBEAT} leases per heartbeat")
+        futures = self._extend.submit([_lease_ref(ref) for ref in request.leases])
+        results = []
+        for ref, future in zip(request.leases, futures):
+            event = self._wait(future, context)
+            if isinstance(event, ev.LeaseExtended):
+                results.append(wpb.LeaseResult(lease=ref, outcome=wpb.OK, expires_at=timestamp(event.lease_expires_us)))
+            else:
+                results.append(wpb.LeaseResult(lease=ref, outcome=_fenced_outcome(event)))
+        return wpb.HeartbeatResponse(results=results)
+
+    def Complete(self, request: wpb.CompleteRequest, context):
+        if request.kind not in _KINDS:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "kind must be SUCCESS, FAILURE or RETRY_LATER")
+        completion = Completion(
+            lease=_lease_ref(request.lease),
+            worker_id=request.worker_id,
+            outcome=_KINDS[request.kind],
+            exit_code=request.exit_code,
+            error=request.error[:4096],
+            output_tail=request.output_tail[-4096:],
+            retry_after_us=duration_us(request, "retry_after", 0),
+            jitter_ppm=random.randrange(1_000_000),
+        )
+        event = self._wait(self._complete.submit([completion])[0], context)
+        if isinstance(event, ev.LeaseFenced):
+            return wpb.CompleteResponse(outcome=_fenced_outcome(event))
+        return wpb.CompleteResponse(outcome=wpb.OK)
+
+    def _wait(self, future, context):
+        try:
+            return future.result(timeout=self._timeout_s + 1)
+        except ReplicationError as exc:
+            abort_replication(context, exc)
+        except RejectedBatch as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        except TimeoutError:
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "outcome unknown; retry with the same token")
