@@ -75,6 +75,10 @@ class RaftSettings:
             leaderFallbackTimeout=self.leader_fallback_timeout_s,
             connectionRetryTime=self.connection_retry_s,
             connectionTimeout=max(3.5, self.election_timeout_max_s),
+            # pysyncobj caches peer DNS for 600 s (30 s on failure): too long for a replaced
+            # container that comes back with a new address.
+            dnsCacheTime=30.0,
+            dnsFailCacheTime=2.0,
             logCompactionMinEntries=self.compaction_min_entries,
             logCompactionMinTime=self.compaction_min_time_s,
             # pysyncobj splits an entry of at least this size into "transmissions" and
