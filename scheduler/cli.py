@@ -111,11 +111,49 @@ def cmd_delete(args) -> int:
 def cmd_next(args) -> int:
     from scheduler.planning import preview
 
-    if not args.schedule:
-        print("raftcron next: give --schedule (cluster job lookup comes with a later release)", file=sys.stderr)
+    schedule, timezone, gap, repeat = args.schedule, args.timezone, args.dst_gap, args.dst_repeat
+    if args.job:
+        with _client(args) as client:
+            spec = client.get_job(job_id=args.job).job.spec
+        schedule, timezone = spec.schedule, spec.timezone or "UTC"
+        gap, repeat = gap or spec.dst.gap or None, repeat or spec.dst.repeat or None
+    elif not schedule:
+        print("raftcron next: name a JOB or give --schedule", file=sys.stderr)
         return 2
-    fires = preview(args.schedule, args.timezone, args.after, args.n, args.dst_gap, args.dst_repeat)
-    out.print_fires(fires, args.json)
+    out.print_fires(preview(schedule, timezone or "UTC", args.after, args.n, gap, repeat), args.json)
+    return 0
+
+
+def cmd_trigger(args) -> int:
+    with _client(args) as client:
+        response = client.trigger_job(job_id=args.job, author=args.author)
+    out.print_runs_list([response.run], args.json)
+    return 0
+
+
+def cmd_backfill(args) -> int:
+    from scheduler.cli_time import parse_when
+    from scheduler.rpc.convert import timestamp
+    from worker.api.v1 import jobs_pb2
+
+    request = jobs_pb2.BackfillJobRequest(
+        job_id=args.job, to=timestamp(parse_when(args.to)), max_runs=args.max_runs,
+        rate_per_s=args.rate, author=args.author,
+    )
+    getattr(request, "from").CopyFrom(timestamp(parse_when(args.from_)))
+    with _client(args) as client:
+        response = client.backfill_job(request)
+    out.print_runs_list(list(response.runs), args.json)
+    if not args.json:
+        print(f"{len(response.runs)} slots backfilled, {response.already_ran} already ran")
+    return 0
+
+
+def cmd_explain(args) -> int:
+    from scheduler.cli_explain import explain
+
+    with _client(args) as client:
+        print(explain(client, args.job, args.at, args.json))
     return 0
 
 
@@ -189,16 +227,52 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--author", default=author)
     p.set_defaults(func=cmd_delete)
 
-    p = sub.add_parser("next", help="preview upcoming fire instants of an expression")
-    p.add_argument("--schedule", required=False, help="cron expression (5 fields, or 6 with seconds first)")
-    p.add_argument("--timezone", default="UTC")
+    p = sub.add_parser("next", help="preview upcoming fire instants of a job or an expression (no cluster needed)")
+    p.add_argument("job", nargs="?", help="a job id (asks the cluster for its schedule)")
+    p.add_argument("--schedule", help="cron expression (5 fields, or 6 with seconds first)")
+    p.add_argument("--timezone", default="")
     p.add_argument("--after", default="now", help="ISO-8601 instant (default now)")
     p.add_argument("-n", type=int, default=10)
     p.add_argument("--dst-gap", choices=("run_at_end", "skip"))
     p.add_argument("--dst-repeat", choices=("first", "second", "both"))
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_next)
+
+    p = sub.add_parser("trigger", help="run a job now, outside its schedule (honours its overlap policy)")
+    p.add_argument("job")
+    p.add_argument("--author", default=author)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_trigger)
+
+    p = sub.add_parser("backfill", help="fire every past slot in a range that never ran, once")
+    p.add_argument("job")
+    p.add_argument("--from", dest="from_", required=True, help="first slot instant (inclusive)")
+    p.add_argument("--to", required=True, help="last slot instant (inclusive)")
+    p.add_argument("--rate", type=float, default=1.0, help="runs becoming due per second (default %(default)s)")
+    p.add_argument("--max-runs", type=int, default=1000)
+    p.add_argument("--author", default=author)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_backfill)
+
+    p = sub.add_parser("explain", help="what happened to the slot of JOB nearest a time")
+    p.add_argument("job")
+    p.add_argument("--at", required=True, help="e.g. 'yesterday 02:00' or an ISO-8601 instant")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("worker", help="run a worker (see `raftcron worker --help`)", add_help=False)
+    p.add_argument("worker_args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_worker)
     return parser
+
+
+def cmd_worker(args) -> int:
+    from worker.cli import main as worker_main
+
+    worker_args = list(args.worker_args)
+    if "--cluster" not in worker_args and os.environ.get("RAFTCRON_CLUSTER") is None:
+        worker_args = ["--cluster", args.cluster, *worker_args]
+    return worker_main(worker_args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     # /usr/share/zoneinfo, so every node computes the same instants.
     zoneinfo.reset_tzpath(to=())
     args = build_parser().parse_args(argv)
-    if getattr(args, "after", None) == "now":
+    if getattr(args, "after", None) in (None, "now") and args.command == "next":
         from scheduler.cli_time import now_iso
 
         args.after = now_iso()

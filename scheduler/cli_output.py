@@ -62,15 +62,19 @@ def job_dict(job) -> dict:
     }
 
 
-def print_runs(response, as_json: bool) -> None:
-    runs = [run_dict(r) for r in response.runs]
+def print_runs_list(runs_pb, as_json: bool) -> None:
+    runs = [run_dict(r) for r in runs_pb]
     if as_json:
         print(json.dumps(runs, indent=2))
-    else:
-        rows = [[r["job_id"], r["scheduled_at"], r["status"], r["reason"], r["claimed_at"]] for r in runs]
-        _table(rows, ["JOB", "SCHEDULED (UTC)", "STATUS", "REASON", "CLAIMED"])
-        if response.next_page_token:
-            print("(more runs: raise --limit or narrow --since/--until)")
+        return
+    rows = [[r["job_id"], r["scheduled_at"], r["kind"], r["status"], str(r["attempt"]), r["reason"]] for r in runs]
+    _table(rows, ["JOB", "SCHEDULED (UTC)", "KIND", "STATUS", "ATTEMPTS", "REASON"])
+
+
+def print_runs(response, as_json: bool) -> None:
+    print_runs_list(response.runs, as_json)
+    if response.next_page_token and not as_json:
+        print("(more runs: raise --limit or narrow --since/--until)")
     _freshness(response.read)
 
 

@@ -20,7 +20,10 @@ from scheduler.core.commands import (
     GrantLeases,
     ReadBarrier,
     SetJobPaused,
+    TriggerRun,
+    BackfillRuns,
 )
+from scheduler.core.manual import backfill_runs, trigger_run
 from scheduler.core.execution import (
     complete_runs,
     expire_leases,
@@ -76,6 +79,8 @@ HANDLERS: dict[type, Handler] = {
     ExtendLeases: extend_leases,
     CompleteRuns: complete_runs,
     ExpireLeases: expire_leases,
+    TriggerRun: _with_request_memory(trigger_run),
+    BackfillRuns: _with_request_memory(backfill_runs),
 }
 
 

@@ -56,9 +56,12 @@ def decode_snapshot(data: bytes) -> State:
     if not data.startswith(header):
         raise CodecError("not a raftcron snapshot of a known version")
     try:
-        return _snapshot_decoder.decode(data[len(header) :])
+        state = _snapshot_decoder.decode(data[len(header) :])
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise CodecError(f"undecodable snapshot: {exc}") from None
+    # The live index is derived data: rebuilt so an older snapshot restores like a log replay.
+    state.rebuild_live_index()
+    return state
 
 
 def encode_result(result: Result) -> bytes:

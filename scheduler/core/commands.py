@@ -123,6 +123,25 @@ class ExpireLeases(_Command, frozen=True):
     expiries: tuple[Expiry, ...]
 
 
+class TriggerRun(_Command, frozen=True):
+    """A manual run now, outside the schedule, keyed by the trigger instant."""
+
+    job_id: str
+    author: str
+    request_id: str
+
+
+class BackfillRuns(_Command, frozen=True):
+    """Fire past slots that never ran; the proposer lists them from the job's schedule."""
+
+    job_id: str
+    author: str
+    request_id: str
+    slots: tuple[int, ...]
+    # Backfilled runs become due one after another, this far apart.
+    interval_us: int
+
+
 class ReadBarrier(_Command, frozen=True):
     """Changes nothing: once applied locally, a read reflects every write committed before it."""
 
@@ -137,4 +156,6 @@ Command = (
     | ExtendLeases
     | CompleteRuns
     | ExpireLeases
+    | TriggerRun
+    | BackfillRuns
 )

@@ -74,6 +74,14 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
             if not live:
                 del self.live_runs[run.job_id]
 
+    def rebuild_live_index(self) -> None:
+        """Derive live_runs from the runs themselves (snapshots written before the index existed)."""
+        self.live_runs = {}
+        for job_id in sorted(self.runs):
+            live = [run.scheduled_us for run in self.runs[job_id] if run.status in LIVE_STATUSES]
+            if live:
+                self.live_runs[job_id] = live
+
     def live(self, job_id: str) -> list[Run]:
         return [self.get_run(job_id, scheduled_us) for scheduled_us in self.live_runs.get(job_id, ())]
 

@@ -17,7 +17,15 @@ from dataclasses import dataclass
 import msgspec
 
 from scheduler.core import results as ev
-from scheduler.core.commands import ClaimRuns, CompleteRuns, ExpireLeases, GrantLeases, RunRef
+from scheduler.core.commands import (
+    BackfillRuns,
+    ClaimRuns,
+    CompleteRuns,
+    ExpireLeases,
+    GrantLeases,
+    RunRef,
+    TriggerRun,
+)
 from scheduler.core.model import QUEUED, SECOND_US, JobSpec, Run
 from scheduler.leader.lifecycle import LeaderTerm
 from scheduler.replication import RaftLog, ReplicationError
@@ -26,6 +34,8 @@ SHELL_TARGET = "shell"
 # Not-ready heads looked past per pick, so a backing-off run cannot block the queue.
 _LOOK_PAST = 256
 OVERLAP_RECHECK_US = SECOND_US // 2
+# Commands whose events can make a run leasable.
+_QUEUEING_COMMANDS = (ClaimRuns, CompleteRuns, ExpireLeases, TriggerRun, BackfillRuns)
 
 
 def target_key(spec: JobSpec) -> str:
@@ -83,7 +93,7 @@ class Dispatcher:
 
     def _on_apply(self, command, result) -> None:
         """Tick thread, state lock held (re-entrant): enqueue what became leasable."""
-        if not isinstance(command, (ClaimRuns, CompleteRuns, ExpireLeases)) or not result.accepted:
+        if not isinstance(command, _QUEUEING_COMMANDS) or not result.accepted:
             return
         state = self._raftlog._state  # we are inside the apply, under its lock
         for event in result.events:

@@ -19,6 +19,7 @@ REJECTION_CODES: dict[str, grpc.StatusCode] = {
     "version_conflict": grpc.StatusCode.ABORTED,
     "stale_plan": grpc.StatusCode.ABORTED,
     "stale_epoch": grpc.StatusCode.FAILED_PRECONDITION,
+    "overlap_forbid": grpc.StatusCode.FAILED_PRECONDITION,
     "stale_term": grpc.StatusCode.FAILED_PRECONDITION,
     "internal_error": grpc.StatusCode.INTERNAL,
     "bad_command": grpc.StatusCode.INTERNAL,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import uuid
 
 import msgspec
@@ -11,11 +12,13 @@ import grpc
 
 from scheduler.core import Result, model
 from scheduler.core import results as ev
-from scheduler.core.commands import ApplyJobs, JobUpsert, SetJobPaused
+from scheduler.core.commands import ApplyJobs, BackfillRuns, JobUpsert, SetJobPaused, TriggerRun
+from scheduler.core.manual import MAX_BACKFILL_SLOTS
+from scheduler.core.model import SECOND_US
 from scheduler.core.jobs import restarted_cursor
-from scheduler.leader.planner import first_due_after
+from scheduler.leader.planner import first_due_after, schedule_for
 from scheduler.replication import RaftLog, ReplicationError
-from scheduler.rpc.convert import job_to_pb, spec_from_pb
+from scheduler.rpc.convert import job_to_pb, run_to_pb, spec_from_pb, timestamp_us
 from scheduler.rpc.errors import abort_rejected, abort_replication
 from scheduler.rpc.reads import Reader
 from scheduler.specs import canonical_payload_json, validate_spec
@@ -144,6 +147,45 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
 
     def ResumeJob(self, request, context):
         return jobs_pb2.ResumeJobResponse(job=self._set_paused(request, context, False))
+
+    def TriggerJob(self, request, context):
+        command = TriggerRun(
+            self._clock_us(), request.job_id, request.author or "anonymous", request.request_id or uuid.uuid4().hex
+        )
+        result = self._submit(command, context)
+        return jobs_pb2.TriggerJobResponse(run=self._runs_of(result, context)[0])
+
+    def BackfillJob(self, request, context):
+        limit = min(request.max_runs or MAX_BACKFILL_SLOTS, MAX_BACKFILL_SLOTS)
+        rate_per_s = request.rate_per_s or 1.0
+        if not (math.isfinite(rate_per_s) and rate_per_s > 0) or not request.HasField("to"):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "need a positive finite rate_per_s and a `to` instant")
+        start_us, end_us = timestamp_us(getattr(request, "from")), timestamp_us(request.to)
+        with self._raftlog.read() as state:
+            job = state.jobs.get(request.job_id)
+            spec = job.spec if job else None
+        if spec is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.job_id!r} does not exist")
+        fires = schedule_for(spec).fires_between(start_us - 1, end_us, limit)
+        command = BackfillRuns(
+            self._clock_us(),
+            request.job_id,
+            request.author or "anonymous",
+            request.request_id or uuid.uuid4().hex,
+            tuple(fire.at_us for fire in fires),
+            int(SECOND_US / rate_per_s),
+        )
+        result = self._submit(command, context)
+        already = sum(1 for e in result.events if isinstance(e, ev.RunAlreadyClaimed))
+        return jobs_pb2.BackfillJobResponse(runs=self._runs_of(result, context), already_ran=already)
+
+    def _runs_of(self, result: Result, context) -> list[pb.Run]:
+        with self._raftlog.read() as state:
+            return [
+                run_to_pb(state.get_run(e.job_id, e.scheduled_us))
+                for e in result.events
+                if isinstance(e, ev.RunClaimed) and state.get_run(e.job_id, e.scheduled_us) is not None
+            ]
 
     # -- reads ---------------------------------------------------------------
     def _job_or_abort(self, job_id: str, context) -> pb.Job:

@@ -32,10 +32,12 @@ from scheduler.core.commands import (
     Command,
     CompleteRuns,
     Completion,
+    BackfillRuns,
     ExpireLeases,
     ExtendLeases,
     Expiry,
     GrantLeases,
+    TriggerRun,
     JobUpsert,
     LeaseRef,
     ReadBarrier,
@@ -139,6 +141,15 @@ COMMANDS: dict[str, Command] = {
         expiries=(Expiry(LeaseRef("hello", T, 44), "lease_expired", 999_999), Expiry(LeaseRef("hello", T + 1, 47), "timed_out")),
     ),
     "negative_and_large_ints": ClaimLeadership(issued_at_us=-1, node_id="n", term=2**63 - 1),
+    "trigger_run": TriggerRun(issued_at_us=T + 12, job_id="hello", author="alice", request_id="req-3"),
+    "backfill_runs": BackfillRuns(
+        issued_at_us=T + 13,
+        job_id="hello",
+        author="bob",
+        request_id="req-4",
+        slots=(T - 120_000_000, T - 60_000_000),
+        interval_us=1_000_000,
+    ),
 }
 
 
@@ -365,15 +376,6 @@ def test_golden_state_is_consistent() -> None:
     assert state.run_count == sum(len(runs) for runs in state.runs.values())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "core bug: State gained the derived live_runs index without a snapshot format bump or a "
-        "rebuild on decode; a v1 snapshot written before it decodes with an empty index although "
-        "it holds queued runs, and the first completion of such a run raises ValueError in "
-        "State.set_status (list.remove), unlike a replica that replayed the log"
-    ),
-)
 def test_snapshot_from_before_the_live_index_restores_consistently() -> None:
     restored = decode_snapshot(read_snapshot(GOLDEN / "legacy_snapshot_v1_before_live_index.txt"))
     assert restored.runs["hello"][1].status == "queued"

@@ -1,3 +1,6 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from worker.api.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -6,6 +9,47 @@ from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class TriggerJobRequest(_message.Message):
+    __slots__ = ("job_id", "author", "request_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    author: str
+    request_id: str
+    def __init__(self, job_id: _Optional[str] = ..., author: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class TriggerJobResponse(_message.Message):
+    __slots__ = ("run",)
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run: _common_pb2.Run
+    def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ...) -> None: ...
+
+class BackfillJobRequest(_message.Message):
+    __slots__ = ("job_id", "to", "max_runs", "rate_per_s", "author", "request_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_FIELD_NUMBER: _ClassVar[int]
+    TO_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNS_FIELD_NUMBER: _ClassVar[int]
+    RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    to: _timestamp_pb2.Timestamp
+    max_runs: int
+    rate_per_s: float
+    author: str
+    request_id: str
+    def __init__(self, job_id: _Optional[str] = ..., to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_runs: _Optional[int] = ..., rate_per_s: _Optional[float] = ..., author: _Optional[str] = ..., request_id: _Optional[str] = ..., **kwargs) -> None: ...
+
+class BackfillJobResponse(_message.Message):
+    __slots__ = ("runs", "already_ran")
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_RAN_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[_common_pb2.Run]
+    already_ran: int
+    def __init__(self, runs: _Optional[_Iterable[_Union[_common_pb2.Run, _Mapping]]] = ..., already_ran: _Optional[int] = ...) -> None: ...
 
 class ApplyJobsRequest(_message.Message):
     __slots__ = ("jobs", "prune", "dry_run", "author", "request_id")

@@ -66,6 +66,16 @@ class JobServiceStub:
                 request_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.ResumeJobRequest.SerializeToString,
                 response_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.ResumeJobResponse.FromString,
                 _registered_method=True)
+        self.TriggerJob = channel.unary_unary(
+                '/raftcron.v1.JobService/TriggerJob',
+                request_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.TriggerJobRequest.SerializeToString,
+                response_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.TriggerJobResponse.FromString,
+                _registered_method=True)
+        self.BackfillJob = channel.unary_unary(
+                '/raftcron.v1.JobService/BackfillJob',
+                request_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobRequest.SerializeToString,
+                response_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -103,7 +113,7 @@ class JobServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def PauseJob(self, request, context):
-        """Pauses a job: its slots are recorded as missed until it is resumed.
+        """Pauses a job: its slots are recorded as skipped (reason "paused") until it is resumed.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -111,6 +121,23 @@ class JobServiceServicer:
 
     def ResumeJob(self, request, context):
         """Resumes a paused job from its next slot.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TriggerJob(self, request, context):
+        """Runs a job now, outside its schedule: a run of kind "manual" keyed by the trigger instant.
+        Honours the job's overlap policy (FAILED_PRECONDITION when `forbid` and a run is live).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BackfillJob(self, request, context):
+        """Fires every slot of the job's schedule in [from, to] that never ran (no retained run, or
+        one recorded skipped or missed), once: a repeated backfill adds nothing. Runs of kind
+        "backfill" become due one after another at `rate_per_s`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -148,6 +175,16 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ResumeJob,
                     request_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.ResumeJobRequest.FromString,
                     response_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.ResumeJobResponse.SerializeToString,
+            ),
+            'TriggerJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.TriggerJob,
+                    request_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.TriggerJobRequest.FromString,
+                    response_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.TriggerJobResponse.SerializeToString,
+            ),
+            'BackfillJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.BackfillJob,
+                    request_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobRequest.FromString,
+                    response_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -314,6 +351,60 @@ class JobService:
             '/raftcron.v1.JobService/ResumeJob',
             worker_dot_api_dot_v1_dot_jobs__pb2.ResumeJobRequest.SerializeToString,
             worker_dot_api_dot_v1_dot_jobs__pb2.ResumeJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TriggerJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftcron.v1.JobService/TriggerJob',
+            worker_dot_api_dot_v1_dot_jobs__pb2.TriggerJobRequest.SerializeToString,
+            worker_dot_api_dot_v1_dot_jobs__pb2.TriggerJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BackfillJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftcron.v1.JobService/BackfillJob',
+            worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobRequest.SerializeToString,
+            worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,62 @@
+"""`raftcron explain JOB --at TIME`: the fate of the slot nearest a time, in one sentence."""
+
+from __future__ import annotations
+
+import json
+
+from scheduler.cli_output import run_dict
+from scheduler.cli_time import parse_when
+from scheduler.core.model import SECOND_US
+from scheduler.planning import compile_schedule, format_us
+from scheduler.rpc.convert import STATUS_FROM_PB, timestamp, timestamp_us
+from worker.api.v1 import runs_pb2
+
+WINDOW_US = 2 * 86_400 * SECOND_US
+
+
+def _nearest_slot(spec, at_us: int) -> int | None:
+    schedule = compile_schedule(spec.schedule, spec.timezone or "UTC", spec.dst.gap or None, spec.dst.repeat or None)
+    after = schedule.next_fire(at_us - 1)
+    before = schedule.fires_between(at_us - WINDOW_US, at_us - 1, 1_000_000)
+    candidates = [f.at_us for f in ([after] if after else []) + before[-1:]]
+    return min(candidates, key=lambda slot: abs(slot - at_us)) if candidates else None
+
+
+def _sentence(run: dict) -> str:
+    status, reason = run["status"], run["reason"]
+    slot = f"slot {run['scheduled_at']} of {run['job_id']}"
+    late_s = (parse_when(run["claimed_at"]) - parse_when(run["scheduled_at"])) / SECOND_US if run["claimed_at"] else 0.0
+    fired = f"claimed at {run['claimed_at']} ({late_s:.3f}s after the slot)"
+    if status == "succeeded":
+        return f"{slot}: {fired}; succeeded at {run['finished_at']} after {run['attempt']} attempt(s), worker {run['worker_id']}"
+    if status in ("queued", "leased"):
+        return f"{slot}: {fired}; {status} (attempt {run['attempt']}){'; ' + reason if reason else ''}"
+    if status == "skipped":
+        return f"{slot}: skipped because {reason or 'of its misfire policy'}"
+    if status == "missed":
+        return f"{slot}: missed: {reason}"
+    return f"{slot}: {fired}; ended {status}: {reason or run['error']}"
+
+
+def explain(client, job_id: str, at: str, as_json: bool) -> str:
+    at_us = parse_when(at)
+    job = client.get_job(job_id=job_id).job
+    slot_us = _nearest_slot(job.spec, at_us)
+    response = client.list_runs(
+        runs_pb2.ListRunsRequest(job_id=job_id, since=timestamp(at_us - WINDOW_US), until=timestamp(at_us + WINDOW_US), page_size=1000)
+    )
+    runs = [run_dict(r) for r in response.runs]
+    nearest = min(runs, key=lambda r: abs(parse_when(r["scheduled_at"]) - at_us), default=None)
+    cursor_us = timestamp_us(job.cursor)
+    if nearest is not None and (slot_us is None or abs(parse_when(nearest["scheduled_at"]) - at_us) <= abs(slot_us - at_us)):
+        answer = {"slot": nearest["scheduled_at"], "run": nearest, "explanation": _sentence(nearest)}
+    elif slot_us is not None and slot_us > cursor_us:
+        answer = {"slot": format_us(slot_us), "explanation": f"slot {format_us(slot_us)} of {job_id} is not due yet"
+                  f" (accounted up to {format_us(cursor_us)}){'; the job is paused' if job.paused else ''}"}
+    elif slot_us is not None:
+        answer = {"slot": format_us(slot_us), "explanation": f"slot {format_us(slot_us)} of {job_id}: no run is retained"
+                  " (before the job existed or pruned by retention)"}
+    else:
+        answer = {"slot": None, "explanation": f"{job_id} has no slot near {at}"}
+    answer["job_status"] = STATUS_FROM_PB.get(job.last_status, "")
+    return json.dumps(answer, indent=2) if as_json else answer["explanation"]

@@ -1,0 +1,77 @@
+"""Runs outside the schedule: a manual trigger now, and a backfill of past slots that never ran."""
+
+from __future__ import annotations
+
+from scheduler.core import results as ev
+from scheduler.core.commands import BackfillRuns, TriggerRun
+from scheduler.core.execution import cancel_live_runs
+from scheduler.core.model import MISSED, QUEUED, SKIPPED, Run
+from scheduler.core.results import Result, rejected
+from scheduler.core.state import State
+
+MAX_BACKFILL_SLOTS = 10_000
+
+
+def trigger_run(state: State, cmd: TriggerRun, index: int) -> Result:
+    job = state.jobs.get(cmd.job_id)
+    if job is None:
+        return rejected(index, "not_found", f"job {cmd.job_id!r} does not exist")
+    if state.live_runs.get(cmd.job_id):
+        if job.spec.overlap == "forbid":
+            return rejected(index, "overlap_forbid", f"job {cmd.job_id!r} has a live run and overlap is forbid")
+        if job.spec.overlap == "replace":
+            cancel_live_runs(state, cmd.job_id, f"replaced by a manual run from {cmd.author}")
+    instant_us = cmd.issued_at_us
+    while state.get_run(cmd.job_id, instant_us) is not None:
+        instant_us += 1  # a run key of its own: never the key of an existing run
+    state.add_run(
+        Run(
+            job_id=cmd.job_id,
+            scheduled_us=instant_us,
+            status=QUEUED,
+            kind="manual",
+            reason=f"triggered by {cmd.author}",
+            effective_us=instant_us,
+            claimed_us=state.now_us,
+            claim_index=index,
+            spec_version=job.version,
+        )
+    )
+    state.prune_runs(cmd.job_id)
+    return Result(index=index, events=(ev.RunClaimed(cmd.job_id, instant_us, QUEUED, index),))
+
+
+def _backfill_one(state: State, cmd: BackfillRuns, slot_us: int, due_us: int, index: int) -> ev.Event:
+    job = state.jobs[cmd.job_id]
+    if slot_us > job.cursor_us:
+        return ev.ClaimOutOfPlan(cmd.job_id, slot_us, "not_yet_due")
+    run = state.get_run(cmd.job_id, slot_us)
+    if run is not None and run.status not in (SKIPPED, MISSED):
+        return ev.RunAlreadyClaimed(cmd.job_id, slot_us)
+    if run is None:
+        run = Run(job_id=cmd.job_id, scheduled_us=slot_us, status=MISSED)
+        state.add_run(run)
+    state.set_status(run, QUEUED)
+    run.kind = "backfill"
+    run.reason = f"backfilled by {cmd.author}"
+    run.effective_us = due_us
+    run.claimed_us = state.now_us
+    run.claim_index = index
+    run.spec_version = job.version
+    return ev.RunClaimed(cmd.job_id, slot_us, QUEUED, index)
+
+
+def backfill_runs(state: State, cmd: BackfillRuns, index: int) -> Result:
+    if cmd.job_id not in state.jobs:
+        return rejected(index, "not_found", f"job {cmd.job_id!r} does not exist")
+    if len(cmd.slots) > MAX_BACKFILL_SLOTS or list(cmd.slots) != sorted(set(cmd.slots)) or cmd.interval_us < 0:
+        return rejected(index, "invalid", f"slots must be unique, ascending, at most {MAX_BACKFILL_SLOTS}")
+    events = []
+    due_us = state.now_us
+    for slot_us in cmd.slots:
+        event = _backfill_one(state, cmd, slot_us, due_us, index)
+        if isinstance(event, ev.RunClaimed):
+            due_us += cmd.interval_us
+        events.append(event)
+    state.prune_runs(cmd.job_id)
+    return Result(index=index, events=tuple(events))
