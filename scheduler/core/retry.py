@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 from scheduler.core import results as ev
 from scheduler.core.model import FAILED, QUEUED, Job, RetryPolicy, Run
 from scheduler.core.state import State
 
 _NO_RETRY = RetryPolicy(max_attempts=1)
+MAX_MULTIPLIER = 1000.0
 
 
 def backoff_us(policy: RetryPolicy, attempt: int, jitter_ppm: int) -> int:
@@ -15,10 +18,14 @@ def backoff_us(policy: RetryPolicy, attempt: int, jitter_ppm: int) -> int:
     Multiplication in a loop rather than pow(): IEEE multiply is exactly rounded on every
     platform, libm's pow is not, and replicas must agree to the microsecond.
     """
-    base_us = policy.backoff_initial_us
+    multiplier = policy.backoff_multiplier
+    if not (math.isfinite(multiplier) and 1.0 <= multiplier <= MAX_MULTIPLIER):
+        multiplier = 1.0  # validated at apply time; a hostile log entry must still not raise here
+    base_us = min(policy.backoff_max_us, max(0, policy.backoff_initial_us))
     for _ in range(max(0, attempt - 1)):
-        base_us = min(policy.backoff_max_us, int(base_us * policy.backoff_multiplier))
-    base_us = min(policy.backoff_max_us, base_us)
+        if base_us >= policy.backoff_max_us:
+            break
+        base_us = int(min(float(policy.backoff_max_us), base_us * multiplier))
     jitter_ppm = min(max(jitter_ppm, 0), 999_999)
     return base_us // 2 + (base_us - base_us // 2) * jitter_ppm // 1_000_000
 

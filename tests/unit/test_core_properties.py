@@ -8,8 +8,10 @@ interesting paths run, mixed with stale, duplicate, out-of-order and malformed o
 from __future__ import annotations
 
 import os
+import typing
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,8 +22,16 @@ from scheduler.core.commands import (
     ClaimLeadership,
     ClaimRuns,
     Command,
+    CompleteRuns,
+    Completion,
+    ExpireLeases,
+    ExtendLeases,
+    Expiry,
+    GrantLeases,
     JobUpsert,
+    LeaseRef,
     ReadBarrier,
+    RunRef,
     SetJobPaused,
     SlotClaim,
 )
@@ -35,6 +45,12 @@ REQUEST_IDS = ("", "r1", "r2", "r3")
 NODES = ("n1", "n2", "n3")
 SCHEDULES = ("*/10 * * * * *", "*/20 * * * * *")
 CLAIM_STATUSES = ("queued", "queued", "skipped", "missed", "leased")
+OVERLAPS = ("allow", "forbid", "replace", "queue")
+# Policies a validated spec can carry (validation bounds the multiplier to [1, 10]).
+RETRIES = (RetryPolicy(), RetryPolicy(max_attempts=1), RetryPolicy(max_attempts=2, within_us=60 * SECOND_US))
+TIMEOUTS = (3600 * SECOND_US, 20 * SECOND_US)
+OUTCOMES = ("success", "failure", "retry_later", "success", "bogus")
+EXPIRY_REASONS = ("lease_expired", "timed_out", "bogus")
 
 # Soak runs: RAFTCRON_PROPERTY_SCALE=20 runs twenty times as many examples.
 SCALE = int(os.environ.get("RAFTCRON_PROPERTY_SCALE", "1"))
@@ -80,7 +96,12 @@ class Generator:
     def command(self, state: State) -> Command:
         self.clock_us += self.draw(st.integers(-30, 40)) * SECOND_US
         issued = self.clock_us
-        kind = self.draw(st.sampled_from(("claim", "claim", "claim", "jobs", "jobs", "pause", "lead", "barrier")))
+        kind = self.draw(
+            st.sampled_from(
+                ("claim", "claim", "claim", "jobs", "jobs", "pause", "lead", "barrier")
+                + ("grant", "grant", "extend", "complete", "complete", "expire")
+            )
+        )
         if kind == "lead":
             term = max(0, state.leader_term + self.draw(st.integers(-1, 2)))
             return ClaimLeadership(issued_at_us=issued, node_id=self.draw(st.sampled_from(NODES)), term=term)
@@ -97,7 +118,67 @@ class Generator:
             )
         if kind == "jobs":
             return self.apply_jobs(state, issued)
+        if kind == "grant":
+            return self.grant_leases(state, issued)
+        if kind == "extend":
+            return ExtendLeases(issued_at_us=issued, leases=tuple(self.lease_refs(state)))
+        if kind == "complete":
+            return self.complete_runs(state, issued)
+        if kind == "expire":
+            return self.expire_leases(state, issued)
         return self.claim_runs(state, issued)
+
+    def epoch(self, state: State) -> int:
+        return state.epoch if self.draw(st.integers(0, 7)) else state.epoch + self.draw(st.sampled_from((-1, 1)))
+
+    def runs_with(self, state: State, statuses: tuple[str, ...]) -> list:
+        return [run for job_id in sorted(state.runs) for run in state.runs[job_id] if run.status in statuses]
+
+    def pick(self, likely: list, unlikely: list, max_size: int = 3) -> list:
+        """Mostly items from `likely` (when there are any), sometimes from `unlikely`."""
+        picked = []
+        for _ in range(self.draw(st.integers(0 if not likely else 1, max_size))):
+            pool = likely if likely and self.draw(st.integers(0, 5)) else unlikely
+            picked.append(self.draw(st.sampled_from(pool)))
+        return picked
+
+    def grant_leases(self, state: State, issued: int) -> GrantLeases:
+        queued = [RunRef(run.job_id, run.scheduled_us) for run in self.runs_with(state, ("queued",))]
+        refs = self.pick(queued, [RunRef("a", _slot_after(issued)), RunRef("ghost", T0_US)])
+        ttl = self.draw(st.sampled_from((30 * SECOND_US, 30 * SECOND_US, 5 * SECOND_US, 0)))
+        worker = self.draw(st.sampled_from(("w1", "w2")))
+        return GrantLeases(issued_at_us=issued, epoch=self.epoch(state), worker_id=worker, lease_ttl_us=ttl, grants=tuple(refs))
+
+    def lease_refs(self, state: State) -> list[LeaseRef]:
+        current = [LeaseRef(run.job_id, run.scheduled_us, run.fencing_token) for run in self.runs_with(state, ("leased",))]
+        others = [
+            LeaseRef(run.job_id, run.scheduled_us, run.fencing_token - self.draw(st.sampled_from((0, 1))))
+            for run in self.runs_with(state, ("queued", "succeeded", "failed", "cancelled", "timed_out"))[:4]
+        ]
+        return self.pick(current, others + [LeaseRef("ghost", T0_US, 1)])
+
+    def complete_runs(self, state: State, issued: int) -> CompleteRuns:
+        completions = []
+        for ref in self.lease_refs(state):
+            completions.append(
+                Completion(
+                    lease=ref,
+                    worker_id=self.draw(st.sampled_from(("w1", "w2"))),
+                    outcome=self.draw(st.sampled_from(OUTCOMES)),
+                    exit_code=self.draw(st.sampled_from((0, 1))),
+                    error=self.draw(st.sampled_from(("", "boom"))),
+                    retry_after_us=self.draw(st.sampled_from((0, 0, 45 * SECOND_US))),
+                    jitter_ppm=self.draw(st.sampled_from((0, 500_000, 999_999, -5, 2_000_000))),
+                )
+            )
+        return CompleteRuns(issued_at_us=issued, completions=tuple(completions))
+
+    def expire_leases(self, state: State, issued: int) -> ExpireLeases:
+        expiries = [
+            Expiry(ref, self.draw(st.sampled_from(EXPIRY_REASONS)), self.draw(st.sampled_from((0, 999_999))))
+            for ref in self.lease_refs(state)
+        ]
+        return ExpireLeases(issued_at_us=issued, epoch=self.epoch(state), expiries=tuple(expiries))
 
     def apply_jobs(self, state: State, issued: int) -> ApplyJobs:
         upserts = []
@@ -108,6 +189,9 @@ class Generator:
                 schedule=self.draw(st.sampled_from(SCHEDULES)),
                 owner=self.draw(st.sampled_from(("", "ops"))),
                 paused=self.draw(st.booleans()),
+                overlap=self.draw(st.sampled_from(OVERLAPS)),
+                retry=self.draw(st.sampled_from(RETRIES)),
+                timeout_us=self.draw(st.sampled_from(TIMEOUTS)),
             )
             if self.draw(st.integers(0, 4)):
                 expected = current.version if current else 0
@@ -147,8 +231,7 @@ class Generator:
             claims.append(SlotClaim(job_id, due, next_due, version, status, reason, effective))
             if job_id in planned:
                 planned[job_id] = (next_due, version)
-        epoch = state.epoch if self.draw(st.integers(0, 7)) else state.epoch + self.draw(st.sampled_from((-1, 1)))
-        return ClaimRuns(issued_at_us=issued, epoch=epoch, claims=tuple(claims))
+        return ClaimRuns(issued_at_us=issued, epoch=self.epoch(state), claims=tuple(claims))
 
 
 @PROPERTY_SETTINGS
@@ -171,6 +254,8 @@ def test_replicas_applying_the_same_log_agree(data: st.DataObject) -> None:
         assert apply(follower, decode_command(entry), index) == expected
     assert state_digest(follower) == state_digest(leader_view)
     assert follower.run_count == sum(len(runs) for runs in follower.runs.values())
+    live = {job_id: [r.scheduled_us for r in runs if r.status in ("queued", "leased")] for job_id, runs in follower.runs.items()}
+    assert follower.live_runs == {job_id: keys for job_id, keys in live.items() if keys}
 
 
 @PROPERTY_SETTINGS
@@ -244,6 +329,7 @@ slot_claims = st.builds(
     reason=texts,
     effective_us=instants,
 )
+lease_refs = st.builds(LeaseRef, job_id=job_ids, scheduled_us=instants, fencing_token=small_ints | ints)
 arbitrary_commands = st.one_of(
     st.builds(ClaimLeadership, issued_at_us=instants, node_id=texts, term=small_ints | ints),
     st.builds(
@@ -267,6 +353,42 @@ arbitrary_commands = st.one_of(
     ),
     st.builds(ClaimRuns, issued_at_us=instants, epoch=small_ints | ints, claims=st.lists(slot_claims, max_size=4).map(tuple)),
     st.builds(ReadBarrier, issued_at_us=instants),
+    st.builds(
+        GrantLeases,
+        issued_at_us=instants,
+        epoch=small_ints | ints,
+        worker_id=texts,
+        lease_ttl_us=instants,
+        grants=st.lists(st.builds(RunRef, job_id=job_ids, scheduled_us=instants), max_size=3).map(tuple),
+    ),
+    st.builds(ExtendLeases, issued_at_us=instants, leases=st.lists(lease_refs, max_size=3).map(tuple)),
+    st.builds(
+        CompleteRuns,
+        issued_at_us=instants,
+        completions=st.lists(
+            st.builds(
+                Completion,
+                lease=lease_refs,
+                worker_id=texts,
+                outcome=st.sampled_from(OUTCOMES) | texts,
+                exit_code=ints,
+                error=texts,
+                output_tail=texts,
+                retry_after_us=ints,
+                jitter_ppm=ints,
+            ),
+            max_size=3,
+        ).map(tuple),
+    ),
+    st.builds(
+        ExpireLeases,
+        issued_at_us=instants,
+        epoch=small_ints | ints,
+        expiries=st.lists(
+            st.builds(Expiry, lease=lease_refs, reason=st.sampled_from(EXPIRY_REASONS) | texts, jitter_ppm=ints),
+            max_size=3,
+        ).map(tuple),
+    ),
 )
 
 
@@ -320,7 +442,7 @@ def test_any_bytes_either_fail_to_decode_with_codec_error_or_apply_cleanly(data:
         return
     state = _seeded_state(data)
     apply(state, command, state.applied_index + 1)
-    assert isinstance(command, (ClaimLeadership, ApplyJobs, SetJobPaused, ClaimRuns, ReadBarrier))
+    assert isinstance(command, typing.get_args(Command))
 
 
 @settings(max_examples=200 * SCALE, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -336,3 +458,29 @@ def test_damaged_snapshot_raises_codec_error_or_decodes(data: st.DataObject, pos
             continue
         assert isinstance(state, State)
         msgspec.msgpack.encode(state)
+
+
+@pytest.mark.parametrize("multiplier", [float("nan"), float("inf"), 1e308])
+def test_apply_never_raises_for_extreme_retry_policies(multiplier: float) -> None:
+    # Validation at the API bounds the multiplier to [1, 10]; the core must not rely on it.
+    state = State()
+    index = 0
+
+    def run(command: Command):
+        nonlocal index
+        index += 1
+        return apply(state, command, index)
+
+    run(ClaimLeadership(issued_at_us=T0_US, node_id="n1", term=1))
+    policy = RetryPolicy(max_attempts=5, backoff_multiplier=multiplier)
+    run(ApplyJobs(issued_at_us=T0_US + 1, author="a", request_id="", upserts=(JobUpsert(spec("a", retry=policy), 0, T0_US + TEN_S),)))
+    run(ClaimRuns(issued_at_us=T0_US + TEN_S, epoch=1, claims=(SlotClaim("a", T0_US + TEN_S, T0_US + 2 * TEN_S, 1),)))
+    for attempt in range(1, 4):
+        now = state.now_us + 1
+        run_record = state.get_run("a", T0_US + TEN_S)
+        at = max(now, run_record.not_before_us)
+        granted = run(GrantLeases(issued_at_us=at, epoch=1, worker_id="w", lease_ttl_us=30 * SECOND_US, grants=(RunRef("a", T0_US + TEN_S),)))
+        token = granted.events[0].fencing_token
+        failed = CompleteRuns(issued_at_us=at + 1, completions=(Completion(LeaseRef("a", T0_US + TEN_S, token), "w", "failure"),))
+        result = run(failed)  # must return, never raise
+        assert result.accepted, attempt
