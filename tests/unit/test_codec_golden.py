@@ -282,40 +282,49 @@ def _snapshot_text() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_golden(path: Path, text: str) -> None:
+def _write_golden(path: Path, text: str, parse=None) -> None:
+    """Write `text`; first archive the old content if new text drops or changes any old entry.
+
+    With `parse` (text -> {name: bytes}), adding entries alone keeps no archive copy.
+    """
     if path.exists():
         old = path.read_text()
         if old == text:
             return
-        digest = hashlib.sha256(old.encode()).hexdigest()[:8]
-        path.rename(path.with_name(f"{path.stem}.{digest}{path.suffix}"))
+        if parse is None or any(parse(text).get(name) != data for name, data in parse(old).items()):
+            digest = hashlib.sha256(old.encode()).hexdigest()[:8]
+            path.rename(path.with_name(f"{path.stem}.{digest}{path.suffix}"))
     path.write_text(text)
 
 
 def regenerate_golden() -> None:
     GOLDEN.mkdir(exist_ok=True)
-    _write_golden(COMMANDS_FILE, _commands_text())
+    _write_golden(COMMANDS_FILE, _commands_text(), parse=_parse_commands)
     _write_golden(SNAPSHOT_FILE, _snapshot_text())
+
+
+def _payload_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def _parse_commands(text: str) -> dict[str, bytes]:
+    entries = {}
+    for line in _payload_lines(text):
+        name, hex_bytes = line.split(" ")
+        entries[name] = bytes.fromhex(hex_bytes)
+    return entries
 
 
 if REGENERATE:
     regenerate_golden()
 
 
-def _payload_lines(path: Path) -> list[str]:
-    return [line for line in path.read_text().splitlines() if line and not line.startswith("#")]
-
-
 def read_commands(path: Path) -> dict[str, bytes]:
-    entries = {}
-    for line in _payload_lines(path):
-        name, hex_bytes = line.split(" ")
-        entries[name] = bytes.fromhex(hex_bytes)
-    return entries
+    return _parse_commands(path.read_text())
 
 
 def read_snapshot(path: Path) -> bytes:
-    return bytes.fromhex("".join(_payload_lines(path)))
+    return bytes.fromhex("".join(_payload_lines(path.read_text())))
 
 
 # -- commands ---------------------------------------------------------------------------
