@@ -12,7 +12,16 @@ from scheduler.core.commands import (
     ClaimLeadership,
     ClaimRuns,
     Command,
+    CompleteRuns,
+    Completion,
+    ExpireLeases,
+    Expiry,
+    ExtendLeases,
+    GrantLeases,
     JobUpsert,
+    LeaseRef,
+    ReadBarrier,
+    RunRef,
     SetJobPaused,
     SlotClaim,
 )
@@ -63,6 +72,22 @@ def claim(
     return SlotClaim(job_id, scheduled_us, next_due_us, spec_version, status, reason, effective_us)
 
 
+def run_ref(job_id: str, scheduled_us: int) -> RunRef:
+    return RunRef(job_id, scheduled_us)
+
+
+def lease_ref(job_id: str, scheduled_us: int, fencing_token: int) -> LeaseRef:
+    return LeaseRef(job_id, scheduled_us, fencing_token)
+
+
+def completion(lease: LeaseRef, outcome: str = "success", worker_id: str = "w1", **fields) -> Completion:
+    return Completion(lease=lease, worker_id=worker_id, outcome=outcome, **fields)
+
+
+def expiry(lease: LeaseRef, reason: str = "lease_expired", jitter_ppm: int = 0) -> Expiry:
+    return Expiry(lease, reason, jitter_ppm)
+
+
 class Core:
     """A State plus a log index counter and a fake clock: apply commands as a replica would."""
 
@@ -107,3 +132,44 @@ class Core:
     def claim_runs(self, *claims: SlotClaim, epoch: int | None = None, issued_at_us: int | None = None) -> Result:
         issued = self.clock.tick() if issued_at_us is None else issued_at_us
         return self.apply(ClaimRuns(issued_at_us=issued, epoch=self.state.epoch if epoch is None else epoch, claims=claims))
+
+    # -- execution: leases, heartbeats, completions, expiries --------------
+    def grant(
+        self,
+        *refs: RunRef,
+        worker_id: str = "w1",
+        lease_ttl_us: int = 30 * SECOND_US,
+        epoch: int | None = None,
+        issued_at_us: int | None = None,
+        index: int | None = None,
+    ) -> Result:
+        """GrantLeases; `index` places the entry at a chosen log index (the fencing token)."""
+        issued = self.clock.tick() if issued_at_us is None else issued_at_us
+        return self.apply(
+            GrantLeases(
+                issued_at_us=issued,
+                epoch=self.state.epoch if epoch is None else epoch,
+                worker_id=worker_id,
+                lease_ttl_us=lease_ttl_us,
+                grants=refs,
+            ),
+            index,
+        )
+
+    def extend(self, *leases: LeaseRef, issued_at_us: int | None = None) -> Result:
+        issued = self.clock.tick() if issued_at_us is None else issued_at_us
+        return self.apply(ExtendLeases(issued_at_us=issued, leases=leases))
+
+    def complete(self, *completions: Completion, issued_at_us: int | None = None) -> Result:
+        issued = self.clock.tick() if issued_at_us is None else issued_at_us
+        return self.apply(CompleteRuns(issued_at_us=issued, completions=completions))
+
+    def expire(self, *expiries: Expiry, epoch: int | None = None, issued_at_us: int | None = None) -> Result:
+        issued = self.clock.tick() if issued_at_us is None else issued_at_us
+        return self.apply(
+            ExpireLeases(issued_at_us=issued, epoch=self.state.epoch if epoch is None else epoch, expiries=expiries)
+        )
+
+    def barrier(self, issued_at_us: int | None = None) -> Result:
+        issued = self.clock.tick() if issued_at_us is None else issued_at_us
+        return self.apply(ReadBarrier(issued_at_us=issued))
