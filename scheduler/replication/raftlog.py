@@ -147,8 +147,9 @@ class RaftLog:
         )
 
     def close(self) -> None:
+        """Stop Raft and wait for its tick thread: no apply, journal write or open port after this."""
         if self._syncobj is not None:
-            self._syncobj.destroy()
+            self._syncobj.destroy_synchronous()
 
     # -- the replicated path (runs on pysyncobj's tick thread) -----------
     def _apply_entry(self, data: bytes) -> Result:
@@ -159,6 +160,9 @@ class RaftLog:
                 command = decode_command(data)
             except CodecError as exc:
                 log.error("rejecting undecodable entry %d: %s", index, exc)
+                # Still an applied entry: every replica sees the same bytes and records the same index.
+                self._state.applied_index = max(self._state.applied_index, index)
+                self._applied.notify_all()
                 return rejected(index, "bad_command", str(exc))
             try:
                 result = apply(self._state, command, index)
@@ -166,7 +170,10 @@ class RaftLog:
                 log.critical("core raised on entry %d; recorded as a rejection", index, exc_info=True)
                 result = rejected(index, "internal_error", "the core failed on this command")
             for listener in self._listeners:
-                listener(command, result)
+                try:
+                    listener(command, result)
+                except Exception:  # a listener is local, never part of the replicated outcome
+                    log.exception("apply listener failed on entry %d", index)
             self._applied.notify_all()
             return result
 

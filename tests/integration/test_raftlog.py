@@ -280,15 +280,6 @@ def test_propose_refuses_an_entry_above_the_size_cap(single_node: RaftLog) -> No
 # -- adapter bugs ------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "adapter bug: an exception from an apply listener escapes the replicated method; pysyncobj "
-        "logs it and re-applies the same entry on the next tick (the core now answers "
-        "index_not_increasing), but the proposer's callback was already popped, so the future "
-        "never resolves; a listener that always raises wedges the node on that entry"
-    ),
-)
 def test_a_raising_apply_listener_does_not_lose_the_proposers_result(single_node: RaftLog) -> None:
     calls: list[Result] = []
 
@@ -305,14 +296,6 @@ def test_a_raising_apply_listener_does_not_lose_the_proposers_result(single_node
     assert [result.index for result in calls] == [future.result().index]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "adapter bug: an entry that does not decode (e.g. written by a newer format during a rolling "
-        "upgrade) is answered bad_command without advancing the core's applied_index or notifying "
-        "waiters, so wait_applied() for that Raft index times out although the entry was applied"
-    ),
-)
 def test_an_undecodable_entry_still_counts_as_applied(single_node: RaftLog) -> None:
     answered: Future = Future()
     # Bypass propose(): bytes of an unknown command format version, as a newer node would write.
@@ -322,14 +305,6 @@ def test_an_undecodable_entry_still_counts_as_applied(single_node: RaftLog) -> N
     assert single_node.wait_applied(result.index, 1.0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "adapter bug: close() only flags pysyncobj to destroy itself on its next tick and returns; "
-        "the node keeps applying entries, holding the Raft port and writing its journal, so a "
-        "RaftLog restarted on the same data dir right after close() runs alongside the old one"
-    ),
-)
 def test_close_has_stopped_the_node_when_it_returns(single_node: RaftLog) -> None:
     single_node.close()
     assert not single_node._syncobj.tick_thread_alive()
