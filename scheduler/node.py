@@ -48,17 +48,15 @@ class Node:
 
     def _trigger_loop(self, term: LeaderTerm) -> TriggerLoop:
         c = self.config
-        return TriggerLoop(term, self.raftlog, self.clock_us, c.claim_batch_size, c.trigger_max_sleep_s, c.propose_timeout_s)
+        return TriggerLoop(term, self.raftlog, c.claim_batch_size, c.trigger_max_sleep_s, c.propose_timeout_s)
 
     def _dispatcher(self, term: LeaderTerm) -> Dispatcher:
-        dispatcher = Dispatcher(
-            term, self.raftlog, self.clock_us, int(self.config.lease_ttl_s * 1e6), self.config.propose_timeout_s
-        )
+        dispatcher = Dispatcher(term, self.raftlog, int(self.config.lease_ttl_s * 1e6), self.config.propose_timeout_s)
         term.services["dispatcher"] = dispatcher
         return dispatcher
 
     def _reaper(self, term: LeaderTerm) -> Reaper:
-        return Reaper(term, self.raftlog, self.clock_us, self.config.propose_timeout_s)
+        return Reaper(term, self.raftlog, self.config.propose_timeout_s)
 
     def current_dispatcher(self) -> Dispatcher | None:
         term = self.lifecycle.current

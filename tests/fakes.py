@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from scheduler.core import Result, State, apply
 from scheduler.core.commands import (
+    AdvanceTime,
     ApplyJobs,
     ClaimLeadership,
     ClaimRuns,
@@ -100,9 +101,25 @@ class Core:
         self.index = self.index + 1 if index is None else index
         return apply(self.state, command, self.index)
 
+    def advance(self, to_us: int) -> None:
+        """The leader's clock tick: replicated time moves only through epoch-stamped commands.
+
+        The fake leader's monotonic clock equals its wall clock, so a tick is never clamped;
+        tests of clock jumps pass `monotonic_us` explicitly instead.
+        """
+        if self.state.epoch >= 1 and to_us > self.state.now_us:
+            self.apply(AdvanceTime(issued_at_us=to_us, epoch=self.state.epoch, monotonic_us=to_us))
+
+    def _at(self, issued_at_us: int | None) -> int:
+        """A non-leader command's time: the leader's clock has ticked to it first."""
+        issued = self.clock.tick() if issued_at_us is None else issued_at_us
+        self.advance(issued)
+        return issued
+
     # -- builders that take their time from the clock -----------------------
     def lead(self, node_id: str = "n1", term: int = 1) -> Result:
-        return self.apply(ClaimLeadership(issued_at_us=self.clock.tick(), node_id=node_id, term=term))
+        issued = self.clock.tick()
+        return self.apply(ClaimLeadership(issued_at_us=issued, node_id=node_id, term=term, monotonic_us=issued))
 
     def apply_jobs(
         self,
@@ -131,7 +148,8 @@ class Core:
 
     def claim_runs(self, *claims: SlotClaim, epoch: int | None = None, issued_at_us: int | None = None) -> Result:
         issued = self.clock.tick() if issued_at_us is None else issued_at_us
-        return self.apply(ClaimRuns(issued_at_us=issued, epoch=self.state.epoch if epoch is None else epoch, claims=claims))
+        epoch = self.state.epoch if epoch is None else epoch
+        return self.apply(ClaimRuns(issued_at_us=issued, epoch=epoch, claims=claims, monotonic_us=issued))
 
     # -- execution: leases, heartbeats, completions, expiries --------------
     def grant(
@@ -152,24 +170,27 @@ class Core:
                 worker_id=worker_id,
                 lease_ttl_us=lease_ttl_us,
                 grants=refs,
+                monotonic_us=issued,
             ),
             index,
         )
 
     def extend(self, *leases: LeaseRef, issued_at_us: int | None = None) -> Result:
-        issued = self.clock.tick() if issued_at_us is None else issued_at_us
-        return self.apply(ExtendLeases(issued_at_us=issued, leases=leases))
+        return self.apply(ExtendLeases(issued_at_us=self._at(issued_at_us), leases=leases))
 
     def complete(self, *completions: Completion, issued_at_us: int | None = None) -> Result:
-        issued = self.clock.tick() if issued_at_us is None else issued_at_us
-        return self.apply(CompleteRuns(issued_at_us=issued, completions=completions))
+        return self.apply(CompleteRuns(issued_at_us=self._at(issued_at_us), completions=completions))
 
     def expire(self, *expiries: Expiry, epoch: int | None = None, issued_at_us: int | None = None) -> Result:
         issued = self.clock.tick() if issued_at_us is None else issued_at_us
         return self.apply(
-            ExpireLeases(issued_at_us=issued, epoch=self.state.epoch if epoch is None else epoch, expiries=expiries)
+            ExpireLeases(
+                issued_at_us=issued,
+                epoch=self.state.epoch if epoch is None else epoch,
+                expiries=expiries,
+                monotonic_us=issued,
+            )
         )
 
     def barrier(self, issued_at_us: int | None = None) -> Result:
-        issued = self.clock.tick() if issued_at_us is None else issued_at_us
-        return self.apply(ReadBarrier(issued_at_us=issued))
+        return self.apply(ReadBarrier(issued_at_us=self._at(issued_at_us)))

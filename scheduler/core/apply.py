@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from scheduler.core import results as ev
+from scheduler.core.clock import advance_epoch_clock, open_epoch_clock
 from scheduler.core.commands import (
+    EPOCH_COMMANDS,
+    AdvanceTime,
     ApplyJobs,
     ClaimLeadership,
     ClaimRuns,
@@ -45,11 +48,12 @@ def _claim_leadership(state: State, cmd: ClaimLeadership, index: int) -> Result:
     state.epoch += 1
     state.leader_id = cmd.node_id
     state.leader_term = cmd.term
+    open_epoch_clock(state, cmd.issued_at_us, cmd.monotonic_us)
     extend_all_live_leases(state)
     return Result(index=index, events=(ev.LeadershipClaimed(cmd.node_id, state.epoch, cmd.term),))
 
 
-def _read_barrier(state: State, cmd: ReadBarrier, index: int) -> Result:
+def _no_change(state: State, cmd: ReadBarrier | AdvanceTime, index: int) -> Result:
     return Result(index=index)
 
 
@@ -74,7 +78,8 @@ HANDLERS: dict[type, Handler] = {
     ApplyJobs: _with_request_memory(apply_jobs),
     SetJobPaused: _with_request_memory(set_job_paused),
     ClaimRuns: claim_runs,
-    ReadBarrier: _read_barrier,
+    ReadBarrier: _no_change,
+    AdvanceTime: _no_change,
     GrantLeases: grant_leases,
     ExtendLeases: extend_leases,
     CompleteRuns: complete_runs,
@@ -92,5 +97,8 @@ def apply(state: State, command: Command, index: int) -> Result:
     if handler is None:
         return rejected(index, "unknown_command", f"no handler for {type(command).__name__}")
     state.applied_index = index
-    state.now_us = max(state.now_us, command.issued_at_us)
+    if isinstance(command, EPOCH_COMMANDS):
+        if command.epoch != state.epoch or command.epoch < 1:
+            return rejected(index, "stale_epoch", f"epoch {command.epoch} is not the current {state.epoch}")
+        advance_epoch_clock(state, command.issued_at_us, command.monotonic_us)
     return handler(state, command, index)

@@ -21,6 +21,8 @@ class ClaimLeadership(_Command, frozen=True):
 
     node_id: str
     term: int
+    # The proposer's monotonic clock: bounds how fast its wall clock may move replicated time.
+    monotonic_us: int = 0
 
 
 class JobUpsert(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -66,6 +68,7 @@ class ClaimRuns(_Command, frozen=True):
 
     epoch: int
     claims: tuple[SlotClaim, ...]
+    monotonic_us: int = 0
 
 
 class RunRef(msgspec.Struct, frozen=True, forbid_unknown_fields=True, array_like=True):
@@ -86,6 +89,7 @@ class GrantLeases(_Command, frozen=True):
     worker_id: str
     lease_ttl_us: int
     grants: tuple[RunRef, ...]
+    monotonic_us: int = 0
 
 
 class ExtendLeases(_Command, frozen=True):
@@ -121,6 +125,14 @@ class ExpireLeases(_Command, frozen=True):
 
     epoch: int
     expiries: tuple[Expiry, ...]
+    monotonic_us: int = 0
+
+
+class AdvanceTime(_Command, frozen=True):
+    """The leader's clock tick while nothing else is proposed, so replicated time stays fresh."""
+
+    epoch: int
+    monotonic_us: int = 0
 
 
 class TriggerRun(_Command, frozen=True):
@@ -158,4 +170,8 @@ Command = (
     | ExpireLeases
     | TriggerRun
     | BackfillRuns
+    | AdvanceTime
 )
+
+# Commands stamped with the leader's epoch: the only ones that move replicated time.
+EPOCH_COMMANDS = (ClaimRuns, GrantLeases, ExpireLeases, AdvanceTime)

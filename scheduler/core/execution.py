@@ -41,8 +41,6 @@ def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int) -> ev.Ev
 
 
 def grant_leases(state: State, cmd: GrantLeases, index: int) -> Result:
-    if cmd.epoch != state.epoch:
-        return rejected(index, "stale_epoch", f"epoch {cmd.epoch} is not the current {state.epoch}")
     if cmd.lease_ttl_us <= 0:
         return rejected(index, "invalid", "lease TTL must be positive")
     return Result(index=index, events=tuple(_grant_one(state, ref, cmd, index) for ref in cmd.grants))
@@ -129,8 +127,6 @@ def _expire_one(state: State, expiry) -> ev.Event:
 
 
 def expire_leases(state: State, cmd: ExpireLeases, index: int) -> Result:
-    if cmd.epoch != state.epoch:
-        return rejected(index, "stale_epoch", f"epoch {cmd.epoch} is not the current {state.epoch}")
     return Result(index=index, events=tuple(_expire_one(state, expiry) for expiry in cmd.expiries))
 
 

@@ -21,7 +21,7 @@ def trigger_run(state: State, cmd: TriggerRun, index: int) -> Result:
             return rejected(index, "overlap_forbid", f"job {cmd.job_id!r} has a live run and overlap is forbid")
         if job.spec.overlap == "replace":
             cancel_live_runs(state, cmd.job_id, f"replaced by a manual run from {cmd.author}")
-    instant_us = cmd.issued_at_us
+    instant_us = state.now_us  # replicated time: a follower's clock must not decide when it is due
     while state.get_run(cmd.job_id, instant_us) is not None:
         instant_us += 1  # a run key of its own: never the key of an existing run
     state.add_run(

@@ -26,8 +26,12 @@ def _scheduled(run: Run) -> int:
 
 class State(msgspec.Struct, forbid_unknown_fields=True):
     applied_index: int = 0
-    # Replicated time: the high-water mark of accepted proposer clocks.
+    # Replicated time: assigned by the epoch's leader, never backwards (see clock.py).
     now_us: int = 0
+    clock_anchor_now_us: int = 0
+    clock_anchor_mono_us: int = 0
+    # How far the leader's last reading ran ahead of what its monotonic clock allows (0: none).
+    clock_ignored_us: int = 0
     epoch: int = 0
     leader_id: str = ""
     leader_term: int = 0

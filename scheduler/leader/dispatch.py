@@ -11,7 +11,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import msgspec
@@ -55,10 +54,10 @@ class NotLeading(Exception):
 
 
 class Dispatcher:
-    def __init__(self, term: LeaderTerm, raftlog: RaftLog, clock_us: Callable[[], int], lease_ttl_us: int, timeout_s: float):
+    def __init__(self, term: LeaderTerm, raftlog: RaftLog, lease_ttl_us: int, timeout_s: float):
         self._term = term
         self._raftlog = raftlog
-        self._clock_us = clock_us
+        self._clock = term.clock
         self._lease_ttl_us = lease_ttl_us
         self._timeout_s = timeout_s
         self._heaps: dict[str, list[tuple[int, int, int, str, int]]] = {}
@@ -130,12 +129,12 @@ class Dispatcher:
     def lease(self, worker_id: str, targets: list[str], max_runs: int, wait_s: float) -> list[Granted]:
         if not self.ready.wait(timeout=self._timeout_s) or self._term.stopping.is_set():
             raise NotLeading("this node is not leading (or its queue is not ready yet)")
-        deadline_us = self._clock_us() + int(wait_s * SECOND_US)
+        deadline_us = self._clock.now_us() + int(wait_s * SECOND_US)
         while not self._term.stopping.is_set():
-            now_us = self._clock_us()
+            now_us, mono_us = self._clock.read()
             picked, next_ready_us = self._pick(targets, max_runs, now_us)
             if picked:
-                granted = self._grant(worker_id, picked, now_us)
+                granted = self._grant(worker_id, picked, now_us, mono_us)
                 if granted:
                     return granted
                 continue
@@ -145,8 +144,8 @@ class Dispatcher:
                 self._changed.wait(min(deadline_us, next_ready_us) / SECOND_US - now_us / SECOND_US)
         raise NotLeading("leadership ended while waiting")
 
-    def _grant(self, worker_id: str, picked: list[RunRef], now_us: int) -> list[Granted]:
-        command = GrantLeases(now_us, self._term.epoch, worker_id, self._lease_ttl_us, tuple(picked))
+    def _grant(self, worker_id: str, picked: list[RunRef], now_us: int, mono_us: int) -> list[Granted]:
+        command = GrantLeases(now_us, self._term.epoch, worker_id, self._lease_ttl_us, tuple(picked), mono_us)
         try:
             result = self._raftlog.submit(command, self._timeout_s)
         except ReplicationError:

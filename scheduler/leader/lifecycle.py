@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduler.core.commands import ClaimLeadership
+from scheduler.leader.clock import LeaderClock, monotonic_us
 from scheduler.core.results import LeadershipClaimed
 from scheduler.replication import RaftLog, ReplicationError
 
@@ -21,6 +22,7 @@ class LeaderTerm:
 
     epoch: int
     term: int
+    clock: LeaderClock
     stopping: threading.Event = field(default_factory=threading.Event)
     # Loops that serve requests (the dispatcher) register here for the servicers to find.
     services: dict = field(default_factory=dict)
@@ -42,7 +44,9 @@ class LeaderLifecycle:
         loops: list[tuple[str, LoopFactory]],
         clock_us: Callable[[], int],
         claim_timeout_s: float = 5.0,
+        mono_us: Callable[[], int] = monotonic_us,
     ) -> None:
+        self._mono_us = mono_us
         self._raftlog = raftlog
         self._node_id = node_id
         self._loops = loops
@@ -90,7 +94,7 @@ class LeaderLifecycle:
             self._become_leader(term)
 
     def _become_leader(self, term: int) -> None:
-        command = ClaimLeadership(issued_at_us=self._clock_us(), node_id=self._node_id, term=term)
+        command = ClaimLeadership(self._clock_us(), self._node_id, term, monotonic_us=self._mono_us())
         try:
             result = self._raftlog.submit(command, self._claim_timeout_s)
         except ReplicationError as exc:
@@ -102,7 +106,9 @@ class LeaderLifecycle:
         claimed = next(e for e in result.events if isinstance(e, LeadershipClaimed))
         # The future resolves after the local apply of our entry, so every earlier entry is
         # applied here too: the loops start from complete state (the barrier).
-        self._current = LeaderTerm(epoch=claimed.epoch, term=term)
+        with self._raftlog.read() as state:
+            clock = LeaderClock(state.clock_anchor_now_us, state.clock_anchor_mono_us, self._clock_us, self._mono_us)
+        self._current = LeaderTerm(epoch=claimed.epoch, term=term, clock=clock)
         log.info("leading: term %d, epoch %d", term, claimed.epoch)
         for name, factory in self._loops:
             thread = threading.Thread(target=factory(self._current), name=f"{name}-e{claimed.epoch}", daemon=True)

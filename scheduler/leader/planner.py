@@ -29,10 +29,11 @@ def _seconds(us: int) -> str:
     return f"{us / SECOND_US:g}s"
 
 
-def slot_outcome(job: Job, scheduled_us: int, now_us: int, late_fired: int) -> tuple[str, str]:
+def slot_outcome(job: Job, schedule: Schedule, scheduled_us: int, now_us: int) -> tuple[str, str]:
     """Fire, skip or record as missed one slot found at `now_us`, by the job's misfire policy.
 
-    `late_fired` counts the late slots of this job already fired in this pass (catch_up cap).
+    catch_up fires the most recent `max_catch_up` late slots: whether a slot is among them
+    depends only on the slots after it, so the cap holds however many passes an outage takes.
     """
     misfire = job.spec.misfire
     lateness_us = now_us - scheduled_us
@@ -41,10 +42,11 @@ def slot_outcome(job: Job, scheduled_us: int, now_us: int, late_fired: int) -> t
     late = f"found {_seconds(lateness_us)} late, beyond the {_seconds(misfire.grace_us)} grace"
     if misfire.policy == "skip":
         return SKIPPED, f"{late}; policy skip"
-    if misfire.policy == "catch_up" and late_fired < misfire.max_catch_up:
-        return QUEUED, ""
     if misfire.policy == "catch_up":
-        return MISSED, f"{late}; catch_up cap of {misfire.max_catch_up} reached"
+        later_late = schedule.fires_between(scheduled_us, now_us - misfire.grace_us - 1, misfire.max_catch_up)
+        if len(later_late) < misfire.max_catch_up:
+            return QUEUED, ""
+        return MISSED, f"{late}; older than the {misfire.max_catch_up} most recent late slots caught up"
     return MISSED, f"{late}; the scheduler was not firing"
 
 
@@ -57,13 +59,10 @@ def plan_due_slots(job: Job, now_us: int, max_slots: int) -> list[SlotClaim]:
     schedule = schedule_for(job.spec)
     claims: list[SlotClaim] = []
     due_us = job.next_due_us
-    late_fired = 0
     while due_us and due_us <= now_us and len(claims) < max_slots:
         fire = schedule.next_fire(due_us)
         next_us = fire.at_us if fire else 0
-        status, reason = slot_outcome(job, due_us, now_us, late_fired)
-        if status == QUEUED and now_us - due_us > job.spec.misfire.grace_us:
-            late_fired += 1
+        status, reason = slot_outcome(job, schedule, due_us, now_us)
         claims.append(SlotClaim(job.spec.id, due_us, next_us, job.version, status, reason))
         due_us = next_us
     return claims

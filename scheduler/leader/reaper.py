@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
 
-from scheduler.core.commands import ExpireLeases, Expiry, LeaseRef
+from scheduler.core.commands import AdvanceTime, ExpireLeases, Expiry, LeaseRef
 from scheduler.core.model import LEASED, SECOND_US
 from scheduler.core.execution import DEADLINE_PASSED, LEASE_EXPIRED
 from scheduler.leader.lifecycle import LeaderTerm
@@ -19,6 +18,8 @@ from scheduler.replication import RaftLog, ReplicationError
 log = logging.getLogger("raftcron.reaper")
 
 MAX_SLEEP_US = SECOND_US // 2
+# Replicated time is refreshed at least this often while the leader is otherwise idle.
+TICK_US = SECOND_US // 2
 BATCH = 1000
 
 
@@ -42,24 +43,31 @@ def overdue(state, now_us: int) -> tuple[list[Expiry], int]:
 
 
 class Reaper:
-    def __init__(self, term: LeaderTerm, raftlog: RaftLog, clock_us: Callable[[], int], timeout_s: float) -> None:
+    """Also the epoch's clock tick: when nothing else moved replicated time for a while, it
+    proposes AdvanceTime, so heartbeats and completions are judged at a fresh time."""
+
+    def __init__(self, term: LeaderTerm, raftlog: RaftLog, timeout_s: float) -> None:
         self._term = term
         self._raftlog = raftlog
-        self._clock_us = clock_us
+        self._clock = term.clock
         self._timeout_s = timeout_s
 
     def __call__(self) -> None:
         while not self._term.stopping.is_set():
-            now_us = self._clock_us()
+            now_us, mono_us = self._clock.read()
             with self._raftlog.read() as state:
                 expiries, next_due_us = overdue(state, now_us)
+                stale_time = now_us - state.now_us >= TICK_US
             for start in range(0, len(expiries), BATCH):
-                if not self._propose(ExpireLeases(now_us, self._term.epoch, tuple(expiries[start : start + BATCH]))):
+                batch = tuple(expiries[start : start + BATCH])
+                if not self._propose(ExpireLeases(now_us, self._term.epoch, batch, mono_us)):
                     return
-            wait_us = max(next_due_us - self._clock_us(), 10_000) if not expiries else 10_000
+            if not expiries and stale_time and not self._propose(AdvanceTime(now_us, self._term.epoch, mono_us)):
+                return
+            wait_us = min(max(next_due_us - self._clock.now_us(), 10_000), TICK_US) if not expiries else 10_000
             self._term.stopping.wait(wait_us / SECOND_US)
 
-    def _propose(self, command: ExpireLeases) -> bool:
+    def _propose(self, command: ExpireLeases | AdvanceTime) -> bool:
         try:
             result = self._raftlog.submit(command, self._timeout_s)
         except ReplicationError as exc:

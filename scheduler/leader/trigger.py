@@ -10,7 +10,6 @@ from __future__ import annotations
 import heapq
 import logging
 import threading
-from collections.abc import Callable
 
 from scheduler.core.commands import ApplyJobs, ClaimRuns, SetJobPaused, SlotClaim
 from scheduler.core.model import SECOND_US
@@ -32,14 +31,13 @@ class TriggerLoop:
         self,
         term: LeaderTerm,
         raftlog: RaftLog,
-        clock_us: Callable[[], int],
         batch_size: int,
         max_sleep_s: float,
         propose_timeout_s: float,
     ) -> None:
         self._term = term
         self._raftlog = raftlog
-        self._clock_us = clock_us
+        self._clock = term.clock
         self._batch_size = batch_size
         self._max_sleep_s = max_sleep_s
         self._propose_timeout_s = propose_timeout_s
@@ -111,14 +109,14 @@ class TriggerLoop:
     def _sleep_until_due(self) -> None:
         wait_s = self._max_sleep_s
         if self._heap:
-            wait_s = min(wait_s, max(0.0, (self._heap[0][0] - self._clock_us()) / SECOND_US))
+            wait_s = min(wait_s, max(0.0, (self._heap[0][0] - self._clock.now_us()) / SECOND_US))
         self._wake.wait(wait_s)
         self._wake.clear()
 
     # -- claiming ------------------------------------------------------------
     def _claim_due(self) -> bool:
         """Claim everything due now; False when nothing was due."""
-        now_us = self._clock_us()
+        now_us, mono_us = self._clock.read()
         due_ids = self._pop_due(now_us)
         if not due_ids:
             return False
@@ -132,17 +130,17 @@ class TriggerLoop:
                     claims.extend(plan_due_slots(job, now_us, MAX_SLOTS_PER_JOB_PASS))
                 except ScheduleError as exc:  # validated at apply time, so a bug if it happens
                     log.error("job %s: cannot plan its schedule: %s", job_id, exc)
-        self._propose_claims(claims, now_us)
+        self._propose_claims(claims, now_us, mono_us)
         # Re-read every touched job: its next due now comes from replicated state, whatever happened.
         with self._changed_lock:
             self._changed.update(due_ids)
         return True
 
-    def _propose_claims(self, claims: list[SlotClaim], now_us: int) -> None:
+    def _propose_claims(self, claims: list[SlotClaim], now_us: int, mono_us: int) -> None:
         futures = []
         for start in range(0, len(claims), self._batch_size):
             batch = tuple(claims[start : start + self._batch_size])
-            command = ClaimRuns(issued_at_us=now_us, epoch=self._term.epoch, claims=batch)
+            command = ClaimRuns(now_us, self._term.epoch, batch, monotonic_us=mono_us)
             futures.append(self._raftlog.propose(command))
         for future in futures:
             try:

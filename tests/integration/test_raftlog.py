@@ -118,6 +118,12 @@ def claims_batch(batch: int, version: int = 1) -> tuple[SlotClaim, ...]:
     )
 
 
+def claim_after_the_slots(epoch: int, claims: tuple[SlotClaim, ...]) -> ClaimRuns:
+    """Slots are claimable once replicated time (the leader's clock) has passed them."""
+    late_us = slot(10 * SLOTS_PER_BATCH)
+    return ClaimRuns(issued_at_us=late_us, epoch=epoch, claims=claims, monotonic_us=late_us)
+
+
 def snapshot_facts(node: RaftLog) -> tuple[int, dict[tuple[str, int], int]]:
     with node.read() as state:
         claim_indices = {(job_id, run.scheduled_us): run.claim_index for job_id, runs in state.runs.items() for run in runs}
@@ -214,11 +220,11 @@ def test_replicas_agree_on_indices_and_state_across_compaction_and_restart(clust
             expected[(event.job_id, event.scheduled_us)] = result.index
 
     futures: list[Future[Result]] = [
-        leader.propose(ClaimRuns(issued_at_us=clock.tick(), epoch=epoch, claims=claims_batch(batch))) for batch in range(4)
+        leader.propose(claim_after_the_slots(epoch, claims_batch(batch))) for batch in range(4)
     ]
     for batch, future in enumerate(futures):
         record(future.result(timeout=TIMEOUT_S), batch)
-    record(submit(nodes, ClaimRuns(issued_at_us=clock.tick(), epoch=epoch, claims=claims_batch(4)), via=followers[0]), 4)
+    record(submit(nodes, claim_after_the_slots(epoch, claims_batch(4)), via=followers[0]), 4)
     assert indices == sorted(indices) and len(set(indices)) == len(indices)
 
     def assert_replicas_agree(last_index: int) -> str:
@@ -241,7 +247,7 @@ def test_replicas_agree_on_indices_and_state_across_compaction_and_restart(clust
     follower.force_compaction()
     wait_until((data_dir / "raft.dump").is_file, "the dump file")
     wait_until(lambda: follower.raft_status()["log_len"] <= 3, "the journal to be compacted")
-    record(submit(nodes, ClaimRuns(issued_at_us=clock.tick(), epoch=epoch, claims=claims_batch(5))), 5)
+    record(submit(nodes, claim_after_the_slots(epoch, claims_batch(5))), 5)
     digest = assert_replicas_agree(indices[-1])
 
     stop(follower)
@@ -253,7 +259,7 @@ def test_replicas_agree_on_indices_and_state_across_compaction_and_restart(clust
     assert restarted.digest() == digest
 
     # The cluster keeps going with the restarted node in step.
-    record(submit(nodes, ClaimRuns(issued_at_us=clock.tick(), epoch=epoch, claims=claims_batch(6))), 6)
+    record(submit(nodes, claim_after_the_slots(epoch, claims_batch(6))), 6)
     barrier = submit(nodes, ReadBarrier(issued_at_us=clock.tick()), via=restarted)
     assert barrier.accepted and barrier.index > indices[-1]
     indices.append(barrier.index)

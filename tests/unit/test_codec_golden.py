@@ -32,6 +32,7 @@ from scheduler.core.commands import (
     Command,
     CompleteRuns,
     Completion,
+    AdvanceTime,
     BackfillRuns,
     ExpireLeases,
     ExtendLeases,
@@ -141,6 +142,7 @@ COMMANDS: dict[str, Command] = {
         expiries=(Expiry(LeaseRef("hello", T, 44), "lease_expired", 999_999), Expiry(LeaseRef("hello", T + 1, 47), "timed_out")),
     ),
     "negative_and_large_ints": ClaimLeadership(issued_at_us=-1, node_id="n", term=2**63 - 1),
+    "advance_time": AdvanceTime(issued_at_us=T + 14, epoch=12, monotonic_us=987_654_321),
     "trigger_run": TriggerRun(issued_at_us=T + 12, job_id="hello", author="alice", request_id="req-3"),
     "backfill_runs": BackfillRuns(
         issued_at_us=T + 13,
