@@ -52,6 +52,11 @@ class LocalCluster:
     nodes: int = 3
     port_base: int = 7100
     host: str = "127.0.0.1"
+    # One address per node (e.g. 127.0.0.2, 127.0.0.3... inside a private network namespace,
+    # so faults can cut one node's links); default: every node on `host`.
+    hosts: list[str] | None = None
+    # Prefix for every node command, e.g. ["nsenter", "--net=/run/netns/x"] or ["faketime", ...].
+    command_prefix: list[str] = field(default_factory=list)
     # Extra keys merged into every node's YAML config (e.g. {"raft": {...}, "claim_batch_size": 1}).
     overrides: dict = field(default_factory=dict)
     members: list[Member] = field(default_factory=list)
@@ -65,8 +70,9 @@ class LocalCluster:
             # Loopback is shared by every user of the machine: authenticate Raft even here.
             secret_file.touch(mode=0o600)
             secret_file.write_text(secrets.token_hex(24))
+        hosts = self.hosts or [self.host] * self.nodes
         peers = [
-            {"id": f"n{i}", "raft": f"{self.host}:{self.port_base + i}", "grpc": f"{self.host}:{self.port_base + 100 + i}"}
+            {"id": f"n{i}", "raft": f"{hosts[i - 1]}:{self.port_base + i}", "grpc": f"{hosts[i - 1]}:{self.port_base + 100 + i}"}
             for i in range(1, self.nodes + 1)
         ]
         for peer in peers:
@@ -100,7 +106,7 @@ class LocalCluster:
                 continue
             log_file = open(member.log_path, "ab")
             member.process = subprocess.Popen(
-                [sys.executable, "-m", "scheduler.cli", "serve", "--config", str(member.config_path)],
+                [*self.command_prefix, sys.executable, "-m", "scheduler.cli", "serve", "--config", str(member.config_path)],
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
