@@ -65,6 +65,9 @@ class NodeConfig:
     # A lease not extended by a heartbeat within this expires; workers beat every third of it.
     lease_ttl_s: float = 10.0
     max_lease_wait_s: float = 30.0
+    # Jobs with `jitter: auto` on round instants (minute 0) are spread over this window.
+    # Keep it equal on every node: the offset is computed by whichever node leads.
+    herd_window_s: float = 3600.0
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -127,6 +130,8 @@ def _validate(config: NodeConfig) -> None:
     positive = ("claim_batch_size", "trigger_max_sleep_s", "propose_timeout_s", "lease_ttl_s", "max_lease_wait_s")
     if any(getattr(config, name) <= 0 for name in positive):
         raise ConfigError(f"{', '.join(positive)} must be positive")
+    if not 0 <= config.herd_window_s <= 86_400:
+        raise ConfigError("herd_window_s must be between 0 and 86400")
     tuning = config.raft
     if not 0 < tuning.append_entries_period_s * 3 < tuning.election_timeout_min_s < tuning.election_timeout_max_s:
         raise ConfigError("need 3 x append_entries_period_s < election_timeout_min_s < election_timeout_max_s")
@@ -195,7 +200,9 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
     raft_doc = doc.get("raft", {}) or {}
     if unknown := set(raft_doc) - known:
         raise ConfigError(f"unknown raft settings {sorted(unknown)}; known: {sorted(known)}")
-    tunables = ("claim_batch_size", "trigger_max_sleep_s", "propose_timeout_s", "lease_ttl_s", "max_lease_wait_s")
+    tunables = (
+        "claim_batch_size", "trigger_max_sleep_s", "propose_timeout_s", "lease_ttl_s", "max_lease_wait_s", "herd_window_s"
+    )
     extra = {k: doc[k] for k in tunables if k in doc}
     return NodeConfig(
         node_id=str(node_id),

@@ -48,7 +48,9 @@ class Node:
 
     def _trigger_loop(self, term: LeaderTerm) -> TriggerLoop:
         c = self.config
-        return TriggerLoop(term, self.raftlog, c.claim_batch_size, c.trigger_max_sleep_s, c.propose_timeout_s)
+        return TriggerLoop(
+            term, self.raftlog, c.claim_batch_size, c.trigger_max_sleep_s, c.propose_timeout_s, int(c.herd_window_s * 1e6)
+        )
 
     def _dispatcher(self, term: LeaderTerm) -> Dispatcher:
         dispatcher = Dispatcher(term, self.raftlog, int(self.config.lease_ttl_s * 1e6), self.config.propose_timeout_s)

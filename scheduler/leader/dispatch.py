@@ -30,8 +30,7 @@ from scheduler.leader.lifecycle import LeaderTerm
 from scheduler.replication import RaftLog, ReplicationError
 
 SHELL_TARGET = "shell"
-# Not-ready heads looked past per pick, so a backing-off run cannot block the queue.
-_LOOK_PAST = 256
+PRIORITY_STEP_US = 60 * SECOND_US
 OVERLAP_RECHECK_US = SECOND_US // 2
 # Commands whose events can make a run leasable.
 _QUEUEING_COMMANDS = (ClaimRuns, CompleteRuns, ExpireLeases, TriggerRun, BackfillRuns)
@@ -40,6 +39,23 @@ _QUEUEING_COMMANDS = (ClaimRuns, CompleteRuns, ExpireLeases, TriggerRun, Backfil
 def target_key(spec: JobSpec) -> str:
     """Workers name what they run: a handler name, or "shell" for shell commands."""
     return SHELL_TARGET if spec.target_kind == SHELL_TARGET else spec.target
+
+
+@dataclass(frozen=True)
+class _Entry:
+    ready_us: int
+    priority: int
+    arrival: int
+    target: str
+    job_id: str
+    scheduled_us: int
+
+    @property
+    def rank_us(self) -> int:
+        """Each priority point is a head start of PRIORITY_STEP_US: critical jobs jump the mass,
+        and a low-priority run that has waited long enough outranks newer high-priority ones
+        (aging), so nothing starves. Equal priorities are first come, first served."""
+        return self.ready_us - self.priority * PRIORITY_STEP_US
 
 
 @dataclass(frozen=True)
@@ -60,7 +76,10 @@ class Dispatcher:
         self._clock = term.clock
         self._lease_ttl_us = lease_ttl_us
         self._timeout_s = timeout_s
-        self._heaps: dict[str, list[tuple[int, int, int, str, int]]] = {}
+        # Runs not yet due (spread herds, retry backoff), by the instant they become due.
+        self._pending: list[tuple[int, int, _Entry]] = []
+        # Due runs per target, by rank: readiness minus a head start for priority.
+        self._ready: dict[str, list[tuple[int, int, _Entry]]] = {}
         self._arrivals = itertools.count()
         self._changed = threading.Condition()
         self.ready = threading.Event()
@@ -85,10 +104,16 @@ class Dispatcher:
 
     def _push(self, run: Run, spec: JobSpec, not_before_us: int = 0) -> None:
         ready_us = max(run.not_before_us, run.effective_us or run.scheduled_us, not_before_us)
-        entry = (-spec.priority, ready_us, next(self._arrivals), run.job_id, run.scheduled_us)
+        entry = _Entry(ready_us, spec.priority, next(self._arrivals), target_key(spec), run.job_id, run.scheduled_us)
         with self._changed:
-            heapq.heappush(self._heaps.setdefault(target_key(spec), []), entry)
+            heapq.heappush(self._pending, (ready_us, entry.arrival, entry))
             self._changed.notify_all()
+
+    def _promote_ready(self, now_us: int) -> None:
+        """Move runs whose time has come from the pending heap to their target's ready queue."""
+        while self._pending and self._pending[0][0] <= now_us:
+            _, _, entry = heapq.heappop(self._pending)
+            heapq.heappush(self._ready.setdefault(entry.target, []), (entry.rank_us, entry.arrival, entry))
 
     def _on_apply(self, command, result) -> None:
         """Tick thread, state lock held (re-entrant): enqueue what became leasable."""
@@ -106,25 +131,19 @@ class Dispatcher:
 
     # -- leasing -----------------------------------------------------------------
     def _pick(self, targets: list[str], max_runs: int, now_us: int) -> tuple[list[RunRef], int]:
-        """Up to max_runs ready runs for these targets, best first; and the next ready instant."""
+        """Up to max_runs ready runs for these targets, best rank first; and the next ready instant."""
         picked: list[RunRef] = []
-        next_ready_us = now_us + SECOND_US
         with self._changed:
-            heaps = [self._heaps[t] for t in (targets or list(self._heaps)) if self._heaps.get(t)]
-            deferred: list[tuple[list, tuple]] = []
-            while len(picked) < max_runs and len(deferred) < _LOOK_PAST:
-                best = min((h for h in heaps if h), key=lambda h: h[0], default=None)
+            self._promote_ready(now_us)
+            queues = [self._ready[t] for t in (targets or list(self._ready)) if self._ready.get(t)]
+            while len(picked) < max_runs:
+                best = min((q for q in queues if q), key=lambda q: q[0], default=None)
                 if best is None:
                     break
-                entry = heapq.heappop(best)
-                if entry[1] > now_us:
-                    next_ready_us = min(next_ready_us, entry[1])
-                    deferred.append((best, entry))
-                    continue
-                picked.append(RunRef(entry[3], entry[4]))
-            for heap, entry in deferred:
-                heapq.heappush(heap, entry)
-        return picked, next_ready_us
+                entry = heapq.heappop(best)[2]
+                picked.append(RunRef(entry.job_id, entry.scheduled_us))
+            next_ready_us = self._pending[0][0] if self._pending else now_us + SECOND_US
+        return picked, min(next_ready_us, now_us + SECOND_US)
 
     def lease(self, worker_id: str, targets: list[str], max_runs: int, wait_s: float) -> list[Granted]:
         if not self.ready.wait(timeout=self._timeout_s) or self._term.stopping.is_set():

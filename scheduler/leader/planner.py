@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from scheduler.core.commands import SlotClaim
 from scheduler.core.model import MISSED, QUEUED, SECOND_US, SKIPPED, Job
-from scheduler.planning import Schedule, compile_schedule
+from scheduler.durations import parse_duration_us
+from scheduler.planning import Schedule, compile_schedule, jitter_offset_us, lands_on_round_instant
 
 
 def schedule_for(job_spec) -> Schedule:
@@ -50,19 +51,37 @@ def slot_outcome(job: Job, schedule: Schedule, scheduled_us: int, now_us: int) -
     return MISSED, f"{late}; the scheduler was not firing"
 
 
-def plan_due_slots(job: Job, now_us: int, max_slots: int) -> list[SlotClaim]:
+def spread_offset_us(job_spec, schedule: Schedule, herd_window_us: int) -> int:
+    """How long after its nominal instant a slot becomes due, to break up round-time herds.
+
+    `auto` spreads schedules that land on minute 0 of an hour over the cluster's herd window;
+    `pinned` never spreads; an explicit window spreads any schedule. The offset is a hash of
+    the job id, so it is the same on every node, after every restart, for every slot.
+    """
+    if job_spec.jitter == "pinned":
+        return 0
+    if job_spec.jitter in ("auto", ""):
+        window_us = herd_window_us if lands_on_round_instant(schedule) else 0
+    else:
+        window_us = parse_duration_us(job_spec.jitter, "jitter")
+    return jitter_offset_us(job_spec.id, window_us)
+
+
+def plan_due_slots(job: Job, now_us: int, max_slots: int, herd_window_us: int = 0) -> list[SlotClaim]:
     """Every slot of `job` due at or before `now_us`, in order, at most `max_slots`.
 
     Each claim names the slot after it, so consecutive claims chain exactly from
-    the job's replicated `next_due_us`: nothing skipped, nothing repeated.
+    the job's replicated `next_due_us`: nothing skipped, nothing repeated. The run key
+    keeps the nominal instant; `effective_us` carries the spread.
     """
     schedule = schedule_for(job.spec)
+    offset_us = spread_offset_us(job.spec, schedule, herd_window_us)
     claims: list[SlotClaim] = []
     due_us = job.next_due_us
     while due_us and due_us <= now_us and len(claims) < max_slots:
         fire = schedule.next_fire(due_us)
         next_us = fire.at_us if fire else 0
         status, reason = slot_outcome(job, schedule, due_us, now_us)
-        claims.append(SlotClaim(job.spec.id, due_us, next_us, job.version, status, reason))
+        claims.append(SlotClaim(job.spec.id, due_us, next_us, job.version, status, reason, due_us + offset_us))
         due_us = next_us
     return claims

@@ -34,7 +34,9 @@ class TriggerLoop:
         batch_size: int,
         max_sleep_s: float,
         propose_timeout_s: float,
+        herd_window_us: int = 0,
     ) -> None:
+        self._herd_window_us = herd_window_us
         self._term = term
         self._raftlog = raftlog
         self._clock = term.clock
@@ -127,7 +129,7 @@ class TriggerLoop:
                 if job is None or len(claims) >= MAX_CLAIMS_PER_PASS:
                     continue
                 try:
-                    claims.extend(plan_due_slots(job, now_us, MAX_SLOTS_PER_JOB_PASS))
+                    claims.extend(plan_due_slots(job, now_us, MAX_SLOTS_PER_JOB_PASS, self._herd_window_us))
                 except ScheduleError as exc:  # validated at apply time, so a bug if it happens
                     log.error("job %s: cannot plan its schedule: %s", job_id, exc)
         self._propose_claims(claims, now_us, mono_us)
