@@ -423,6 +423,8 @@ def summarize(raw: dict, trigger: dict[str, list[dict]], n: int) -> tuple[list[l
             )
         entries = [r.get("log_entries_appended") for r in reps]
         add(f"trigger_{variant}_entries", f"  {variant}: Raft entries appended", entries)
+        holding = [r.get("entries_with_claims") for r in reps]
+        add(f"trigger_{variant}_claim_entries", f"  {variant}: Raft entries holding the claims", holding)
         add(
             f"trigger_{variant}_status_rtt_max_ms",
             f"  {variant}: slowest leader Status RPC while claiming, ms",
