@@ -35,6 +35,8 @@ from worker.api.v1 import (
     jobs_pb2_grpc,
     runs_pb2,
     runs_pb2_grpc,
+    worker_pb2,
+    worker_pb2_grpc,
 )
 
 __all__ = ["ClusterClient", "parse_cluster"]
@@ -44,6 +46,7 @@ _SERVICES = {
     "JobService": (jobs_pb2.DESCRIPTOR, jobs_pb2_grpc.JobServiceStub),
     "RunService": (runs_pb2.DESCRIPTOR, runs_pb2_grpc.RunServiceStub),
     "ClusterService": (cluster_pb2.DESCRIPTOR, cluster_pb2_grpc.ClusterServiceStub),
+    "WorkerService": (worker_pb2.DESCRIPTOR, worker_pb2_grpc.WorkerServiceStub),
 }
 
 # Status codes after which the next node is tried.
@@ -175,6 +178,23 @@ class ClusterClient:
         """One node's view (that node only when `address` is given); the state digest on request."""
         return self._call("ClusterService", "Status", None, {"include_digest": include_digest}, address=address)
 
+    # WorkerService. `timeout_s` overrides the per-call timeout for one call: a long-poll Lease
+    # needs more than its `wait`, a heartbeat less than the interval between two heartbeats.
+    def lease(
+        self, request: worker_pb2.LeaseRequest | None = None, /, *, timeout_s: float | None = None, **fields: Any
+    ) -> worker_pb2.LeaseResponse:
+        return self._call("WorkerService", "Lease", request, fields, timeout_s=timeout_s)
+
+    def heartbeat(
+        self, request: worker_pb2.HeartbeatRequest | None = None, /, *, timeout_s: float | None = None, **fields: Any
+    ) -> worker_pb2.HeartbeatResponse:
+        return self._call("WorkerService", "Heartbeat", request, fields, timeout_s=timeout_s)
+
+    def complete(
+        self, request: worker_pb2.CompleteRequest | None = None, /, *, timeout_s: float | None = None, **fields: Any
+    ) -> worker_pb2.CompleteResponse:
+        return self._call("WorkerService", "Complete", request, fields, timeout_s=timeout_s)
+
     def close(self) -> None:
         """Close every channel. Idempotent; calls after close raise ValueError."""
         with self._lock:
@@ -201,11 +221,16 @@ class ClusterClient:
         fields: Mapping[str, Any],
         *,
         address: str | None = None,
+        timeout_s: float | None = None,
     ) -> Any:
         """Call service/method, on `address` only if given, else with failover."""
         request = self._request(service, method, request, fields)
+        if timeout_s is None:
+            timeout_s = self._timeout_s
+        elif timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
         if address is not None:
-            return self._invoke(_check_address(address), service, method, request)
+            return self._invoke(_check_address(address), service, method, request, timeout_s)
         with self._lock:
             start = self._preferred
         count = len(self._addresses)
@@ -215,7 +240,7 @@ class ClusterClient:
             index = (start + step) % count
             node = self._addresses[index]
             try:
-                response = self._invoke(node, service, method, request)
+                response = self._invoke(node, service, method, request, timeout_s)
             except grpc.RpcError as error:
                 code = error.code() if isinstance(error, grpc.Call) else None
                 if code not in _FAILOVER_CODES:
@@ -253,9 +278,11 @@ class ClusterClient:
             request = filled
         return request
 
-    def _invoke(self, address: str, service: str, method: str, request: _message.Message) -> Any:
+    def _invoke(
+        self, address: str, service: str, method: str, request: _message.Message, timeout_s: float
+    ) -> Any:
         rpc = getattr(self._stub(address, service), method)
-        return rpc(request, timeout=self._timeout_s, metadata=self._metadata)
+        return rpc(request, timeout=timeout_s, metadata=self._metadata)
 
     def _stub(self, address: str, service: str) -> Any:
         with self._lock:

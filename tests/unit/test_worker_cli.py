@@ -1,0 +1,72 @@
+"""`raftcron worker` argument handling (the worker itself is tested elsewhere)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from worker.cli import DEFAULT_CLUSTER, build_parser, build_worker, load_handlers, main
+from worker.demo import DEMO_HANDLERS, echo
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def worker_for(*argv: str):
+    return build_worker(build_parser().parse_args(list(argv)))
+
+
+def test_cluster_defaults_to_env_then_local_cluster(monkeypatch) -> None:
+    monkeypatch.delenv("RAFTCRON_CLUSTER", raising=False)
+    assert build_parser().parse_args([]).cluster == DEFAULT_CLUSTER == "127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203"
+    monkeypatch.setenv("RAFTCRON_CLUSTER", "10.0.0.1:7201")
+    assert build_parser().parse_args([]).cluster == "10.0.0.1:7201"
+
+
+def test_options_reach_the_worker() -> None:
+    worker = worker_for("--demo", "--shell", "--concurrency", "7", "--worker-id", "w-9", "--cluster", "a:1,b:2")
+    assert worker.concurrency == 7 and worker.worker_id == "w-9" and worker.shell
+    assert worker.targets == sorted(DEMO_HANDLERS) + ["shell"]
+
+
+def test_handlers_from_modules() -> None:
+    assert load_handlers("worker.demo:DEMO_HANDLERS") == DEMO_HANDLERS
+    assert load_handlers("greet=worker.demo:echo") == {"greet": echo}
+    worker = worker_for("--handlers", "greet=worker.demo:echo", "examples.payment_job:HANDLERS")
+    assert worker.targets == ["greet", "payments.charge"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        ("worker.demo", ValueError),
+        ("=worker.demo:echo", ValueError),
+        ("worker.demo:echo", ValueError),  # a function needs a NAME=
+        ("x=worker.demo:DEMO_HANDLERS", ValueError),  # a dict is not one handler
+        ("worker.demo:nope", AttributeError),
+        ("no_such_module_here:X", ImportError),
+    ],
+)
+def test_bad_handler_specs(spec: str, error: type) -> None:
+    with pytest.raises(error):
+        load_handlers(spec)
+
+
+def test_usage_errors_exit_2(capsys) -> None:
+    assert main(["--cluster", "127.0.0.1:7201"]) == 2
+    assert "nothing to run" in capsys.readouterr().err
+    assert main(["worker", "--demo", "--cluster", "not an address"]) == 2
+    assert main(["--handlers", "worker.demo:nope"]) == 2
+
+
+def test_demo_covers_every_handler_target_of_the_example_jobs() -> None:
+    jobs = yaml.safe_load((ROOT / "examples" / "jobs.yaml").read_text())["jobs"]
+    handler_targets = set()
+    for job in jobs:
+        target = job["target"]
+        if isinstance(target, str):
+            handler_targets.add(target)
+        elif "handler" in target:
+            handler_targets.add(target["handler"])
+    assert handler_targets and handler_targets <= set(DEMO_HANDLERS)

@@ -1,0 +1,155 @@
+"""One heartbeater per worker: batched heartbeats, fencing, cancelled runs and lost leases."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+from tests.unit.test_worker_fakes import SLOT, WAIT_S, fake_cluster, make_grant, wait_until
+from worker import CancelReason, RunContext, Worker
+from worker.api.v1 import worker_pb2
+
+
+class Recorder:
+    """A handler that waits until released or cancelled, recording how each run ended."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.started: dict[int, RunContext] = {}
+        self.ended: dict[int, str | None] = {}  # token -> cancel reason (None: released)
+        self.lock = threading.Lock()
+
+    def __call__(self, ctx: RunContext) -> None:
+        with self.lock:
+            self.started[ctx.fencing_token] = ctx
+        while not self.release.is_set() and not ctx.cancelled.wait(0.01):
+            pass
+        with self.lock:
+            self.ended[ctx.fencing_token] = ctx.cancel_reason
+
+
+def grants(n: int, ttl_s: float) -> list[worker_pb2.LeaseGrant]:
+    return [make_grant("job", t, ttl_s=ttl_s, scheduled_at=SLOT + timedelta(minutes=t)) for t in range(1, n + 1)]
+
+
+def start_worker(address: str, handler, concurrency: int = 3) -> Worker:
+    worker = Worker([address], worker_id="w1", handlers={"job": handler}, concurrency=concurrency,
+                    lease_wait_s=0.5, call_timeout_s=1.0, drain_timeout_s=1.0)
+    worker.start()
+    return worker
+
+
+def tokens(request: worker_pb2.HeartbeatRequest) -> set[int]:
+    return {ref.fencing_token for ref in request.leases}
+
+
+def test_one_heartbeat_call_covers_every_active_lease() -> None:
+    handler = Recorder()
+    with fake_cluster() as (service, address):
+        service.add(*grants(3, ttl_s=0.9))
+        worker = start_worker(address, handler)
+        try:
+            assert wait_until(lambda: len(handler.started) == 3)
+            # Three intervals of ttl/3 = 0.2s: several beats, each one naming all three leases.
+            assert service.wait_for(lambda: len(service.heartbeats) >= 4)
+            beats = list(service.heartbeats)
+            handler.release.set()
+            assert service.wait_for(lambda: len(service.completions) == 3)
+        finally:
+            worker.stop()
+    assert all(tokens(beat) == {1, 2, 3} for beat in beats), [tokens(b) for b in beats]
+    assert all(beat.worker_id == "w1" for beat in beats)
+    assert handler.ended == {1: None, 2: None, 3: None}  # nobody was cancelled
+    assert {c.kind for c in service.completions} == {worker_pb2.SUCCESS}
+
+
+def test_no_heartbeats_without_leases() -> None:
+    with fake_cluster() as (service, address):
+        worker = start_worker(address, Recorder())
+        try:
+            assert service.wait_for(lambda: len(service.lease_requests) >= 2)
+        finally:
+            worker.stop()
+    assert service.heartbeats == []
+
+
+def test_fenced_heartbeat_cancels_the_run_and_nothing_is_reported() -> None:
+    handler = Recorder()
+    with fake_cluster() as (service, address):
+        service.add(*grants(2, ttl_s=0.9))
+        worker = start_worker(address, handler)
+        try:
+            assert wait_until(lambda: len(handler.started) == 2)
+            service.fence(1)
+            assert wait_until(lambda: 1 in handler.ended)
+            assert handler.ended[1] == CancelReason.FENCED
+            assert handler.started[1].cancel_reason == "fenced"
+            assert wait_until(lambda: worker.active_runs == 1)  # its slot is free again
+            fenced_at = len(service.heartbeats)
+            assert service.wait_for(lambda: len(service.heartbeats) >= fenced_at + 2)
+            later_beats = service.heartbeats[fenced_at:]
+            handler.release.set()
+            assert service.wait_for(lambda: service.completion(2) is not None)
+        finally:
+            worker.stop()
+    assert service.completion(1) is None  # a fenced attempt never reports
+    assert all(tokens(beat) == {2} for beat in later_beats)
+    assert service.completion(2).kind == worker_pb2.SUCCESS
+
+
+def test_cancelled_or_unknown_run_stops_without_reporting() -> None:
+    handler = Recorder()
+    with fake_cluster() as (service, address):
+        service.add(*grants(3, ttl_s=0.9))
+        worker = start_worker(address, handler)
+        try:
+            assert wait_until(lambda: len(handler.started) == 3)
+            service.fence(1, worker_pb2.RUN_CANCELLED)
+            service.fence(2, worker_pb2.NOT_FOUND)
+            assert wait_until(lambda: {1, 2} <= set(handler.ended))
+            assert wait_until(lambda: worker.active_runs == 1)
+            handler.release.set()
+            assert service.wait_for(lambda: service.completions)
+        finally:
+            worker.stop()
+    assert handler.ended[1] == CancelReason.RUN_CANCELLED
+    assert handler.ended[2] == CancelReason.NOT_FOUND
+    assert service.completed_tokens() == [3]
+
+
+def test_heartbeats_failing_longer_than_the_ttl_lose_every_lease() -> None:
+    handler = Recorder()
+    with fake_cluster() as (service, address):
+        service.add(*grants(2, ttl_s=0.9))
+        worker = start_worker(address, handler)
+        try:
+            assert wait_until(lambda: len(handler.started) == 2)
+            service.fail_heartbeats = 1_000_000
+            assert wait_until(lambda: len(handler.ended) == 2)
+            assert wait_until(lambda: worker.active_runs == 0)
+            # The worker keeps going: it leases (and runs) new work afterwards.
+            service.fail_heartbeats = 0
+            handler.release.set()
+            service.add(make_grant("job", 3, ttl_s=0.6, scheduled_at=SLOT + timedelta(days=1)))
+            assert service.wait_for(lambda: service.completions)
+        finally:
+            worker.stop()
+    assert handler.ended[1] == handler.ended[2] == CancelReason.LEASE_LOST
+    assert service.completed_tokens() == [3]  # lost leases are never reported
+
+
+def test_a_short_heartbeat_outage_keeps_the_lease() -> None:
+    handler = Recorder()
+    with fake_cluster() as (service, address):
+        service.add(*grants(1, ttl_s=0.9))
+        worker = start_worker(address, handler)
+        try:
+            assert wait_until(lambda: handler.started)
+            service.fail_heartbeats = 1  # one failed beat: far less than a TTL without one
+            assert service.wait_for(lambda: service.fail_heartbeats == 0 and len(service.heartbeats) >= 2)
+            handler.release.set()
+            assert service.wait_for(lambda: service.completions, timeout_s=WAIT_S)
+        finally:
+            worker.stop()
+    assert handler.ended == {1: None}
+    assert service.completion(1).kind == worker_pb2.SUCCESS

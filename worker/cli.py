@@ -1,0 +1,121 @@
+"""`raftcron worker`: run a worker from the command line.
+
+    raftcron worker --handlers myjobs:HANDLERS               # a dict {target name: handler}
+    raftcron worker --handlers reports.build=myjobs:build     # one handler under a name
+    raftcron worker --shell --concurrency 8                   # run {shell: CMD} targets
+    raftcron worker --demo                                    # the handlers of examples/jobs.yaml
+
+Modules are imported from the current directory first. SIGTERM or Ctrl-C drains the worker;
+a second one stops it at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Mapping
+
+from worker.client import parse_cluster
+from worker.execution import Handler
+from worker.runner import Worker
+
+__all__ = ["build_worker", "load_handlers", "main"]
+
+DEFAULT_CLUSTER = "127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="raftcron worker", description="Run raftcron jobs: lease, run, report.")
+    parser.add_argument(
+        "--cluster",
+        default=os.environ.get("RAFTCRON_CLUSTER", DEFAULT_CLUSTER),
+        help="gRPC addresses host:port,... of any nodes (env RAFTCRON_CLUSTER; default %(default)s)",
+    )
+    parser.add_argument(
+        "--handlers", action="extend", nargs="+", default=[], metavar="[NAME=]MODULE:ATTR",
+        help="handlers to run: MODULE:ATTR naming a dict {target: handler}, or NAME=MODULE:ATTR naming one",
+    )
+    parser.add_argument("--demo", action="store_true", help="register the demo handlers of examples/jobs.yaml")
+    parser.add_argument("--shell", action="store_true", help="also run {shell: CMD} targets with /bin/sh")
+    parser.add_argument("--concurrency", type=int, default=4, help="most runs at once (default %(default)s)")
+    parser.add_argument("--worker-id", help="stable id of this worker (default <hostname>-<pid>)")
+    parser.add_argument("--lease-wait", type=float, default=5.0, metavar="S",
+                        help="seconds one Lease call waits for due runs (default %(default)s)")
+    parser.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
+                        help="seconds a stop waits for running attempts (default %(default)s)")
+    parser.add_argument("--shell-grace", type=float, default=5.0, metavar="S",
+                        help="seconds between SIGTERM and SIGKILL of a cancelled command (default %(default)s)")
+    parser.add_argument("--log-level", default=os.environ.get("RAFTCRON_LOG_LEVEL", "INFO"),
+                        help="DEBUG, INFO, WARNING... (env RAFTCRON_LOG_LEVEL; default %(default)s)")
+    return parser
+
+
+def load_handlers(spec: str) -> dict[str, Handler]:
+    """Handlers named by "MODULE:ATTR" (a mapping of them) or "NAME=MODULE:ATTR" (one of them)."""
+    name, equals, location = spec.rpartition("=")
+    module_name, colon, attr = location.partition(":")
+    if not colon or not module_name or not attr or (equals and not name):
+        raise ValueError(f"--handlers {spec!r}: expected MODULE:ATTR or NAME=MODULE:ATTR")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like `python -m`: the user's modules sit here
+    value = importlib.import_module(module_name)
+    for part in attr.split("."):
+        value = getattr(value, part)
+    if equals:
+        if not callable(value):
+            raise ValueError(f"--handlers {spec!r}: {location} is not callable")
+        return {name: value}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"--handlers {spec!r}: {location} is not a dict of handlers (use NAME={location})")
+    return dict(value)
+
+
+def build_worker(args: argparse.Namespace) -> Worker:
+    handlers: dict[str, Handler] = {}
+    if args.demo:
+        from worker.demo import DEMO_HANDLERS
+
+        handlers.update(DEMO_HANDLERS)
+    for spec in args.handlers:
+        for name, handler in load_handlers(spec).items():
+            if name in handlers and handlers[name] is not handler:
+                raise ValueError(f"two handlers for target {name!r}")
+            handlers[name] = handler
+    if not handlers and not args.shell:
+        raise ValueError("nothing to run: give --handlers, --demo or --shell")
+    return Worker(
+        parse_cluster(args.cluster),
+        concurrency=args.concurrency,
+        worker_id=args.worker_id,
+        handlers=handlers,
+        lease_wait_s=args.lease_wait,
+        shell=args.shell,
+        drain_timeout_s=args.drain_timeout,
+        shell_grace_s=args.shell_grace,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a worker until it is signalled; the exit status (2 for a usage error)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["worker"]:  # called with the subcommand still in front
+        argv = argv[1:]
+    args = build_parser().parse_args(argv)
+    try:
+        if not logging.getLogger().handlers:
+            logging.basicConfig(
+                level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+            )
+        worker = build_worker(args)
+    except (ValueError, TypeError, ImportError, AttributeError) as exc:
+        print(f"raftcron worker: {exc}", file=sys.stderr)
+        return 2
+    worker.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

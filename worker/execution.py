@@ -1,0 +1,225 @@
+"""Runs one handler for one attempt and turns how it ended into an Outcome.
+
+Shared by the Worker and the testing helper, so a handler behaves the same in both. Mapping:
+
+- returns normally: SUCCESS (a returned ShellResult: SUCCESS on exit code 0, else FAILURE);
+- raises RetryLater(after_s, message): RETRY_LATER;
+- raises anything else: FAILURE, with the exception's text as the error and its traceback as
+  the output tail;
+- cancelled before it ended: decided by the reason, whatever the handler did after (a handler
+  that notices cancellation and returns early has not succeeded): the deadline gives FAILURE
+  "deadline exceeded", a worker shutdown RETRY_LATER "worker shutting down", and a lost lease
+  (fenced, not found, run cancelled, heartbeats lost) an outcome that is never reported.
+
+`async def` handlers run on one asyncio loop in a dedicated thread; cancelling the run cancels
+their task too (CancelledError at the next await).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import inspect
+import logging
+import threading
+import traceback
+from collections.abc import Callable
+from concurrent.futures import CancelledError as FutureCancelledError
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from worker.context import UNREPORTABLE_REASONS, CancelReason, RetryLater, RunContext
+from worker.shell import ShellResult
+
+__all__ = ["AsyncLoopThread", "Outcome", "OutcomeKind", "arm_deadline", "execute"]
+
+log = logging.getLogger("raftcron.worker")
+
+Handler = Callable[[RunContext], Any]
+
+ERROR_LIMIT_BYTES = 4096
+TAIL_LIMIT_BYTES = 4096
+
+
+class OutcomeKind(enum.StrEnum):
+    """How an attempt ended; the names of WorkerService's CompletionKind."""
+
+    SUCCESS = "SUCCESS"
+    FAILURE = "FAILURE"
+    RETRY_LATER = "RETRY_LATER"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an attempt ended, ready for WorkerService.Complete."""
+
+    kind: OutcomeKind
+    error: str = ""
+    exit_code: int = 0
+    output_tail: str = ""
+    retry_after_s: float | None = None
+    cancel_reason: CancelReason | None = None
+
+    @property
+    def reportable(self) -> bool:
+        """False when the lease is no longer this worker's: no Complete is sent."""
+        return self.cancel_reason not in UNREPORTABLE_REASONS
+
+
+def truncate_head(text: str, limit_bytes: int = ERROR_LIMIT_BYTES) -> str:
+    """The start of `text`, at most `limit_bytes` of UTF-8 (an error's first words matter most)."""
+    data = text.encode("utf-8")
+    if len(data) <= limit_bytes:
+        return text
+    marker = " ...[truncated]"
+    return data[: limit_bytes - len(marker)].decode("utf-8", errors="ignore") + marker
+
+
+def truncate_tail(text: str, limit_bytes: int = TAIL_LIMIT_BYTES) -> str:
+    """The end of `text`, at most `limit_bytes` of UTF-8 (output's last lines matter most)."""
+    data = text.encode("utf-8")
+    if len(data) <= limit_bytes:
+        return text
+    return data[-limit_bytes:].decode("utf-8", errors="ignore")
+
+
+def _traceback_tail(exc: BaseException, line_limit: int = 300) -> str:
+    """The traceback's end, with long lines (a huge message) shortened so frames still fit."""
+    lines = "".join(traceback.format_exception(exc)).splitlines(keepends=True)
+    short = [line if len(line) <= line_limit else line[: line_limit - 16] + " ...[truncated]\n" for line in lines]
+    return truncate_tail("".join(short))
+
+
+def execute(handler: Handler, ctx: RunContext, loop: AsyncLoopThread | None = None) -> Outcome:
+    """Run `handler(ctx)` to its end in the calling thread and return its Outcome."""
+    try:
+        if ctx.is_cancelled():  # e.g. the deadline had passed before the run started
+            return _cancelled_outcome(ctx)
+        result = handler(ctx)
+        if inspect.isawaitable(result):
+            if loop is None:
+                raise TypeError(f"{handler!r} returned an awaitable but no event loop was given")
+            result = loop.run(result, ctx)
+    except (asyncio.CancelledError, FutureCancelledError):
+        if ctx.is_cancelled():
+            return _cancelled_outcome(ctx)
+        return Outcome(OutcomeKind.FAILURE, error="handler task was cancelled")
+    except RetryLater as exc:
+        if ctx.is_cancelled():
+            return _cancelled_outcome(ctx)
+        return Outcome(OutcomeKind.RETRY_LATER, error=truncate_head(exc.message), retry_after_s=exc.after_s)
+    except BaseException as exc:  # noqa: BLE001 (even sys.exit() in a handler is the run's failure)
+        if ctx.is_cancelled():
+            return _cancelled_outcome(ctx)
+        text = "".join(traceback.format_exception_only(exc)).strip()
+        log.warning("run %s failed: %s", ctx.run_key, text, exc_info=exc)
+        return Outcome(
+            OutcomeKind.FAILURE,
+            error=truncate_head(text),
+            output_tail=_traceback_tail(exc),
+        )
+    if isinstance(result, ShellResult):
+        base = _shell_outcome(result)
+    else:
+        base = Outcome(OutcomeKind.SUCCESS)
+    if ctx.is_cancelled():
+        return _cancelled_outcome(ctx, base)
+    return base
+
+
+def _shell_outcome(result: ShellResult) -> Outcome:
+    if result.exit_code == 0:
+        return Outcome(OutcomeKind.SUCCESS, output_tail=result.output_tail)
+    error = f"exit code {result.exit_code}"
+    if result.signal_name:
+        error = f"terminated by {result.signal_name} ({error})"
+    return Outcome(OutcomeKind.FAILURE, error=error, exit_code=result.exit_code, output_tail=result.output_tail)
+
+
+def _cancelled_outcome(ctx: RunContext, ended: Outcome | None = None) -> Outcome:
+    """The outcome of a cancelled attempt, keeping the exit code and output of `ended`."""
+    reason = ctx.cancel_reason
+    exit_code = ended.exit_code if ended else 0
+    tail = ended.output_tail if ended else ""
+    if reason == CancelReason.SHUTDOWN:
+        # Retry at once: the run did nothing wrong, this worker is just going away.
+        return Outcome(OutcomeKind.RETRY_LATER, "worker shutting down", exit_code, tail, 0.0, reason)
+    if reason == CancelReason.DEADLINE:
+        return Outcome(OutcomeKind.FAILURE, "deadline exceeded", exit_code, tail, None, reason)
+    return Outcome(OutcomeKind.FAILURE, f"cancelled: {reason}", exit_code, tail, None, reason)
+
+
+def arm_deadline(ctx: RunContext) -> threading.Timer | None:
+    """Cancel `ctx` with reason DEADLINE when its deadline passes; cancel the returned timer
+    when the run ends. The deadline is an absolute instant from the cluster, so it relies on
+    clocks in sync; the cluster also stops the run at its maximum runtime on its own."""
+    if ctx.deadline is None:
+        return None
+    delay_s = (ctx.deadline - datetime.now(timezone.utc)).total_seconds()
+    timer = threading.Timer(max(0.0, delay_s), _deadline_passed, args=(ctx,))
+    timer.daemon = True
+    timer.name = f"raftcron-deadline-{ctx.run_key}"
+    timer.start()
+    return timer
+
+
+def _deadline_passed(ctx: RunContext) -> None:
+    if ctx.cancel(CancelReason.DEADLINE):
+        log.warning("run %s reached its deadline %s: cancelling it", ctx.run_key, ctx.deadline.isoformat())
+
+
+class AsyncLoopThread:
+    """One asyncio event loop in a daemon thread, for `async def` handlers."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def run(self, awaitable: Any, ctx: RunContext) -> Any:
+        """Run `awaitable` on the loop and wait for it to end. Cancelling `ctx` cancels its task
+        (CancelledError at its next await); we still wait for the task to finish its cleanup."""
+        loop = self._ensure_started()
+        started: list[asyncio.Task] = []
+
+        async def main() -> Any:
+            started.append(asyncio.current_task())
+            if ctx.is_cancelled():  # cancelled before the task existed
+                raise asyncio.CancelledError()
+            return await awaitable
+
+        def cancel_task() -> None:
+            for task in started:
+                task.cancel()
+
+        future = asyncio.run_coroutine_threadsafe(main(), loop)
+        # A run abandoned at shutdown may be cancelled after the loop closed: nothing to do then.
+        ctx.add_cancel_callback(lambda: loop.is_closed() or loop.call_soon_threadsafe(cancel_task))
+        try:
+            return future.result()
+        finally:
+            if inspect.iscoroutine(awaitable) and not started:
+                awaitable.close()  # never started: avoid "coroutine was never awaited"
+
+    def _ensure_started(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(
+                    target=self._loop.run_forever, daemon=True, name="raftcron-asyncio"
+                )
+                self._thread.start()
+            return self._loop
+
+    def close(self, timeout_s: float = 1.0) -> None:
+        """Stop the loop. Tasks still running are abandoned (their runs were reported)."""
+        with self._lock:
+            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout_s)
+        if not thread.is_alive():
+            loop.close()
+

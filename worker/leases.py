@@ -1,0 +1,169 @@
+"""The leases a worker holds (built from the grants of Lease calls), shared by its lease loop,
+heartbeater, runs and drain."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import timezone
+
+from worker.api.v1 import worker_pb2
+from worker.context import CancelReason, RunContext
+
+__all__ = ["SHELL_TARGET", "HeldLease", "LeaseTable", "lease_from_grant"]
+
+log = logging.getLogger("raftcron.worker")
+
+# The target name under which a worker leases `{shell: ...}` jobs.
+SHELL_TARGET = "shell"
+# Used when a grant carries no lease TTL (the cluster should always send one).
+DEFAULT_LEASE_TTL_S = 30.0
+
+
+def lease_from_grant(grant: worker_pb2.LeaseGrant, worker_id: str) -> tuple[HeldLease, str]:
+    """The lease of `grant`, and an error if its payload is not JSON (empty if it is)."""
+    ctx, error = _context_for(grant, worker_id)
+    return HeldLease(grant, ctx, grant_lease_ttl_s(grant)), error
+
+
+class HeldLease:
+    """One leased attempt, from its grant until its outcome is reported (or given up)."""
+
+    def __init__(self, grant: worker_pb2.LeaseGrant, ctx: RunContext, lease_ttl_s: float) -> None:
+        self.ref = worker_pb2.LeaseRef(
+            job_id=grant.job_id, scheduled_at=grant.scheduled_at, fencing_token=grant.fencing_token
+        )
+        self.run_key = grant.run_key
+        self.ctx = ctx
+        self.lease_ttl_s = lease_ttl_s
+        # Local estimate of the lease's expiry, on the monotonic clock: when the grant arrived
+        # plus one TTL, pushed forward by each heartbeat the cluster accepted.
+        self.valid_until = time.monotonic() + lease_ttl_s
+        # Set once the lease is no longer ours (fenced, not found, cancelled, expired).
+        self.lost: CancelReason | None = None
+        self._reported = False
+        self._lock = threading.Lock()
+
+    @property
+    def key(self) -> tuple[str, int, int, int]:
+        return (self.ref.job_id, self.ref.scheduled_at.seconds, self.ref.scheduled_at.nanos, self.ref.fencing_token)
+
+    def claim_report(self) -> bool:
+        """True for the one caller that may report this attempt's outcome."""
+        with self._lock:
+            if self._reported or self.lost is not None:
+                return False
+            self._reported = True
+            return True
+
+    def __repr__(self) -> str:
+        return f"HeldLease({self.run_key!r}, token={self.ref.fencing_token}, lost={self.lost!r})"
+
+
+class LeaseTable:
+    """At most `capacity` held leases. Every change wakes the threads waiting on the table."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be at least 1, got {capacity!r}")
+        self.capacity = capacity
+        self._leases: dict[tuple, HeldLease] = {}
+        self._changed = threading.Condition()
+        self.version = 0  # bumps on every change; read it under the lock (in a `wait` predicate)
+
+    def __len__(self) -> int:
+        with self._changed:
+            return len(self._leases)
+
+    def add(self, lease: HeldLease) -> bool:
+        """Hold `lease`; False (and nothing held) if the table is full."""
+        with self._changed:
+            if len(self._leases) >= self.capacity:
+                return False
+            self._leases[lease.key] = lease
+            self._changed_locked()
+            return True
+
+    def remove(self, lease: HeldLease) -> None:
+        with self._changed:
+            self._leases.pop(lease.key, None)
+            self._changed_locked()
+
+    def held(self) -> list[HeldLease]:
+        """Every lease, lost ones included (their handlers may still run)."""
+        with self._changed:
+            return list(self._leases.values())
+
+    def live(self) -> list[HeldLease]:
+        """The leases still ours: the ones to heartbeat."""
+        with self._changed:
+            return [lease for lease in self._leases.values() if lease.lost is None]
+
+    def find(self, ref: worker_pb2.LeaseRef) -> HeldLease | None:
+        key = (ref.job_id, ref.scheduled_at.seconds, ref.scheduled_at.nanos, ref.fencing_token)
+        with self._changed:
+            return self._leases.get(key)
+
+    def mark_lost(self, lease: HeldLease, reason: CancelReason) -> bool:
+        """Stop treating `lease` as ours and cancel its run; False if it was already lost."""
+        with self._changed:
+            if lease.lost is not None:
+                return False
+            lease.lost = reason
+            self._changed_locked()
+        lease.ctx.cancel(reason)
+        return True
+
+    def wake(self) -> None:
+        """Wake every waiter so it re-checks its stop condition."""
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait(self, predicate: Callable[[], bool], timeout_s: float | None) -> bool:
+        """Wait until `predicate()` (called under the table's lock) holds; its last value."""
+        with self._changed:
+            return self._changed.wait_for(predicate, timeout_s)
+
+    def free_slots_locked(self) -> int:
+        """Free capacity; call it from a `wait` predicate (the lock is held there)."""
+        return self.capacity - len(self._leases)
+
+    def empty_locked(self) -> bool:
+        return not self._leases
+
+    def keys_locked(self) -> set[tuple]:
+        return set(self._leases)
+
+    def _changed_locked(self) -> None:
+        self.version += 1
+        self._changed.notify_all()
+
+
+def grant_lease_ttl_s(grant: worker_pb2.LeaseGrant) -> float:
+    if grant.HasField("lease_ttl"):
+        ttl_s = grant.lease_ttl.ToNanoseconds() / 1e9
+        if ttl_s > 0:
+            return ttl_s
+    log.warning("run %s: grant without a lease TTL; assuming %.0fs", grant.run_key, DEFAULT_LEASE_TTL_S)
+    return DEFAULT_LEASE_TTL_S
+
+
+def _context_for(grant: worker_pb2.LeaseGrant, worker_id: str) -> tuple[RunContext, str]:
+    """The run context of `grant`, and an error if its payload is not JSON (empty if it is)."""
+    kind = grant.target.WhichOneof("kind")
+    fields = dict(
+        job_id=grant.job_id,
+        run_key=grant.run_key,
+        scheduled_at=grant.scheduled_at.ToDatetime(tzinfo=timezone.utc),
+        fencing_token=grant.fencing_token,
+        attempt=grant.attempt,
+        deadline=grant.deadline.ToDatetime(tzinfo=timezone.utc) if grant.HasField("deadline") else None,
+        worker_id=worker_id,
+        target=grant.target.handler if kind == "handler" else (SHELL_TARGET if kind == "shell" else ""),
+    )
+    try:
+        return RunContext(payload_json=grant.payload_json, **fields), ""
+    except ValueError as exc:  # json.JSONDecodeError is a ValueError
+        return RunContext(payload_json="", **fields), f"payload is not valid JSON: {exc}"

@@ -1,0 +1,411 @@
+"""The Worker: leases runs from the cluster, runs their handlers, reports their outcomes.
+
+    worker = Worker("10.0.0.1:7201,10.0.0.2:7201,10.0.0.3:7201", concurrency=8)
+
+    @worker.handler("reports.build")
+    def build_report(ctx):
+        ...                      # return = SUCCESS, raise RetryLater(...) = RETRY_LATER,
+                                 # raise anything else = FAILURE
+    worker.run()                 # blocks; SIGTERM/SIGINT drain it gracefully
+
+Threads: one lease loop (long-polls WorkerService.Lease for at most `concurrency - held` runs),
+one heartbeater (one Heartbeat call for all leases, see heartbeat.py), one thread per running
+attempt (bounded by `concurrency`), one asyncio loop for `async def` handlers, and a deadline
+timer per attempt. A lease counts against `concurrency` from its grant until its outcome is
+reported, and while a cancelled handler is still running, so the worker never holds more leases,
+nor runs more handlers, than `concurrency`.
+
+Stopping (`stop()`, or the first SIGTERM/SIGINT under `run()`) drains in stages: stop leasing
+(the long poll in flight is cancelled); wait up to the drain timeout for running attempts to end,
+heartbeating them meanwhile; cancel the rest and report them RETRY_LATER "worker shutting down"
+so the cluster leases them again at once; close the channels. A second signal skips the wait.
+A handler that ignores cancellation is reported anyway after the shell grace period and left
+running in its (daemon) thread: Python threads cannot be killed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+import grpc
+
+from worker.api.v1 import worker_pb2
+from worker.backoff import Backoff, FailureLog
+from worker.client import ClusterClient, parse_cluster
+from worker.completion import report_outcome
+from worker.context import CancelReason
+from worker.execution import AsyncLoopThread, Handler, Outcome, OutcomeKind, arm_deadline, execute
+from worker.heartbeat import Heartbeater
+from worker.leases import SHELL_TARGET, HeldLease, LeaseTable, lease_from_grant
+from worker.shell import DEFAULT_GRACE_S, ShellCommand
+
+__all__ = ["SHELL_TARGET", "Worker"]
+
+log = logging.getLogger("raftcron.worker")
+
+# How long a grant for a target this worker cannot run waits before another attempt.
+UNSERVED_RETRY_AFTER_S = 10.0
+
+
+class Worker:
+    """Runs handlers for the cluster's runs (see the module docstring).
+
+    Args:
+        cluster: node addresses, a list or "host:port,host:port"; any node will do.
+        concurrency: most runs held (leased and not yet reported) at once.
+        worker_id: stable id reported to the cluster; default "<hostname>-<pid>".
+        targets: target names to lease; default every registered handler, plus "shell" if
+            `shell` is on. Must be a subset of those.
+        handlers: {target name: handler}; or register with `@worker.handler(name)`.
+        lease_wait_s: how long one Lease call waits for due runs (long poll).
+        shell: also run `{shell: CMD}` targets with /bin/sh (see shell.py).
+        drain_timeout_s: how long a graceful stop waits for running attempts.
+        shell_grace_s: between SIGTERM and SIGKILL of a cancelled command's process group.
+        call_timeout_s: per-call timeout of Heartbeat and Complete (Lease: lease_wait_s more).
+        complete_retry_s: how long an unreachable cluster is retried to report an outcome.
+        metadata: gRPC metadata sent with every call (e.g. an authorization header).
+    """
+
+    def __init__(
+        self,
+        cluster: list[str] | str,
+        concurrency: int = 4,
+        worker_id: str | None = None,
+        targets: Iterable[str] | None = None,
+        handlers: Mapping[str, Handler] | None = None,
+        lease_wait_s: float = 5.0,
+        *,
+        shell: bool = False,
+        drain_timeout_s: float = 30.0,
+        shell_grace_s: float = DEFAULT_GRACE_S,
+        call_timeout_s: float = 5.0,
+        complete_retry_s: float = 60.0,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        self._addresses = parse_cluster(cluster) if isinstance(cluster, str) else list(cluster)
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency!r}")
+        for name, value in (("lease_wait_s", lease_wait_s), ("drain_timeout_s", drain_timeout_s),
+                            ("shell_grace_s", shell_grace_s), ("complete_retry_s", complete_retry_s)):
+            if value < 0:
+                raise ValueError(f"{name} must not be negative, got {value!r}")
+        if call_timeout_s <= 0:
+            raise ValueError(f"call_timeout_s must be positive, got {call_timeout_s!r}")
+        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.concurrency = concurrency
+        self.lease_wait_s = float(lease_wait_s)
+        self.shell = shell
+        self.drain_timeout_s = float(drain_timeout_s)
+        self.shell_grace_s = float(shell_grace_s)
+        self.call_timeout_s = float(call_timeout_s)
+        self.complete_retry_s = float(complete_retry_s)
+        self._metadata = metadata
+        self._explicit_targets = None if targets is None else list(targets)
+        self._handlers: dict[str, Handler] = {}
+        self._state = "new"  # new -> running -> stopping -> stopped
+        for name, handler in (handlers or {}).items():
+            self.add_handler(name, handler)
+
+        self._table = LeaseTable(concurrency)
+        self._async_loop = AsyncLoopThread()
+        self._state_lock = threading.Lock()
+        self._leasing_stopped = threading.Event()
+        self._give_up = threading.Event()  # last stage of a stop: no more Complete retries
+        self._stop_requested = threading.Event()  # wakes run()
+        # Signals received under run(). A signal handler only bumps this counter: taking a lock
+        # there could deadlock with the very code it interrupted; the main thread polls it.
+        self._signals = 0
+        self._stopped = threading.Event()
+        self._lease_client: ClusterClient | None = None
+        self._client: ClusterClient | None = None
+        self._heartbeater: Heartbeater | None = None
+        self._lease_thread: threading.Thread | None = None
+
+    # Registration
+    def handler(self, name: str) -> Callable[[Handler], Handler]:
+        """Decorator registering a function (plain or `async def`) as the handler of `name`."""
+
+        def register(function: Handler) -> Handler:
+            self.add_handler(name, function)
+            return function
+
+        return register
+
+    def add_handler(self, name: str, handler: Handler) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"handler name must be a non-empty string, got {name!r}")
+        if name == SHELL_TARGET:
+            raise ValueError(f"{SHELL_TARGET!r} names shell targets; pass shell=True to run them")
+        if not callable(handler):
+            raise TypeError(f"handler for {name!r} is not callable: {handler!r}")
+        if name in self._handlers:
+            raise ValueError(f"a handler for {name!r} is already registered")
+        if self._state != "new":
+            raise RuntimeError("register handlers before start(): the leased targets are fixed then")
+        self._handlers[name] = handler
+
+    @property
+    def targets(self) -> list[str]:
+        """The target names this worker leases."""
+        served = sorted(self._handlers) + ([SHELL_TARGET] if self.shell else [])
+        if self._explicit_targets is None:
+            return served
+        unknown = sorted(set(self._explicit_targets) - set(served))
+        if unknown:
+            raise ValueError(f"targets without a handler on this worker: {', '.join(unknown)}")
+        return list(dict.fromkeys(self._explicit_targets))
+
+    @property
+    def active_runs(self) -> int:
+        """Leases held now (running, or finished and not yet reported)."""
+        return len(self._table)
+
+    # Lifecycle
+    def start(self) -> None:
+        """Start leasing in background threads; returns at once."""
+        targets = self.targets
+        if not targets:
+            raise ValueError("nothing to run: register a handler or pass shell=True")
+        with self._state_lock:
+            if self._state != "new":
+                raise RuntimeError(f"worker already {self._state}")
+            self._state = "running"
+        self._targets = targets
+        # A client of its own for leasing, so closing it cancels the long poll without
+        # touching the heartbeats and completions that must go on during a drain.
+        self._lease_client = ClusterClient(self._addresses, timeout_s=self.call_timeout_s, metadata=self._metadata)
+        self._client = ClusterClient(self._addresses, timeout_s=self.call_timeout_s, metadata=self._metadata)
+        self._heartbeater = Heartbeater(self._client, self.worker_id, self._table)
+        self._heartbeater.start()
+        self._lease_thread = threading.Thread(target=self._lease_loop, daemon=True, name="raftcron-lease")
+        self._lease_thread.start()
+        log.info(
+            "worker %s: leasing %s (concurrency %d) from %s",
+            self.worker_id, ", ".join(targets), self.concurrency, ",".join(self._addresses),
+        )
+
+    def run(self) -> None:
+        """start(), then block until stopped; on the main thread, SIGTERM and SIGINT drain."""
+        self.start()
+        previous = self._install_signal_handlers()
+        try:
+            while not self._stop_requested.wait(0.2) and not self._signals:
+                pass
+            if self._signals:
+                log.info("worker %s: signal received: draining (up to %.0fs; signal again to stop at once)",
+                         self.worker_id, self.drain_timeout_s)
+            self.stop()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def stop(self, timeout_s: float | None = None) -> bool:
+        """Drain and stop (see the module docstring); waits up to `timeout_s` (default
+        `drain_timeout_s`) for running attempts, plus the shell grace and a few call timeouts.
+        True if every attempt ended on its own within the drain."""
+        drain_s = self.drain_timeout_s if timeout_s is None else timeout_s
+        with self._state_lock:
+            state = self._state
+            if state == "running":
+                self._state = "stopping"
+            elif state == "new":
+                self._state = "stopped"
+                self._stopped.set()
+        self._stop_requested.set()
+        if state != "running":
+            self._stopped.wait()
+            return True
+        try:
+            return self._drain(drain_s)
+        finally:
+            self._state = "stopped"
+            self._stopped.set()
+
+    def __enter__(self) -> Worker:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"Worker({self.worker_id!r}, targets={self.targets!r}, concurrency={self.concurrency})"
+
+    # Stopping
+    def _drain(self, drain_s: float) -> bool:
+        self._leasing_stopped.set()
+        self._table.wake()
+        self._lease_client.close()  # cancels the long poll in flight
+        self._lease_thread.join(self.call_timeout_s + 1.0)
+        held = len(self._table)
+        if held:
+            log.info("worker %s: draining: waiting up to %.0fs for %d runs", self.worker_id, drain_s, held)
+        drained = self._wait_until_empty(drain_s)
+        abandoned: set[tuple] = set()
+        if not drained:
+            rest = self._table.held()
+            log.warning(
+                "worker %s: drain timeout: cancelling %d runs, reported RETRY_LATER to be leased again",
+                self.worker_id, len(rest),
+            )
+            for lease in rest:
+                lease.ctx.cancel(CancelReason.SHUTDOWN)
+            # Cancelled commands get their SIGTERM grace; cooperative handlers return quickly.
+            if not self._wait_until_empty(self.shell_grace_s + 1.0, hurry=False):
+                abandoned = self._report_abandoned()
+        self._give_up.set()
+        # Completes still in flight get one more call timeout; abandoned runs are not waited for.
+        self._table.wait(lambda: self._table.keys_locked() <= abandoned, self.call_timeout_s)
+        self._heartbeater.stop()
+        self._client.close()
+        self._async_loop.close()
+        log.info("worker %s: stopped", self.worker_id)
+        return drained
+
+    def _wait_until_empty(self, timeout_s: float, hurry: bool = True) -> bool:
+        """Wait for every lease to be released; with `hurry`, a second signal ends the wait."""
+        stop_at = time.monotonic() + timeout_s
+        while (left_s := stop_at - time.monotonic()) > 0:
+            if self._table.wait(self._table.empty_locked, min(left_s, 0.2)):
+                return True
+            if hurry and self._signals >= 2:
+                log.warning("worker %s: signal received again: cancelling running attempts now", self.worker_id)
+                break
+        return len(self._table) == 0
+
+    def _report_abandoned(self) -> set[tuple]:
+        """Report the runs whose handlers ignore cancellation; their threads are left behind.
+        Returns their keys."""
+        outcome = Outcome(OutcomeKind.RETRY_LATER, "worker shutting down", retry_after_s=0.0)
+        abandoned = set()
+        for lease in self._table.held():
+            if lease.lost is not None:  # not ours to report any more
+                abandoned.add(lease.key)
+            elif lease.claim_report():  # else its own thread is reporting it: wait for that
+                log.warning("run %s: handler ignores cancellation; reporting it without waiting", lease.run_key)
+                self._report(lease, outcome, retry_for_s=self.call_timeout_s)
+                abandoned.add(lease.key)
+        return abandoned
+
+    def _install_signal_handlers(self) -> dict[int, object]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        previous = {}
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous[signum] = signal.signal(signum, self._on_signal)
+        return previous
+
+    def _on_signal(self, _signum: int, _frame: object) -> None:
+        self._signals += 1
+
+    # Leasing
+    def _lease_loop(self) -> None:
+        backoff = Backoff(initial_s=0.2, max_s=10.0)
+        failures = FailureLog(log, "lease")
+        while not self._leasing_stopped.is_set():
+            try:
+                if not self._lease_once(backoff, failures):
+                    break
+            except Exception:  # noqa: BLE001 (a bug here must not silently end all leasing)
+                log.exception("worker %s: unexpected error in the lease loop; going on", self.worker_id)
+                self._leasing_stopped.wait(backoff.next_delay_s())
+
+    def _lease_once(self, backoff: Backoff, failures: FailureLog) -> bool:
+        """One Lease call for the free slots (after waiting for one); False once stopping."""
+        self._table.wait(lambda: self._leasing_stopped.is_set() or self._table.free_slots_locked() > 0, None)
+        if self._leasing_stopped.is_set():
+            return False
+        request = worker_pb2.LeaseRequest(
+            worker_id=self.worker_id, targets=self._targets, max_runs=self.concurrency - len(self._table)
+        )
+        request.wait.FromNanoseconds(round(self.lease_wait_s * 1e9))
+        asked_at = time.monotonic()
+        try:
+            response = self._lease_client.lease(request, timeout_s=self.lease_wait_s + self.call_timeout_s)
+        except ValueError:  # closed by stop()
+            return False
+        except grpc.RpcError as error:
+            if self._leasing_stopped.is_set():
+                return False
+            failures.failed(error)
+            self._leasing_stopped.wait(backoff.next_delay_s())
+            return True
+        failures.succeeded()
+        backoff.reset()
+        for grant in response.leases:
+            self._accept(grant)
+        if not response.leases and time.monotonic() - asked_at < self.lease_wait_s / 2:
+            # The node answered "nothing" well before the wait we asked for (it caps the wait,
+            # or ignores it): pause, jittered, so an idle worker never polls in a tight loop.
+            self._leasing_stopped.wait(random.uniform(0.5, 1.0))
+        return True
+
+    def _accept(self, grant: worker_pb2.LeaseGrant) -> None:
+        lease, bad_payload = lease_from_grant(grant, self.worker_id)
+        ctx = lease.ctx
+        if self._leasing_stopped.is_set():
+            # The answer to a Lease call crossed our stop: hand the run back at once.
+            outcome = Outcome(OutcomeKind.RETRY_LATER, "worker shutting down", retry_after_s=0.0)
+            self._report(lease, outcome, retry_for_s=self.call_timeout_s)
+            return
+        if not self._table.add(lease):
+            log.warning("run %s: the cluster granted more runs than asked; handing it back", lease.run_key)
+            outcome = Outcome(OutcomeKind.RETRY_LATER, "worker at capacity", retry_after_s=0.0)
+            self._report(lease, outcome, retry_for_s=self.call_timeout_s)
+            return
+        handler = self._handler_for(grant.target)
+        if bad_payload:
+            self._finish(lease, Outcome(OutcomeKind.FAILURE, bad_payload))
+        elif handler is None:
+            log.warning("run %s: no handler for target %r here; handing it back", lease.run_key, ctx.target)
+            message = f"worker {self.worker_id} has no handler for target {ctx.target!r}"
+            self._finish(lease, Outcome(OutcomeKind.RETRY_LATER, message, retry_after_s=UNSERVED_RETRY_AFTER_S))
+        else:
+            log.debug("run %s: leased (attempt %d, token %d)", lease.run_key, ctx.attempt, ctx.fencing_token)
+            thread = threading.Thread(
+                target=self._run, args=(lease, handler), daemon=True, name=f"raftcron-run-{lease.run_key}"
+            )
+            thread.start()
+
+    def _handler_for(self, target: worker_pb2.Target) -> Handler | None:
+        kind = target.WhichOneof("kind")
+        if kind == "handler" and target.handler in self._targets:
+            return self._handlers.get(target.handler)
+        if kind == "shell" and SHELL_TARGET in self._targets:
+            return ShellCommand(target.shell, grace_s=self.shell_grace_s)
+        return None
+
+    # Running and reporting
+    def _run(self, lease: HeldLease, handler: Handler) -> None:
+        timer = arm_deadline(lease.ctx)
+        try:
+            outcome = execute(handler, lease.ctx, self._async_loop)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        self._finish(lease, outcome)
+
+    def _finish(self, lease: HeldLease, outcome: Outcome) -> None:
+        try:
+            if lease.lost is not None or not outcome.reportable:
+                log.info("run %s: ended after its lease was %s: outcome not reported", lease.run_key,
+                         lease.lost or outcome.cancel_reason)
+            elif lease.claim_report():
+                self._report(lease, outcome)
+        finally:
+            self._table.remove(lease)
+
+    def _report(self, lease: HeldLease, outcome: Outcome, retry_for_s: float | None = None) -> None:
+        report_outcome(
+            self._client, self.worker_id, lease, outcome,
+            retry_for_s=self.complete_retry_s if retry_for_s is None else retry_for_s,
+            call_timeout_s=self.call_timeout_s,
+            give_up=self._give_up,
+        )

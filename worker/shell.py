@@ -1,0 +1,219 @@
+"""The shell executor: runs `target: {shell: CMD}` jobs as `/bin/sh -c CMD`.
+
+Each command runs in a new session, so it and everything it starts share one process group,
+and the run owns that group: when the run is cancelled (deadline, fenced lease, worker drain)
+the whole group gets SIGTERM, then SIGKILL after a grace period; when the command exits, any
+process it left behind in the group is stopped the same way. (A process that starts its own
+session escapes the group; nothing short of a cgroup can track it.)
+
+The command sees the run through environment variables (RAFTCRON_JOB_ID, RAFTCRON_RUN_KEY,
+RAFTCRON_SCHEDULED_AT and RAFTCRON_DEADLINE in ISO-8601 UTC, RAFTCRON_FENCING_TOKEN,
+RAFTCRON_ATTEMPT, RAFTCRON_IDEMPOTENCY_KEY, RAFTCRON_PAYLOAD with the payload's JSON text) and
+reads the payload's JSON text on stdin. Exit code 0 is success; anything else a failure with
+that exit code. The last few KiB of combined stdout and stderr are reported as the output tail.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from worker.context import RunContext
+
+__all__ = ["ShellCommand", "ShellResult", "shell_environment"]
+
+log = logging.getLogger("raftcron.worker.shell")
+
+DEFAULT_GRACE_S = 5.0
+DEFAULT_TAIL_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class ShellResult:
+    """How a command ended. A handler may return one to report an exit code and output."""
+
+    exit_code: int
+    output_tail: str = ""
+    # Set when a signal ended the shell (exit_code is then 128 + its number, as in sh).
+    signal_name: str | None = None
+
+
+def _iso_utc(instant: datetime | None) -> str:
+    return "" if instant is None else instant.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def shell_environment(ctx: RunContext) -> dict[str, str]:
+    """The RAFTCRON_* variables a command gets for the run of `ctx`."""
+    return {
+        "RAFTCRON_JOB_ID": ctx.job_id,
+        "RAFTCRON_RUN_KEY": ctx.run_key,
+        "RAFTCRON_SCHEDULED_AT": _iso_utc(ctx.scheduled_at),
+        "RAFTCRON_FENCING_TOKEN": str(ctx.fencing_token),
+        "RAFTCRON_ATTEMPT": str(ctx.attempt),
+        "RAFTCRON_DEADLINE": _iso_utc(ctx.deadline),
+        "RAFTCRON_IDEMPOTENCY_KEY": ctx.idempotency_key,
+        "RAFTCRON_PAYLOAD": ctx.payload_json,
+    }
+
+
+class ShellCommand:
+    """A handler that runs one shell command line for a run (see the module docstring)."""
+
+    def __init__(
+        self,
+        command: str,
+        *,
+        grace_s: float = DEFAULT_GRACE_S,
+        tail_bytes: int = DEFAULT_TAIL_BYTES,
+        shell: str = "/bin/sh",
+    ) -> None:
+        if not command.strip():
+            raise ValueError("empty shell command")
+        self.command = command
+        self.grace_s = grace_s
+        self.tail_bytes = tail_bytes
+        self.shell = shell
+
+    def __call__(self, ctx: RunContext) -> ShellResult:
+        process = subprocess.Popen(
+            [self.shell, "-c", self.command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, which we can signal as a whole
+            env={**os.environ, **shell_environment(ctx)},
+            close_fds=True,
+        )
+        group = process.pid  # a new session's leader: its pid is the group id
+        tail = _OutputTail(process.stdout, self.tail_bytes)
+        # Threads, because a large payload would fill the pipe while nobody reads output.
+        _start(_feed_stdin, process.stdin, ctx.payload_json.encode("utf-8"))
+        reader = _start(tail.read_all)
+        exited = threading.Event()
+        wake = threading.Event()  # the command exited, or the run was cancelled
+        _start(_wait_then_set, process, exited, wake)
+        ctx.add_cancel_callback(wake.set)
+        wake.wait()
+        if not exited.is_set():
+            log.info("run %s cancelled (%s): stopping process group %d", ctx.run_key, ctx.cancel_reason, group)
+        # Also after a normal exit: the run owns its group, nothing in it may outlive the run.
+        stop_process_group(group, self.grace_s, exited.is_set)
+        code = process.wait()
+        reader.join(timeout=1.0)  # a process that left the group may still hold the pipe
+        if code < 0:
+            name = signal.Signals(-code).name
+            return ShellResult(128 - code, tail.text(), name)
+        return ShellResult(code, tail.text())
+
+    def __repr__(self) -> str:
+        return f"ShellCommand({self.command!r})"
+
+
+def stop_process_group(group: int, grace_s: float, leader_gone=lambda: True) -> None:
+    """SIGTERM every process of `group`, then SIGKILL what is left after `grace_s`."""
+    if not _group_alive(group):
+        return
+    _signal_group(group, signal.SIGTERM)
+    give_up_at = time.monotonic() + grace_s
+    while time.monotonic() < give_up_at:
+        if leader_gone() and not _group_alive(group):
+            return
+        time.sleep(0.02)
+    log.warning("process group %d ignored SIGTERM for %.1fs: SIGKILL", group, grace_s)
+    _signal_group(group, signal.SIGKILL)
+    # SIGKILL is delivered asynchronously: wait (briefly) until the processes are really gone,
+    # so that a run never ends while pieces of it still execute.
+    give_up_at = time.monotonic() + 1.0
+    while _group_alive(group) and time.monotonic() < give_up_at:
+        time.sleep(0.01)
+
+
+def _signal_group(group: int, signum: int) -> None:
+    try:
+        os.killpg(group, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _group_alive(group: int) -> bool:
+    """True while a process of the group runs; zombies (dead, not yet reaped) do not count."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        entries = None
+    if entries is None:  # no procfs: ask the kernel, zombies included
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # Fields after the parenthesised command name: state, ppid, pgrp, ...
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == group and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+def _start(target, *args) -> threading.Thread:
+    thread = threading.Thread(target=target, args=args, daemon=True, name="raftcron-shell")
+    thread.start()
+    return thread
+
+
+def _feed_stdin(stdin, data: bytes) -> None:
+    try:
+        with stdin:
+            stdin.write(data)
+    except (BrokenPipeError, OSError):
+        pass  # the command does not read its stdin: fine
+
+
+def _wait_then_set(process: subprocess.Popen, *events: threading.Event) -> None:
+    process.wait()
+    for event in events:
+        event.set()
+
+
+class _OutputTail:
+    """Reads a pipe to the end, keeping only its last `limit` bytes."""
+
+    def __init__(self, pipe, limit: int) -> None:
+        self._pipe = pipe
+        self._limit = limit
+        self._buffer = bytearray()
+        self._dropped = False
+        self._lock = threading.Lock()
+
+    def read_all(self) -> None:
+        with self._pipe:
+            while chunk := self._pipe.read1(65536):
+                with self._lock:
+                    self._buffer += chunk
+                    if len(self._buffer) > self._limit:
+                        del self._buffer[: len(self._buffer) - self._limit]
+                        self._dropped = True
+
+    def text(self) -> str:
+        with self._lock:
+            data, dropped = bytes(self._buffer), self._dropped
+        if dropped:
+            # The cut may fall inside a UTF-8 sequence: drop its continuation bytes.
+            while data and 0x80 <= data[0] < 0xC0:
+                data = data[1:]
+        return data.decode("utf-8", errors="replace")
