@@ -44,13 +44,17 @@ def cmd_dev(args) -> int:
 
 
 def cmd_apply(args) -> int:
-    from scheduler.rpc.convert import spec_to_pb
-    from scheduler.specs import load_jobs_file
+    from scheduler.rpc.convert import resource_to_pb, spec_to_pb
+    from scheduler.specs import load_job_document
     from worker.api.v1 import jobs_pb2
 
-    specs = load_jobs_file(args.file)
+    document = load_job_document(args.file)
     request = jobs_pb2.ApplyJobsRequest(
-        jobs=[spec_to_pb(s) for s in specs], prune=args.prune, dry_run=args.dry_run, author=args.author
+        jobs=[spec_to_pb(s) for s in document.jobs],
+        resources=[resource_to_pb(r) for r in document.resources],
+        prune=args.prune,
+        dry_run=args.dry_run,
+        author=args.author,
     )
     with _client(args) as client:
         response = client.apply_jobs(request)
@@ -283,7 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     # Zone rules come from the pinned tzdata package only, never from the host's
     # /usr/share/zoneinfo, so every node computes the same instants.
     zoneinfo.reset_tzpath(to=())
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if args.command == "worker":
+        args.worker_args = unknown + list(args.worker_args)  # every worker flag belongs to the worker
+    elif unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if getattr(args, "after", None) in (None, "now") and args.command == "next":
         from scheduler.cli_time import now_iso
 

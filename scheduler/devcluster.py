@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -11,6 +12,19 @@ from pathlib import Path
 from scheduler.localcluster import LocalCluster
 
 LEADER_WAIT_S = 60.0
+
+
+def _start_demo_worker(cluster: LocalCluster) -> subprocess.Popen:
+    log_file = open(cluster.data_dir / "worker.log", "ab")
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "scheduler.cli", "worker", "--cluster", cluster.cluster_arg, "--demo", "--shell"],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        log_file.close()
 
 
 def run_dev_cluster(args) -> int:
@@ -24,6 +38,7 @@ def run_dev_cluster(args) -> int:
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     cluster = LocalCluster(data_dir, nodes=args.nodes, port_base=args.port_base)
+    worker: subprocess.Popen | None = None
     try:
         cluster.start()
         for member in cluster.members:
@@ -36,7 +51,9 @@ def run_dev_cluster(args) -> int:
 
             cli.main(["--cluster", cluster.cluster_arg, "apply", "-f", args.jobs])
         if not args.no_worker:
-            print("demo worker: not part of this release yet (run without one: --no-worker)")
+            worker = _start_demo_worker(cluster)
+            print(f"started demo worker (pid {worker.pid}, handlers demo.*, reports.build, payroll.run and shell), "
+                  f"log {data_dir / 'worker.log'}")
         print("cluster running; Ctrl-C stops every process it started", flush=True)
         reported: set[str] = set()
         while not stopping.wait(0.5):
@@ -49,5 +66,11 @@ def run_dev_cluster(args) -> int:
         print(f"raftcron dev: {exc}", file=sys.stderr)
         return 1
     finally:
+        if worker is not None and worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)  # drains first: in-flight runs finish or are handed back
+            try:
+                worker.wait(timeout=35)
+            except subprocess.TimeoutExpired:
+                worker.kill()
         cluster.stop()
         print("stopped", flush=True)

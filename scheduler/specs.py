@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from scheduler.core.model import JobSpec, MisfirePolicy, RetryPolicy
+from scheduler.core.model import JobSpec, MisfirePolicy, Resource, RetryPolicy
 from scheduler.durations import (
     DAY,
     EXAMPLES,
@@ -69,8 +69,11 @@ OVERLAP_RULES = ("allow", "forbid", "queue", "replace")
 
 _JOB_KEYS = (
     "id", "schedule", "timezone", "target", "owner", "class", "timeout", "retry",
-    "priority", "payload", "misfire", "dst", "jitter", "overlap", "paused",
+    "priority", "payload", "misfire", "dst", "jitter", "overlap", "paused", "uses",
 )  # fmt: skip
+_RESOURCE_KEYS = ("max_concurrent", "max_starts_per_s")
+MAX_RESOURCE_LIMIT = 1_000_000
+MAX_USES = 16
 _REQUIRED_KEYS = ("id", "schedule", "target")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-")
@@ -152,11 +155,33 @@ def _spec_problems(spec: JobSpec) -> list[tuple[str, str]]:
     check("overlap", _choice_problem(spec.overlap, OVERLAP_RULES))
     if not isinstance(spec.paused, bool):
         check("paused", f"must be true or false, not {type_name(spec.paused)}")
+    check("uses", _uses_problem(spec.uses))
     # The schedule is compiled only from parts that passed their own checks.
     bad = {field for field, _ in found}
     if not bad & {"schedule", "timezone", "dst.gap", "dst.repeat"}:
         check(*_schedule_problem(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat))
     return found
+
+
+def _uses_problem(uses: object) -> str | None:
+    if not isinstance(uses, (tuple, list)):
+        return f"must be a list of resource names, not {type_name(uses)}"
+    naming = next((f"resource {problem}" for name in uses if (problem := _name_problem(name))), None)
+    if naming:
+        return naming
+    if len(uses) > MAX_USES or len(set(uses)) != len(uses):
+        return f"must list at most {MAX_USES} distinct resource names"
+    return None
+
+
+def validate_resource(resource: Resource) -> list[SpecProblem]:
+    """Problems with one resource declaration (job_id is empty: it belongs to the file)."""
+    found = [
+        ("resources", _name_problem(resource.name)),
+        (f"resources.{resource.name}.max_concurrent", _int_problem(resource.max_concurrent, 0, MAX_RESOURCE_LIMIT)),
+        (f"resources.{resource.name}.max_starts_per_s", _int_problem(resource.max_starts_per_s, 0, MAX_RESOURCE_LIMIT)),
+    ]
+    return [SpecProblem("", field, message) for field, message in found if message]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -395,8 +420,35 @@ def load_jobs_file(path: str | os.PathLike[str]) -> list[JobSpec]:
     return parse_jobs_document(text, source)
 
 
+@dataclass(frozen=True)
+class JobDocument:
+    """A job file: its jobs, and the cluster-wide resources it declares (may be empty)."""
+
+    jobs: list[JobSpec]
+    resources: list[Resource]
+
+
+def load_job_document(path: str | os.PathLike[str]) -> JobDocument:
+    """Like load_jobs_file, keeping the file's `resources:` declarations too."""
+    source = os.fspath(path)
+    with open(path, "rb") as file:
+        data = file.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise _file_error(source, f"{source} is larger than 8 MiB")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise _file_error(source, f"{source} is not UTF-8 (byte {error.start})") from None
+    return parse_job_document(text, source)
+
+
 def parse_jobs_document(text: str, source: str = "<input>") -> list[JobSpec]:
     """Validated specs for every job in a YAML document, or SpecError listing every problem."""
+    return parse_job_document(text, source).jobs
+
+
+def parse_job_document(text: str, source: str = "<input>") -> JobDocument:
+    """Validated jobs and resources of a YAML document, or SpecError listing every problem."""
     if len(text) > MAX_FILE_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
         raise _file_error(source, f"{source} is larger than 8 MiB")
     try:
@@ -410,8 +462,9 @@ def parse_jobs_document(text: str, source: str = "<input>") -> list[JobSpec]:
     except ValueError as error:  # a constructor refused a scalar, e.g. a date like 2024-02-30
         raise _file_error(source, f"{source}: invalid YAML value: {error}") from None
     entries = _job_entries(document, source)
+    resources, problems = _read_resources(document.get("resources") if isinstance(document, dict) else None)
+    problems[:0] = [_file_problem(message) for message in duplicates]
     specs: list[JobSpec] = []
-    problems: list[SpecProblem] = [_file_problem(message) for message in duplicates]
     first_seen: dict[str, int] = {}
     for position, entry in enumerate(entries, start=1):
         label, spec, found = _read_job(entry, position)
@@ -426,7 +479,27 @@ def parse_jobs_document(text: str, source: str = "<input>") -> list[JobSpec]:
             specs.append(spec)
     if problems:
         raise SpecError(problems, source)
-    return specs
+    return JobDocument(specs, resources)
+
+
+def _read_resources(value: object) -> tuple[list[Resource], list[SpecProblem]]:
+    """`resources: {db-main: {max_concurrent: 20, max_starts_per_s: 50}}`."""
+    if value is None:
+        return [], []
+    if not isinstance(value, dict):
+        return [], [SpecProblem("", "resources", f"must be a mapping of names to limits, not {type_name(value)}")]
+    resources, problems = [], []
+    for name, limits in value.items():
+        limits = {} if limits is None else limits
+        if not isinstance(limits, dict):
+            problems.append(SpecProblem("", f"resources.{name}", f"must be a mapping, not {type_name(limits)}"))
+            continue
+        unknown = [key for key in limits if key not in _RESOURCE_KEYS]
+        problems += [SpecProblem("", f"resources.{name}", _unknown_key(key, _RESOURCE_KEYS)) for key in unknown]
+        resource = Resource(name, limits.get("max_concurrent", 0), limits.get("max_starts_per_s", 0))  # type: ignore[arg-type]
+        problems += validate_resource(resource)
+        resources.append(resource)
+    return resources, problems
 
 
 def _load_yaml(text: str, source: str) -> tuple[object, list[str]]:
@@ -492,9 +565,9 @@ def _yaml_message(error: yaml.MarkedYAMLError, source: str) -> str:
 def _job_entries(document: object, source: str) -> list[object]:
     if isinstance(document, dict):
         for key in document:
-            if key != "jobs":
+            if key not in ("jobs", "resources"):
                 field = key if isinstance(key, str) else ""
-                raise _file_error(source, _unknown_key(key, ("jobs",)), field)
+                raise _file_error(source, _unknown_key(key, ("jobs", "resources")), field)
         if "jobs" not in document:
             raise _file_error(source, "is required (a list of jobs)", "jobs")
         document = document["jobs"]
@@ -594,6 +667,9 @@ def _read_job(entry: object, position: int) -> tuple[str, JobSpec | None, list[t
         args.update(dst_gap=dst.get("gap", ""), dst_repeat=dst.get("repeat", ""))
     if "jitter" in fields:
         args["jitter"] = _read_jitter(fields["jitter"])
+    if "uses" in fields:
+        uses = fields["uses"]
+        args["uses"] = tuple(uses) if isinstance(uses, list) else uses
     args.setdefault("target_kind", "handler")
     args.setdefault("target", "")
     spec = JobSpec(**args)  # type: ignore[arg-type]  # values are checked by validate_spec
@@ -724,6 +800,8 @@ def spec_to_document(spec: JobSpec, full: bool = False) -> dict[str, object]:
     put("jitter", spec.jitter, _DEFAULT.jitter)
     put("overlap", spec.overlap, _DEFAULT.overlap)
     put("paused", spec.paused, _DEFAULT.paused)
+    if spec.uses or full:
+        document["uses"] = list(spec.uses)
     return document
 
 

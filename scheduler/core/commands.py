@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from scheduler.core.model import JobSpec
+from scheduler.core.model import JobSpec, Resource
 
 
 class _Command(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
@@ -40,6 +40,8 @@ class ApplyJobs(_Command, frozen=True):
     request_id: str
     upserts: tuple[JobUpsert, ...] = ()
     removals: tuple[str, ...] = ()
+    resources: tuple[Resource, ...] = ()
+    resource_removals: tuple[str, ...] = ()
 
 
 class SetJobPaused(_Command, frozen=True):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from scheduler.core import results as ev
 from scheduler.core.commands import CompleteRuns, ExpireLeases, ExtendLeases, GrantLeases, LeaseRef, RunRef
-from scheduler.core.model import CANCELLED, FAILED, LEASED, QUEUED, SUCCEEDED, TIMED_OUT, Attempt, Run
+from scheduler.core.model import CANCELLED, FAILED, LEASED, QUEUED, SECOND_US, SUCCEEDED, TIMED_OUT, Attempt, Run
 from scheduler.core.results import Result, rejected
 from scheduler.core.retry import end_run, retry_or_end
 from scheduler.core.state import State
@@ -28,6 +28,12 @@ def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int) -> ev.Ev
         return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "job_deleted")
     if job.spec.overlap == "queue" and any(other.status == LEASED for other in state.live(ref.job_id)):
         return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "overlap_queue")
+    busy = _resource_without_room(state, job.spec.uses)
+    if busy:
+        return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, busy)
+    for name in job.spec.uses:
+        _record_start(state, name)
+    run.resources = job.spec.uses
     state.set_status(run, LEASED)
     run.attempt += 1
     run.fencing_token = index
@@ -38,6 +44,30 @@ def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int) -> ev.Ev
     run.deadline_us = state.now_us + job.spec.timeout_us
     run.attempts.append(Attempt(number=run.attempt, worker_id=cmd.worker_id, fencing_token=index, started_us=state.now_us))
     return ev.LeaseGranted(ref.job_id, ref.scheduled_us, index, run.attempt, run.lease_expires_us, run.deadline_us)
+
+
+def _resource_without_room(state: State, uses: tuple[str, ...]) -> str:
+    """'resource_busy:NAME' or 'resource_rate:NAME' for the first budget that is full, else ''."""
+    window_start_us = state.now_us - SECOND_US
+    for name in uses:
+        resource = state.resources.get(name)
+        if resource is None:
+            continue
+        if resource.max_concurrent and state.resource_leased.get(name, 0) >= resource.max_concurrent:
+            return f"resource_busy:{name}"
+        recent = state.resource_starts.get(name, ())
+        if resource.max_starts_per_s and sum(1 for t in recent if t > window_start_us) >= resource.max_starts_per_s:
+            return f"resource_rate:{name}"
+    return ""
+
+
+def _record_start(state: State, name: str) -> None:
+    resource = state.resources.get(name)
+    if resource is None or not resource.max_starts_per_s:
+        return
+    starts = state.resource_starts.setdefault(name, [])
+    starts.append(state.now_us)
+    del starts[: max(0, len(starts) - resource.max_starts_per_s)]
 
 
 def grant_leases(state: State, cmd: GrantLeases, index: int) -> Result:

@@ -52,6 +52,20 @@ def _check_apply(state: State, cmd: ApplyJobs, index: int) -> Result | None:
         if job_id not in state.jobs:
             return rejected(index, "not_found", f"job {job_id!r} does not exist")
         seen.add(job_id)
+    return _check_resources(state, cmd, index)
+
+
+def _check_resources(state: State, cmd: ApplyJobs, index: int) -> Result | None:
+    """After the apply, every job's `uses` must name a declared resource."""
+    declared = (set(state.resources) | {r.name for r in cmd.resources}) - set(cmd.resource_removals)
+    if any(r.max_concurrent < 0 or r.max_starts_per_s < 0 or not r.name for r in cmd.resources):
+        return rejected(index, "invalid", "resource limits must not be negative, names not empty")
+    upserted = {u.spec.id: u.spec for u in cmd.upserts}
+    remaining = {job_id: job.spec for job_id, job in state.jobs.items() if job_id not in cmd.removals}
+    for job_id, spec in {**remaining, **upserted}.items():
+        missing = sorted(set(spec.uses) - declared)
+        if missing:
+            return rejected(index, "invalid", f"job {job_id!r} uses undeclared resources {missing}")
     return None
 
 
@@ -99,6 +113,10 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
         events.extend(cancel_live_runs(state, job_id, "job deleted"))
         removed = state.jobs.pop(job_id)
         events.append(ev.JobRemoved(job_id, removed.version))
+    for resource in cmd.resources:
+        state.resources[resource.name] = resource
+    for name in cmd.resource_removals:
+        state.resources.pop(name, None)
     return Result(index=index, events=tuple(events))
 
 

@@ -46,6 +46,14 @@ class MisfirePolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_catch_up: int = 10
 
 
+class Resource(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A shared dependency (a database, an API) whose load the cluster budgets. 0 = no limit."""
+
+    name: str
+    max_concurrent: int = 0
+    max_starts_per_s: int = 0
+
+
 class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What a user declares about a job. Validated before it is proposed."""
 
@@ -66,6 +74,8 @@ class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     jitter: str = "auto"
     overlap: str = "allow"
     paused: bool = False
+    # Named resources this job's runs use; a run is leased only while all have room.
+    uses: tuple[str, ...] = ()
 
 
 class Attempt(msgspec.Struct, forbid_unknown_fields=True):
@@ -106,6 +116,8 @@ class Run(msgspec.Struct, forbid_unknown_fields=True):
     lease_expires_us: int = 0
     deadline_us: int = 0
     output_tail: str = ""
+    # The resources the current lease counts against (the job's `uses` when it was granted).
+    resources: tuple[str, ...] = ()
 
 
 class Job(msgspec.Struct, forbid_unknown_fields=True):

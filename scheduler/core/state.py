@@ -10,7 +10,7 @@ import bisect
 
 import msgspec
 
-from scheduler.core.model import FINAL_STATUSES, LIVE_STATUSES, Job, Run
+from scheduler.core.model import FINAL_STATUSES, LEASED, LIVE_STATUSES, Job, Resource, Run
 from scheduler.core.results import Result
 
 # How many client request ids are remembered for deduplicating retried writes.
@@ -41,6 +41,10 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
     # job_id -> sorted scheduled instants of its queued or leased runs: overlap decisions,
     # the leader's queue and lease extension on a new epoch never scan all history.
     live_runs: dict[str, list[int]] = msgspec.field(default_factory=dict)
+    # Dependency budgets: declarations, leases currently counted, recent lease starts.
+    resources: dict[str, Resource] = msgspec.field(default_factory=dict)
+    resource_leased: dict[str, int] = msgspec.field(default_factory=dict)
+    resource_starts: dict[str, list[int]] = msgspec.field(default_factory=dict)
     request_results: dict[str, Result] = msgspec.field(default_factory=dict)
     request_fifo: list[str] = msgspec.field(default_factory=list)
     run_count: int = 0
@@ -67,6 +71,10 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
     def set_status(self, run: Run, status: str) -> None:
         """Change a run's status, keeping the live index in step."""
         was_live, is_live = run.status in LIVE_STATUSES, status in LIVE_STATUSES
+        if (run.status == LEASED) != (status == LEASED):
+            step = 1 if status == LEASED else -1
+            for name in run.resources:
+                self.resource_leased[name] = self.resource_leased.get(name, 0) + step
         run.status = status
         if was_live == is_live:
             return

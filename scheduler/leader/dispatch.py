@@ -182,8 +182,8 @@ class Dispatcher:
                 if isinstance(event, ev.LeaseGranted):
                     run = state.get_run(ref.job_id, ref.scheduled_us)
                     granted.append(Granted(run=_copy(run), spec=state.jobs[ref.job_id].spec, event=event))
-                elif event.reason in ("backing_off", "overlap_queue"):
-                    waiting.append(ref)
+                elif event.reason in ("backing_off", "overlap_queue") or event.reason.startswith("resource_"):
+                    waiting.append(ref)  # backpressure: delayed, never dropped
         # A run waiting for its job's previous run is looked at again a little later, not in a spin.
         self._requeue(waiting, now_us + OVERLAP_RECHECK_US)
         return granted

@@ -6,6 +6,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from scheduler.core import model
+from scheduler.planning import format_us, parse_iso_to_us
 from worker.api.v1 import common_pb2 as pb
 
 _OVERLAP_TO_PB = {"allow": pb.ALLOW, "forbid": pb.FORBID, "queue": pb.QUEUE, "replace": pb.REPLACE}
@@ -21,6 +22,19 @@ STATUS_TO_PB = {
     model.CANCELLED: pb.CANCELLED,
 }
 STATUS_FROM_PB = {v: k for k, v in STATUS_TO_PB.items()}
+
+
+def printable_run_key(job_id: str, scheduled_us: int) -> str:
+    """`job@2026-01-01T02:00:00Z`: what people and handlers see (parse_run_key reads it back)."""
+    return f"{job_id}@{format_us(scheduled_us)}"
+
+
+def parse_run_key(run_key: str) -> tuple[str, int]:
+    """`job@ISO-8601` or `job@MICROSECONDS`; ValueError otherwise."""
+    job_id, sep, instant = run_key.rpartition("@")
+    if not sep or not job_id:
+        raise ValueError(f"run key {run_key!r} is not JOB@INSTANT")
+    return job_id, int(instant) if instant.isdigit() else parse_iso_to_us(instant)
 
 
 def timestamp(us: int) -> Timestamp | None:
@@ -76,6 +90,7 @@ def spec_from_pb(spec: pb.JobSpec) -> model.JobSpec:
         jitter=spec.jitter or "auto",
         overlap=_OVERLAP_FROM_PB.get(spec.overlap, "allow"),
         paused=spec.paused,
+        uses=tuple(spec.uses),
     )
 
 
@@ -106,6 +121,17 @@ def spec_to_pb(spec: model.JobSpec) -> pb.JobSpec:
         ),
         priority=spec.priority,
         overlap=_OVERLAP_TO_PB.get(spec.overlap, pb.OVERLAP_UNSPECIFIED),
+        uses=list(spec.uses),
+    )
+
+
+def resource_from_pb(resource: pb.Resource) -> model.Resource:
+    return model.Resource(resource.name, resource.max_concurrent, resource.max_starts_per_s)
+
+
+def resource_to_pb(resource: model.Resource) -> pb.Resource:
+    return pb.Resource(
+        name=resource.name, max_concurrent=resource.max_concurrent, max_starts_per_s=resource.max_starts_per_s
     )
 
 
@@ -127,7 +153,7 @@ def run_to_pb(run: model.Run) -> pb.Run:
     return pb.Run(
         job_id=run.job_id,
         scheduled_at=timestamp(run.scheduled_us),
-        run_key=model.format_run_key(run.job_id, run.scheduled_us),
+        run_key=printable_run_key(run.job_id, run.scheduled_us),
         kind=run.kind,
         status=STATUS_TO_PB.get(run.status, pb.RUN_STATUS_UNSPECIFIED),
         reason=run.reason,

@@ -18,10 +18,10 @@ from scheduler.core.model import SECOND_US
 from scheduler.core.jobs import restarted_cursor
 from scheduler.leader.planner import first_due_after, schedule_for
 from scheduler.replication import RaftLog, ReplicationError
-from scheduler.rpc.convert import job_to_pb, run_to_pb, spec_from_pb, timestamp_us
+from scheduler.rpc.convert import job_to_pb, resource_from_pb, run_to_pb, spec_from_pb, timestamp_us
 from scheduler.rpc.errors import abort_rejected, abort_replication
 from scheduler.rpc.reads import Reader
-from scheduler.specs import canonical_payload_json, validate_spec
+from scheduler.specs import canonical_payload_json, validate_resource, validate_spec
 from worker.api.v1 import common_pb2 as pb
 from worker.api.v1 import jobs_pb2, jobs_pb2_grpc
 
@@ -66,7 +66,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             abort_rejected(context, result.rejection)
         return result
 
-    def _plan_apply(self, specs: list[model.JobSpec], prune: bool, author: str, request_id: str) -> ApplyJobs:
+    def _plan_apply(
+        self, specs: list[model.JobSpec], resources: list[model.Resource], prune: bool, author: str, request_id: str
+    ) -> ApplyJobs:
         issued_at_us = self._clock_us()
         wanted = {spec.id for spec in specs}
         upserts = []
@@ -78,20 +80,27 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
                 next_due_us = first_due_after(spec, after_us) if after_us is not None else current.next_due_us
                 upserts.append(JobUpsert(spec, upsert.expected_version, next_due_us))
             removals = tuple(sorted(job_id for job_id in state.jobs if job_id not in wanted)) if prune else ()
-        return ApplyJobs(issued_at_us, author, request_id, tuple(upserts), removals)
+            declared = {r.name for r in resources}
+            dropped = tuple(sorted(n for n in state.resources if n not in declared)) if prune else ()
+            changed = tuple(r for r in resources if state.resources.get(r.name) != r)
+        return ApplyJobs(issued_at_us, author, request_id, tuple(upserts), removals, changed, dropped)
 
     def ApplyJobs(self, request: jobs_pb2.ApplyJobsRequest, context):
         if len(request.jobs) > MAX_JOBS_PER_APPLY:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"at most {MAX_JOBS_PER_APPLY} jobs per apply")
         specs = [_canonical_payload(spec_from_pb(job)) for job in request.jobs]
+        resources = [resource_from_pb(r) for r in request.resources]
         problems = [problem for spec in specs for problem in validate_spec(spec)]
+        problems += [problem for resource in resources for problem in validate_resource(resource)]
         seen: set[str] = set()
         problems += [f"job {s.id!r}: listed twice" for s in specs if s.id in seen or seen.add(s.id)]
         if problems:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "nothing applied:\n" + "\n".join(map(str, problems)))
         request_id = request.request_id or uuid.uuid4().hex
         for attempt in range(APPLY_ATTEMPTS):
-            command = self._plan_apply(specs, request.prune, request.author or "anonymous", request_id)
+            command = self._plan_apply(
+                specs, resources, request.prune, request.author or "anonymous", request_id
+            )
             if request.dry_run:
                 return jobs_pb2.ApplyJobsResponse(changes=self._preview_changes(command))
             try:

@@ -7,7 +7,7 @@ import bisect
 import grpc
 
 from scheduler.core import model
-from scheduler.rpc.convert import STATUS_FROM_PB, run_to_pb, timestamp_us
+from scheduler.rpc.convert import STATUS_FROM_PB, parse_run_key, run_to_pb, timestamp_us
 from scheduler.rpc.jobs import page_size
 from scheduler.rpc.reads import Reader
 from worker.api.v1 import runs_pb2, runs_pb2_grpc
@@ -83,10 +83,10 @@ class RunServicer(runs_pb2_grpc.RunServiceServicer):
         self._reader.barrier(context, request.linearizable)
         job_id, scheduled_us = request.job_id, timestamp_us(request.scheduled_at)
         if request.run_key:
-            job_id, sep, scheduled = request.run_key.rpartition("@")
-            if not sep or not scheduled.isdigit():
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"run key {request.run_key!r} is not JOB@MICROS")
-            scheduled_us = int(scheduled)
+            try:
+                job_id, scheduled_us = parse_run_key(request.run_key)
+            except ValueError as exc:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         with self._raftlog.read() as state:
             run = state.get_run(job_id, scheduled_us)
             found = run_to_pb(run) if run else None

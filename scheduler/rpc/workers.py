@@ -11,11 +11,11 @@ import grpc
 from scheduler.core import results as ev
 from scheduler.core.commands import CompleteRuns, Completion, ExtendLeases, LeaseRef
 from scheduler.core.execution import OUTCOME_FAILURE, OUTCOME_RETRY_LATER, OUTCOME_SUCCESS
-from scheduler.core.model import SECOND_US, format_run_key
+from scheduler.core.model import SECOND_US
 from scheduler.leader.batcher import Coalescer, RejectedBatch
 from scheduler.leader.dispatch import Dispatcher, Granted, NotLeading
 from scheduler.replication import RaftLog, ReplicationError
-from scheduler.rpc.convert import duration, duration_us, spec_to_pb, timestamp, timestamp_us
+from scheduler.rpc.convert import duration, duration_us, printable_run_key, spec_to_pb, timestamp, timestamp_us
 from scheduler.rpc.errors import abort_replication
 from worker.api.v1 import worker_pb2 as wpb
 from worker.api.v1 import worker_pb2_grpc
@@ -39,7 +39,7 @@ def _grant_to_pb(granted: Granted) -> wpb.LeaseGrant:
     return wpb.LeaseGrant(
         job_id=run.job_id,
         scheduled_at=timestamp(run.scheduled_us),
-        run_key=format_run_key(run.job_id, run.scheduled_us),
+        run_key=printable_run_key(run.job_id, run.scheduled_us),
         fencing_token=event.fencing_token,
         attempt=event.attempt,
         deadline=timestamp(event.deadline_us),

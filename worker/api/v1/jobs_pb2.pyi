@@ -52,18 +52,20 @@ class BackfillJobResponse(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[_common_pb2.Run, _Mapping]]] = ..., already_ran: _Optional[int] = ...) -> None: ...
 
 class ApplyJobsRequest(_message.Message):
-    __slots__ = ("jobs", "prune", "dry_run", "author", "request_id")
+    __slots__ = ("jobs", "prune", "dry_run", "author", "request_id", "resources")
     JOBS_FIELD_NUMBER: _ClassVar[int]
     PRUNE_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     AUTHOR_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.JobSpec]
     prune: bool
     dry_run: bool
     author: str
     request_id: str
-    def __init__(self, jobs: _Optional[_Iterable[_Union[_common_pb2.JobSpec, _Mapping]]] = ..., prune: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., author: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    resources: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_common_pb2.JobSpec, _Mapping]]] = ..., prune: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., author: _Optional[str] = ..., request_id: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ...) -> None: ...
 
 class ApplyJobsResponse(_message.Message):
     __slots__ = ("changes", "errors", "applied_index")
