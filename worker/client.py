@@ -162,6 +162,16 @@ class ClusterClient:
     ) -> jobs_pb2.ResumeJobResponse:
         return self._call("JobService", "ResumeJob", request, fields)
 
+    def trigger_job(
+        self, request: jobs_pb2.TriggerJobRequest | None = None, /, **fields: Any
+    ) -> jobs_pb2.TriggerJobResponse:
+        return self._call("JobService", "TriggerJob", request, fields)
+
+    def backfill_job(
+        self, request: jobs_pb2.BackfillJobRequest | None = None, /, **fields: Any
+    ) -> jobs_pb2.BackfillJobResponse:
+        return self._call("JobService", "BackfillJob", request, fields)
+
     # RunService
     def list_runs(
         self, request: runs_pb2.ListRunsRequest | None = None, /, **fields: Any
