@@ -11,6 +11,8 @@ import heapq
 import logging
 import threading
 
+import msgspec
+
 from scheduler.core.commands import ApplyJobs, ClaimRuns, SetJobPaused, SlotClaim
 from scheduler.core.model import SECOND_US
 from scheduler.leader.lifecycle import LeaderTerm
@@ -117,33 +119,44 @@ class TriggerLoop:
 
     # -- claiming ------------------------------------------------------------
     def _claim_due(self) -> bool:
-        """Claim everything due now; False when nothing was due."""
+        """Claim everything due now; False when nothing was due.
+
+        Job records are copied under the state lock (cheap); planning runs outside it, and
+        each batch is proposed as soon as it is planned, so applies and reads never wait
+        for the planning of a large herd and the first keys commit early.
+        """
         now_us, mono_us = self._clock.read()
         due_ids = self._pop_due(now_us)
         if not due_ids:
             return False
-        claims: list[SlotClaim] = []
         with self._raftlog.read() as state:
-            for job_id in due_ids:
-                job = state.jobs.get(job_id)
-                if job is None or len(claims) >= MAX_CLAIMS_PER_PASS:
-                    continue
-                try:
-                    claims.extend(plan_due_slots(job, now_us, MAX_SLOTS_PER_JOB_PASS, self._herd_window_us))
-                except ScheduleError as exc:  # validated at apply time, so a bug if it happens
-                    log.error("job %s: cannot plan its schedule: %s", job_id, exc)
-        self._propose_claims(claims, now_us, mono_us)
+            jobs = [msgspec.structs.replace(job) for job_id in due_ids if (job := state.jobs.get(job_id)) is not None]
+        futures, batch, planned = [], [], 0
+        for job in jobs:
+            if planned >= MAX_CLAIMS_PER_PASS:
+                break
+            try:
+                slots = plan_due_slots(job, now_us, MAX_SLOTS_PER_JOB_PASS, self._herd_window_us)
+            except ScheduleError as exc:  # validated at apply time, so a bug if it happens
+                log.error("job %s: cannot plan its schedule: %s", job.spec.id, exc)
+                continue
+            planned += len(slots)
+            batch.extend(slots)
+            while len(batch) >= self._batch_size:
+                futures.append(self._propose(batch[: self._batch_size], now_us, mono_us))
+                batch = batch[self._batch_size :]
+        if batch:
+            futures.append(self._propose(batch, now_us, mono_us))
+        self._await(futures)
         # Re-read every touched job: its next due now comes from replicated state, whatever happened.
         with self._changed_lock:
             self._changed.update(due_ids)
         return True
 
-    def _propose_claims(self, claims: list[SlotClaim], now_us: int, mono_us: int) -> None:
-        futures = []
-        for start in range(0, len(claims), self._batch_size):
-            batch = tuple(claims[start : start + self._batch_size])
-            command = ClaimRuns(now_us, self._term.epoch, batch, monotonic_us=mono_us)
-            futures.append(self._raftlog.propose(command))
+    def _propose(self, claims: list[SlotClaim], now_us: int, mono_us: int):
+        return self._raftlog.propose(ClaimRuns(now_us, self._term.epoch, tuple(claims), monotonic_us=mono_us))
+
+    def _await(self, futures) -> None:
         for future in futures:
             try:
                 result = future.result(timeout=self._propose_timeout_s)
