@@ -153,6 +153,43 @@ def cmd_backfill(args) -> int:
     return 0
 
 
+def cmd_forecast(args) -> int:
+    import json as json_module
+
+    from scheduler.cli_time import parse_when
+    from scheduler.forecast import forecast, plot_png, to_json
+    from scheduler.planning import format_us
+    from scheduler.rpc.convert import spec_from_pb
+
+    specs, token = [], ""
+    with _client(args) as client:
+        while True:
+            page = client.list_jobs(page_size=1000, page_token=token)
+            specs += [spec_from_pb(job.spec) for job in page.jobs if not job.paused]
+            token = page.next_page_token
+            if not token:
+                break
+    result = forecast(specs, parse_when(args.start), args.hours, int(args.herd_window * 1_000_000))
+    if args.plot:
+        plot_png(result, args.plot)
+    if args.json:
+        print(json_module.dumps(to_json(result), indent=2))
+        return 0
+    series = result.series()
+    print(f"{len(specs)} jobs, {sum(series)} fires in the next {args.hours:g} h "
+          f"(mean {sum(series) / len(series):.1f}/min, max {max(series)}/min)")
+    for at, fires in result.peaks():
+        print(f"  peak {format_us(at)}  {fires} fires/min")
+    for name, counter in sorted(result.by_resource.items()):
+        per = result.series(counter)
+        print(f"  resource {name}: max {max(per)}/min, {sum(per)} fires")
+    if result.truncated_jobs:
+        print(f"  (counted at most 100,000 fires for {len(result.truncated_jobs)} very frequent jobs)")
+    if args.plot:
+        print(f"plot written to {args.plot}")
+    return 0
+
+
 def cmd_explain(args) -> int:
     from scheduler.cli_explain import explain
 
@@ -257,6 +294,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--author", default=author)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_backfill)
+
+    p = sub.add_parser("forecast", help="fires per minute over the coming hours: see the herd before it happens")
+    p.add_argument("--hours", type=float, default=24.0)
+    p.add_argument("--start", default="now", help="window start (default now)")
+    p.add_argument("--herd-window", type=float, default=3600.0,
+                   help="the cluster's herd_window_s, for jobs with jitter auto (default %(default)s)")
+    p.add_argument("--plot", help="also write the histogram as a PNG file (needs matplotlib)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_forecast)
 
     p = sub.add_parser("explain", help="what happened to the slot of JOB nearest a time")
     p.add_argument("job")
