@@ -1,20 +1,47 @@
-"""`python -m bench NAME [options]`: run one benchmark (see bench/README.md)."""
+"""`python -m bench NAME [options]`: run one benchmark (see bench/README.md); `all` runs each in turn."""
 
 from __future__ import annotations
 
 import importlib
 import sys
+import time
 
 BENCHMARKS = {
+    "grpc_raw": "bench.grpc_raw",
     "claims": "bench.claims",
+    "execution": "bench.execution",
+    "herd": "bench.herd",
+    "fire_lateness": "bench.fire_lateness",
+    "failover": "bench.failover",
+    "scale": "bench.scale",
 }
 
 
+def run_all(argv: list[str]) -> int:
+    """Every benchmark in turn with the same flags (only --quick makes sense for all); the worst status."""
+    flags = [a for a in argv if a == "--quick"]
+    statuses = {}
+    for name, module_name in BENCHMARKS.items():
+        print(f"\n=== bench {name} {' '.join(flags)} ===", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        try:
+            statuses[name] = importlib.import_module(module_name).main(list(flags))
+        except KeyboardInterrupt:
+            statuses[name] = 130
+            break
+        print(f"=== bench {name}: exit {statuses[name]} after {time.monotonic() - started:.0f}s ===", file=sys.stderr, flush=True)
+    print("\nbench all: " + ", ".join(f"{k}={v}" for k, v in statuses.items()), file=sys.stderr)
+    return 130 if 130 in statuses.values() else max(statuses.values(), default=0)
+
+
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in BENCHMARKS:
-        print("usage: python -m bench {" + ",".join(BENCHMARKS) + "} [--quick] [options]", file=sys.stderr)
+    names = ["all", *BENCHMARKS]
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in names:
+        print("usage: python -m bench {" + ",".join(names) + "} [--quick] [options]", file=sys.stderr)
         print("       python -m bench NAME --help   lists a benchmark's options", file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
+    if argv[0] == "all":
+        return run_all(argv[1:])
     module = importlib.import_module(BENCHMARKS[argv[0]])
     return module.main(argv[1:])
 

@@ -1,0 +1,142 @@
+"""A worker process for the benchmarks: the SDK's `worker.Worker` with bench handlers, counting.
+
+    python -m bench.benchworker --cluster A,B,C --worker-id w1 --concurrency 64 \
+        --targets bench.noop --stats out/w1.json --max-life 300
+
+Handlers: `bench.noop` returns at once; `bench.sleep` waits `payload.sleep_s` (cooperatively);
+`bench.hold` waits `payload.hold_s` or until cancelled (a long-running run that is heartbeated).
+It records, with wall-clock times, each handler start, each Complete the cluster answered OK, and
+each Heartbeat answer (leases extended), by wrapping the SDK client's methods; the stats file is
+rewritten every second and at exit. It stops by itself after --max-life seconds; SIGTERM drains.
+Logging is at WARNING (the SDK logs every completion at INFO).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import threading
+import time
+from pathlib import Path
+
+from worker import Worker
+from worker.api.v1 import worker_pb2
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.handler_starts: list[float] = []
+        self.completes_ok: list[float] = []
+        self.completes_other = 0
+        self.complete_errors = 0
+        self.heartbeats: list[tuple[float, float, int, int]] = []  # sent, answered, ok, total
+        self.heartbeat_errors = 0
+
+    def dump(self, path: Path, extra: dict) -> None:
+        with self.lock:
+            data = {
+                "handler_starts": self.handler_starts,
+                "completes_ok": self.completes_ok,
+                "completes_other": self.completes_other,
+                "complete_errors": self.complete_errors,
+                "heartbeats": self.heartbeats,
+                "heartbeat_errors": self.heartbeat_errors,
+                **extra,
+            }
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(path)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cluster", required=True)
+    parser.add_argument("--worker-id", required=True)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--targets", default="bench.noop")
+    parser.add_argument("--stats", required=True)
+    parser.add_argument("--max-life", type=float, default=600.0)
+    parser.add_argument("--lease-wait", type=float, default=2.0)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stats = Stats()
+    stats_path = Path(args.stats)
+
+    def noop(ctx) -> None:
+        with stats.lock:
+            stats.handler_starts.append(time.time())
+
+    def sleep(ctx) -> None:
+        with stats.lock:
+            stats.handler_starts.append(time.time())
+        ctx.cancelled.wait(float((ctx.payload or {}).get("sleep_s", 0.1)))
+
+    def hold(ctx) -> None:
+        with stats.lock:
+            stats.handler_starts.append(time.time())
+        ctx.cancelled.wait(float((ctx.payload or {}).get("hold_s", 60.0)))
+
+    handlers = {"bench.noop": noop, "bench.sleep": sleep, "bench.hold": hold}
+    targets = [t for t in args.targets.split(",") if t]
+    worker = Worker(
+        args.cluster,
+        concurrency=args.concurrency,
+        worker_id=args.worker_id,
+        handlers={t: handlers[t] for t in targets},
+        lease_wait_s=args.lease_wait,
+        drain_timeout_s=5.0,
+        complete_retry_s=30.0,
+    )
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    worker.start()
+
+    client = worker._client  # the SDK's client for heartbeats and completions
+    real_complete, real_heartbeat = client.complete, client.heartbeat
+
+    def complete(request=None, /, **kwargs):
+        try:
+            response = real_complete(request, **kwargs)
+        except Exception:
+            with stats.lock:
+                stats.complete_errors += 1
+            raise
+        with stats.lock:
+            if response.outcome == worker_pb2.OK:
+                stats.completes_ok.append(time.time())
+            else:
+                stats.completes_other += 1
+        return response
+
+    def heartbeat(request=None, /, **kwargs):
+        sent = time.time()
+        try:
+            response = real_heartbeat(request, **kwargs)
+        except Exception:
+            with stats.lock:
+                stats.heartbeat_errors += 1
+            raise
+        ok = sum(1 for r in response.results if r.outcome == worker_pb2.OK)
+        with stats.lock:
+            stats.heartbeats.append((sent, time.time(), ok, len(response.results)))
+        return response
+
+    client.complete, client.heartbeat = complete, heartbeat
+    Path(str(stats_path.with_suffix("")) + ".started").write_text(str(time.time()))
+    extra = {"worker_id": args.worker_id, "concurrency": args.concurrency}
+    stop_at = time.monotonic() + args.max_life
+    try:
+        while not stop.wait(1.0) and time.monotonic() < stop_at:
+            stats.dump(stats_path, {**extra, "active": worker.active_runs})
+    finally:
+        worker.stop(timeout_s=5.0)
+        stats.dump(stats_path, {**extra, "active": worker.active_runs, "stopped_at": time.time()})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
