@@ -190,6 +190,48 @@ def cmd_forecast(args) -> int:
     return 0
 
 
+def cmd_kill(args) -> int:
+    from scheduler.cli_time import parse_when
+    from scheduler.rpc.convert import timestamp
+
+    with _client(args) as client:
+        response = client.kill_class(
+            job_class=args.job_class, reason=args.reason, author=args.author, cancel_running=args.cancel_running,
+            until=timestamp(parse_when(args.until)) if args.until else None,
+        )
+    until = f" until {args.until}" if args.until else " until revived"
+    print(f"class {args.job_class} killed{until}; {response.cancelled_runs} runs cancelled")
+    return 0
+
+
+def cmd_revive(args) -> int:
+    with _client(args) as client:
+        client.revive_class(job_class=args.job_class, author=args.author)
+    print(f"class {args.job_class} revived: it fires again from its next slots")
+    return 0
+
+
+def cmd_kills(args) -> int:
+    with _client(args) as client:
+        response = client.list_kills()
+    out.print_kills(response, args.json)
+    return 0
+
+
+def cmd_alerts(args) -> int:
+    with _client(args) as client:
+        response = client.list_alerts(pending_only=args.pending, owner=args.owner, limit=args.limit)
+    out.print_alerts(response, args.json)
+    return 0
+
+
+def cmd_plan(args) -> int:
+    from scheduler.cli_plan import plan
+
+    print(plan(args))
+    return 0
+
+
 def cmd_explain(args) -> int:
     from scheduler.cli_explain import explain
 
@@ -294,6 +336,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--author", default=author)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_backfill)
+
+    p = sub.add_parser("kill", help="kill switch: stop every job of a class from firing")
+    p.add_argument("job_class", metavar="CLASS")
+    p.add_argument("--reason", required=True)
+    p.add_argument("--until", help="end of the kill (default: until revived)")
+    p.add_argument("--cancel-running", action="store_true", help="also stop running runs (their leases are fenced)")
+    p.add_argument("--author", default=author)
+    p.set_defaults(func=cmd_kill)
+
+    p = sub.add_parser("revive", help="undo a kill switch")
+    p.add_argument("job_class", metavar="CLASS")
+    p.add_argument("--author", default=author)
+    p.set_defaults(func=cmd_revive)
+
+    p = sub.add_parser("kills", help="active kill switches and their audit trail")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_kills)
+
+    p = sub.add_parser("alerts", help="alerts for owners: pending and recent")
+    p.add_argument("--pending", action="store_true", help="only alerts not delivered yet")
+    p.add_argument("--owner", default="")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_alerts)
+
+    p = sub.add_parser("plan", help="what `apply -f FILE` would change, effective settings and next fires")
+    p.add_argument("-f", "--file", required=True)
+    p.add_argument("--prune", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("forecast", help="fires per minute over the coming hours: see the herd before it happens")
     p.add_argument("--hours", type=float, default=24.0)

@@ -137,6 +137,32 @@ def print_status(status, as_json: bool) -> None:
            ["PEER", "RAFT", "GRPC", "LINK", "MATCH"])
 
 
+def print_kills(response, as_json: bool) -> None:
+    active = [{"class": k.job_class, "reason": k.reason, "author": k.author, "killed_at": _iso(k, "killed_at"),
+               "until": _iso(k, "until"), "cancel_running": k.cancel_running} for k in response.active]
+    audit = [{"action": r.action, "class": r.job_class, "author": r.author, "at": _iso(r, "at"), "reason": r.reason}
+             for r in response.audit]
+    if as_json:
+        print(json.dumps({"active": active, "audit": audit}, indent=2))
+        return
+    _table([[k["class"], k["author"], k["killed_at"], k["until"] or "revive", k["reason"]] for k in active],
+           ["CLASS", "BY", "SINCE", "UNTIL", "REASON"])
+    for r in audit[:10]:
+        print(f"  {r['at']}  {r['action']:6}  {r['class']}  by {r['author']}  {r['reason']}")
+
+
+def print_alerts(response, as_json: bool) -> None:
+    alerts = [{"id": a.id, "kind": a.kind, "job_id": a.job_id, "owner": a.owner, "scheduled_at": _iso(a, "scheduled_at"),
+               "created_at": _iso(a, "created_at"), "delivered_at": _iso(a, "delivered_at"), "message": a.message}
+              for a in response.alerts]
+    if as_json:
+        print(json.dumps({"pending": response.pending, "alerts": alerts}, indent=2))
+        return
+    print(f"{response.pending} pending")
+    _table([[a["kind"], a["job_id"], a["owner"], a["scheduled_at"], a["delivered_at"] or "PENDING", a["message"][:60]]
+            for a in alerts], ["KIND", "JOB", "OWNER", "SLOT", "DELIVERED", "MESSAGE"])
+
+
 def print_fires(fires: list[dict], as_json: bool) -> None:
     if as_json:
         print(json.dumps(fires, indent=2))

@@ -68,6 +68,8 @@ class NodeConfig:
     # Jobs with `jitter: auto` on round instants (minute 0) are spread over this window.
     # Keep it equal on every node: the offset is computed by whichever node leads.
     herd_window_s: float = 3600.0
+    # owner (or "default") -> route: {webhook: URL} | {command: "prog args"} | {file: PATH} | {log: true}
+    alert_routes: dict = field(default_factory=dict, hash=False)
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -132,6 +134,9 @@ def _validate(config: NodeConfig) -> None:
         raise ConfigError(f"{', '.join(positive)} must be positive")
     if not 0 <= config.herd_window_s <= 86_400:
         raise ConfigError("herd_window_s must be between 0 and 86400")
+    for owner, route in config.alert_routes.items():
+        if not isinstance(route, dict) or len(route) != 1 or not set(route) <= {"webhook", "command", "file", "log"}:
+            raise ConfigError(f"alert route for {owner!r} must be one of webhook, command, file or log, got {route!r}")
     tuning = config.raft
     if not 0 < tuning.append_entries_period_s * 3 < tuning.election_timeout_min_s < tuning.election_timeout_max_s:
         raise ConfigError("need 3 x append_entries_period_s < election_timeout_min_s < election_timeout_max_s")
@@ -201,7 +206,8 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
     if unknown := set(raft_doc) - known:
         raise ConfigError(f"unknown raft settings {sorted(unknown)}; known: {sorted(known)}")
     tunables = (
-        "claim_batch_size", "trigger_max_sleep_s", "propose_timeout_s", "lease_ttl_s", "max_lease_wait_s", "herd_window_s"
+        "claim_batch_size", "trigger_max_sleep_s", "propose_timeout_s", "lease_ttl_s", "max_lease_wait_s",
+        "herd_window_s", "alert_routes",
     )
     extra = {k: doc[k] for k in tunables if k in doc}
     return NodeConfig(

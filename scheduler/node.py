@@ -11,6 +11,7 @@ from concurrent import futures
 import grpc
 
 from scheduler.config import NodeConfig
+from scheduler.leader.alerting import AlertDispatcher
 from scheduler.leader.dispatch import Dispatcher
 from scheduler.leader.lifecycle import LeaderLifecycle, LeaderTerm
 from scheduler.leader.reaper import Reaper
@@ -18,10 +19,11 @@ from scheduler.leader.trigger import TriggerLoop
 from scheduler.replication import RaftLog
 from scheduler.rpc.cluster import ClusterServicer
 from scheduler.rpc.jobs import JobServicer
+from scheduler.rpc.ops import OpsServicer
 from scheduler.rpc.reads import Reader
 from scheduler.rpc.runs import RunServicer
 from scheduler.rpc.workers import WorkerServicer
-from worker.api.v1 import cluster_pb2_grpc, jobs_pb2_grpc, runs_pb2_grpc, worker_pb2_grpc
+from worker.api.v1 import cluster_pb2_grpc, jobs_pb2_grpc, ops_pb2_grpc, runs_pb2_grpc, worker_pb2_grpc
 
 log = logging.getLogger("raftcron.node")
 
@@ -40,7 +42,12 @@ class Node:
         self.lifecycle = LeaderLifecycle(
             self.raftlog,
             config.node_id,
-            loops=[("trigger", self._trigger_loop), ("dispatch", self._dispatcher), ("reaper", self._reaper)],
+            loops=[
+                ("trigger", self._trigger_loop),
+                ("dispatch", self._dispatcher),
+                ("reaper", self._reaper),
+                ("alerts", self._alert_dispatcher),
+            ],
             clock_us=clock_us,
             claim_timeout_s=config.propose_timeout_s,
         )
@@ -59,6 +66,9 @@ class Node:
 
     def _reaper(self, term: LeaderTerm) -> Reaper:
         return Reaper(term, self.raftlog, self.config.propose_timeout_s)
+
+    def _alert_dispatcher(self, term: LeaderTerm) -> AlertDispatcher:
+        return AlertDispatcher(term, self.raftlog, self.config.alert_routes, self.config.propose_timeout_s)
 
     def current_dispatcher(self) -> Dispatcher | None:
         term = self.lifecycle.current
@@ -93,6 +103,7 @@ class Node:
             self.config.max_lease_wait_s,
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.workers, server)
+        ops_pb2_grpc.add_OpsServiceServicer_to_server(OpsServicer(self.raftlog, reader, self.clock_us, timeout_s), server)
         if server.add_insecure_port(self.config.me.grpc_address) == 0:
             raise OSError(f"cannot listen for gRPC on {self.config.me.grpc_address}")
         return server

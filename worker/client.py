@@ -33,6 +33,8 @@ from worker.api.v1 import (
     cluster_pb2_grpc,
     jobs_pb2,
     jobs_pb2_grpc,
+    ops_pb2,
+    ops_pb2_grpc,
     runs_pb2,
     runs_pb2_grpc,
     worker_pb2,
@@ -47,6 +49,7 @@ _SERVICES = {
     "RunService": (runs_pb2.DESCRIPTOR, runs_pb2_grpc.RunServiceStub),
     "ClusterService": (cluster_pb2.DESCRIPTOR, cluster_pb2_grpc.ClusterServiceStub),
     "WorkerService": (worker_pb2.DESCRIPTOR, worker_pb2_grpc.WorkerServiceStub),
+    "OpsService": (ops_pb2.DESCRIPTOR, ops_pb2_grpc.OpsServiceStub),
 }
 
 # Status codes after which the next node is tried.
@@ -166,6 +169,22 @@ class ClusterClient:
         self, request: jobs_pb2.TriggerJobRequest | None = None, /, **fields: Any
     ) -> jobs_pb2.TriggerJobResponse:
         return self._call("JobService", "TriggerJob", request, fields)
+
+    def kill_class(self, request: ops_pb2.KillClassRequest | None = None, /, **fields: Any) -> ops_pb2.KillClassResponse:
+        return self._call("OpsService", "KillClass", request, fields)
+
+    def revive_class(
+        self, request: ops_pb2.ReviveClassRequest | None = None, /, **fields: Any
+    ) -> ops_pb2.ReviveClassResponse:
+        return self._call("OpsService", "ReviveClass", request, fields)
+
+    def list_kills(self, request: ops_pb2.ListKillsRequest | None = None, /, **fields: Any) -> ops_pb2.ListKillsResponse:
+        return self._call("OpsService", "ListKills", request, fields)
+
+    def list_alerts(
+        self, request: ops_pb2.ListAlertsRequest | None = None, /, **fields: Any
+    ) -> ops_pb2.ListAlertsResponse:
+        return self._call("OpsService", "ListAlerts", request, fields)
 
     def backfill_job(
         self, request: jobs_pb2.BackfillJobRequest | None = None, /, **fields: Any

@@ -25,8 +25,12 @@ from scheduler.core.commands import (
     SetJobPaused,
     TriggerRun,
     BackfillRuns,
+    KillClass,
+    MarkAlertsDelivered,
+    ReviveClass,
 )
 from scheduler.core.manual import backfill_runs, trigger_run
+from scheduler.core.ops import kill_class, mark_alerts_delivered, revive_class
 from scheduler.core.execution import (
     complete_runs,
     expire_leases,
@@ -80,6 +84,9 @@ HANDLERS: dict[type, Handler] = {
     ClaimRuns: claim_runs,
     ReadBarrier: _no_change,
     AdvanceTime: _no_change,
+    KillClass: _with_request_memory(kill_class),
+    ReviveClass: _with_request_memory(revive_class),
+    MarkAlertsDelivered: mark_alerts_delivered,
     GrantLeases: grant_leases,
     ExtendLeases: extend_leases,
     CompleteRuns: complete_runs,

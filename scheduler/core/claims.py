@@ -5,7 +5,8 @@ from __future__ import annotations
 from scheduler.core import results as ev
 from scheduler.core.commands import ClaimRuns, SlotClaim
 from scheduler.core.execution import cancel_live_runs
-from scheduler.core.model import CLAIM_STATUSES, QUEUED, SKIPPED, Run, format_run_key
+from scheduler.core.alerts import LATE_ALERT_US, raise_alert
+from scheduler.core.model import CLAIM_STATUSES, MISSED, QUEUED, SECOND_US, SKIPPED, Run, format_run_key
 from scheduler.core.results import Result, rejected
 from scheduler.core.state import State
 
@@ -41,6 +42,16 @@ def _apply_overlap_policy(state: State, job, claim: SlotClaim) -> tuple[str, str
     return QUEUED, ""
 
 
+def _alert_on_claim(state: State, claim: SlotClaim, status: str, why: str) -> None:
+    if status == MISSED:
+        raise_alert(state, "missed", claim.job_id, claim.scheduled_us, why)
+    elif status == SKIPPED and why != "paused" and not why.startswith("killed"):
+        raise_alert(state, "skipped", claim.job_id, claim.scheduled_us, why)
+    elif status == QUEUED and state.now_us - claim.scheduled_us > LATE_ALERT_US:
+        late_s = (state.now_us - claim.scheduled_us) / SECOND_US
+        raise_alert(state, "late", claim.job_id, claim.scheduled_us, f"fired {late_s:.0f}s after its slot")
+
+
 def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.Event:
     if state.get_run(claim.job_id, claim.scheduled_us) is not None:
         return ev.RunAlreadyClaimed(claim.job_id, claim.scheduled_us)
@@ -51,11 +62,15 @@ def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.Event:
     if reason:
         return ev.ClaimOutOfPlan(claim.job_id, claim.scheduled_us, reason)
     status, why = claim.status, claim.reason
+    kill = state.kill_of(job.spec.job_class)
     if job.paused and status == QUEUED:
         # Decided here, not by the proposer, so a pause races with no claim.
         status, why = SKIPPED, "paused"
+    elif kill is not None and status == QUEUED:
+        status, why = SKIPPED, f"killed: {kill.reason} (by {kill.author})"
     if status == QUEUED:
         status, why = _apply_overlap_policy(state, job, claim)
+    _alert_on_claim(state, claim, status, why)
     state.add_run(
         Run(
             job_id=claim.job_id,

@@ -156,6 +156,31 @@ class BackfillRuns(_Command, frozen=True):
     interval_us: int
 
 
+class KillClass(_Command, frozen=True):
+    """Stop every job of a class from firing; queued runs are cancelled, running ones optionally."""
+
+    job_class: str
+    reason: str
+    author: str
+    request_id: str
+    until_us: int = 0
+    cancel_running: bool = False
+
+
+class ReviveClass(_Command, frozen=True):
+    job_class: str
+    author: str
+    request_id: str
+
+
+class MarkAlertsDelivered(_Command, frozen=True):
+    """The leader's alert dispatcher delivered these (at least once); stop retrying them."""
+
+    epoch: int
+    alert_ids: tuple[str, ...]
+    monotonic_us: int = 0
+
+
 class ReadBarrier(_Command, frozen=True):
     """Changes nothing: once applied locally, a read reflects every write committed before it."""
 
@@ -173,7 +198,10 @@ Command = (
     | TriggerRun
     | BackfillRuns
     | AdvanceTime
+    | KillClass
+    | ReviveClass
+    | MarkAlertsDelivered
 )
 
 # Commands stamped with the leader's epoch: the only ones that move replicated time.
-EPOCH_COMMANDS = (ClaimRuns, GrantLeases, ExpireLeases, AdvanceTime)
+EPOCH_COMMANDS = (ClaimRuns, GrantLeases, ExpireLeases, AdvanceTime, MarkAlertsDelivered)

@@ -10,6 +10,7 @@ from scheduler.core import results as ev
 from scheduler.core.commands import CompleteRuns, ExpireLeases, ExtendLeases, GrantLeases, LeaseRef, RunRef
 from scheduler.core.model import CANCELLED, FAILED, LEASED, QUEUED, SECOND_US, SUCCEEDED, TIMED_OUT, Attempt, Run
 from scheduler.core.results import Result, rejected
+from scheduler.core.alerts import raise_alert
 from scheduler.core.retry import end_run, retry_or_end
 from scheduler.core.state import State
 
@@ -26,6 +27,8 @@ def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int) -> ev.Ev
     job = state.jobs.get(ref.job_id)
     if job is None:
         return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "job_deleted")
+    if state.kill_of(job.spec.job_class) is not None:
+        return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "class_killed")
     if job.spec.overlap == "queue" and any(other.status == LEASED for other in state.live(ref.job_id)):
         return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "overlap_queue")
     busy = _resource_without_room(state, job.spec.uses)
@@ -117,6 +120,9 @@ def _complete_one(state: State, item) -> ev.Event:
     if fenced is not None:
         if run is not None and fenced.reason == "not_leased" and run.attempts and run.attempts[-1].outcome == item.outcome:
             return ev.CompletionRepeated(lease.job_id, lease.scheduled_us, lease.fencing_token)
+        if fenced.reason == "stale_token":
+            message = f"worker {item.worker_id} reported with stale token {lease.fencing_token}; outcome discarded"
+            raise_alert(state, "fenced", lease.job_id, lease.scheduled_us, message)
         return fenced
     if item.outcome not in (OUTCOME_SUCCESS, OUTCOME_FAILURE, OUTCOME_RETRY_LATER):
         return ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, "bad_outcome")

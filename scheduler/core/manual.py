@@ -16,6 +16,9 @@ def trigger_run(state: State, cmd: TriggerRun, index: int) -> Result:
     job = state.jobs.get(cmd.job_id)
     if job is None:
         return rejected(index, "not_found", f"job {cmd.job_id!r} does not exist")
+    kill = state.kill_of(job.spec.job_class)
+    if kill is not None:
+        return rejected(index, "class_killed", f"class {job.spec.job_class!r} is killed: {kill.reason}")
     if state.live_runs.get(cmd.job_id):
         if job.spec.overlap == "forbid":
             return rejected(index, "overlap_forbid", f"job {cmd.job_id!r} has a live run and overlap is forbid")

@@ -138,6 +138,43 @@ class Job(msgspec.Struct, forbid_unknown_fields=True):
     last_scheduled_us: int = 0
 
 
+class KillSwitch(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A job class stopped from firing, by whom, why and until when (0: until revived)."""
+
+    job_class: str
+    reason: str
+    author: str
+    killed_us: int
+    until_us: int = 0
+    cancel_running: bool = False
+
+    def active(self, now_us: int) -> bool:
+        return self.until_us == 0 or now_us < self.until_us
+
+
+class KillRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The audit trail of kill switches: who, when, why."""
+
+    action: str  # kill | revive
+    job_class: str
+    author: str
+    at_us: int
+    reason: str = ""
+    until_us: int = 0
+
+
+class Alert(msgspec.Struct, forbid_unknown_fields=True):
+    id: str  # kind:job@instant, also the delivery dedup key
+    kind: str
+    job_id: str
+    owner: str
+    job_class: str
+    scheduled_us: int
+    message: str
+    created_us: int
+    delivered_us: int = 0
+
+
 def format_run_key(job_id: str, scheduled_us: int) -> str:
     """A printable run key; the core never parses it back."""
     return f"{job_id}@{scheduled_us}"

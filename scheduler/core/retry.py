@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 from scheduler.core import results as ev
-from scheduler.core.model import FAILED, QUEUED, Job, RetryPolicy, Run
+from scheduler.core.alerts import raise_alert
+from scheduler.core.model import FAILED, QUEUED, TIMED_OUT, Job, RetryPolicy, Run
 from scheduler.core.state import State
 
 _NO_RETRY = RetryPolicy(max_attempts=1)
@@ -38,6 +39,8 @@ def end_run(state: State, run: Run, status: str, reason: str) -> ev.Event:
     job = state.jobs.get(run.job_id)
     if job is not None and job.last_scheduled_us == run.scheduled_us:
         job.last_status = status
+    if status in (FAILED, TIMED_OUT):
+        raise_alert(state, status, run.job_id, run.scheduled_us, reason)
     return ev.RunEnded(run.job_id, run.scheduled_us, status, reason)
 
 

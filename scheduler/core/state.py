@@ -10,7 +10,17 @@ import bisect
 
 import msgspec
 
-from scheduler.core.model import FINAL_STATUSES, LEASED, LIVE_STATUSES, Job, Resource, Run
+from scheduler.core.model import (
+    FINAL_STATUSES,
+    LEASED,
+    LIVE_STATUSES,
+    Alert,
+    Job,
+    KillRecord,
+    KillSwitch,
+    Resource,
+    Run,
+)
 from scheduler.core.results import Result
 
 # How many client request ids are remembered for deduplicating retried writes.
@@ -45,6 +55,11 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
     resources: dict[str, Resource] = msgspec.field(default_factory=dict)
     resource_leased: dict[str, int] = msgspec.field(default_factory=dict)
     resource_starts: dict[str, list[int]] = msgspec.field(default_factory=dict)
+    # Kill switches per job class, their audit trail, and alerts for owners.
+    kills: dict[str, KillSwitch] = msgspec.field(default_factory=dict)
+    kill_log: list[KillRecord] = msgspec.field(default_factory=list)
+    alerts: dict[str, Alert] = msgspec.field(default_factory=dict)
+    alert_order: list[str] = msgspec.field(default_factory=list)
     request_results: dict[str, Result] = msgspec.field(default_factory=dict)
     request_fifo: list[str] = msgspec.field(default_factory=list)
     run_count: int = 0
@@ -114,6 +129,10 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
         doomed_ids = {id(run) for run in doomed}
         job_runs[: len(window)] = [run for run in window if id(run) not in doomed_ids]
         self.run_count -= len(doomed)
+
+    def kill_of(self, job_class: str) -> KillSwitch | None:
+        kill = self.kills.get(job_class)
+        return kill if kill is not None and kill.active(self.now_us) else None
 
     def remember_request(self, request_id: str, result: Result) -> None:
         if not request_id:

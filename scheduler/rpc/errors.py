@@ -20,6 +20,7 @@ REJECTION_CODES: dict[str, grpc.StatusCode] = {
     "stale_plan": grpc.StatusCode.ABORTED,
     "stale_epoch": grpc.StatusCode.FAILED_PRECONDITION,
     "overlap_forbid": grpc.StatusCode.FAILED_PRECONDITION,
+    "class_killed": grpc.StatusCode.FAILED_PRECONDITION,
     "stale_term": grpc.StatusCode.FAILED_PRECONDITION,
     "internal_error": grpc.StatusCode.INTERNAL,
     "bad_command": grpc.StatusCode.INTERNAL,
