@@ -114,6 +114,37 @@ def test_claim_out_of_plan_changes_nothing(core: Core, bad, reason: str) -> None
     assert (job.cursor_us, job.next_due_us, job.last_status) == (cursor, due, "")
 
 
+def test_a_slot_after_replicated_now_cannot_be_claimed(core: Core) -> None:
+    # The leader's clock reads one microsecond before the slot.
+    result = core.claim_runs(claim("a", slot(1), slot(2)), issued_at_us=slot(1) - 1)
+    assert result.accepted and core.state.now_us == slot(1) - 1
+    assert result.events == (ClaimOutOfPlan("a", slot(1), "not_due_yet"),)
+    assert core.state.runs == {} and core.state.run_count == 0
+    job = core.state.jobs["a"]
+    assert (job.cursor_us, job.next_due_us) == (T0_US + 2 * SECOND_US, slot(1))
+    # At its instant it is due.
+    result = core.claim_runs(claim("a", slot(1), slot(2)), issued_at_us=slot(1))
+    assert result.events == (RunClaimed("a", slot(1), QUEUED, core.index),)
+
+
+def test_a_batch_is_claimed_up_to_replicated_now_and_the_rest_waits(core: Core) -> None:
+    result = core.claim_runs(*(claim("a", slot(k), slot(k + 1)) for k in (1, 2, 3)), issued_at_us=slot(2) + 5)
+    assert result.events == (
+        RunClaimed("a", slot(1), QUEUED, core.index),
+        RunClaimed("a", slot(2), QUEUED, core.index),
+        ClaimOutOfPlan("a", slot(3), "not_due_yet"),
+    )
+    job = core.state.jobs["a"]
+    assert (job.cursor_us, job.next_due_us) == (slot(2), slot(3))
+
+
+def test_a_spread_slot_is_claimed_at_its_nominal_instant(core: Core) -> None:
+    # The run key is nominal; spreading only delays when the claimed run becomes due.
+    result = core.claim_runs(claim("a", slot(1), slot(2), effective_us=slot(1) + 1234), issued_at_us=slot(1))
+    assert result.events == (RunClaimed("a", slot(1), QUEUED, core.index),)
+    assert core.state.get_run("a", slot(1)).effective_us == slot(1) + 1234
+
+
 def test_stale_spec_after_a_change(core: Core) -> None:
     core.apply_jobs((upsert(spec("a", owner="x"), expected_version=1),))
     result = core.claim_runs(claim("a", slot(1), slot(2), spec_version=1))
@@ -220,7 +251,8 @@ def test_readded_job_does_not_get_stuck_on_a_run_key_of_its_previous_incarnation
     for _ in range(4):
         job = core.state.jobs["a"]
         due = job.next_due_us
-        core.claim_runs(claim("a", due, due + TEN_S, spec_version=job.version), issued_at_us=slow + 1)
+        # The slow leader claims each slot once its own clock reaches it.
+        core.claim_runs(claim("a", due, due + TEN_S, spec_version=job.version), issued_at_us=max(slow + 1, due))
         job = core.state.jobs["a"]
         assert job.cursor_us >= due, f"slot {due} still owed after its claim: the job is stuck"
         assert job.next_due_us > due

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from scheduler.core import CodecError, State, apply, decode_command, decode_snapshot, encode_command
 from scheduler.core import encode_snapshot, state_digest
 from scheduler.core.commands import (
+    AdvanceTime,
     ApplyJobs,
     ClaimLeadership,
     ClaimRuns,
@@ -37,7 +38,7 @@ from scheduler.core.commands import (
 )
 from scheduler.core.model import SECOND_US, JobSpec, MisfirePolicy, RetryPolicy
 
-from tests.fakes import T0_US, spec
+from tests.fakes import T0_US, apply_checking_time, spec
 
 TEN_S = 10 * SECOND_US
 JOB_IDS = ("a", "b", "c")
@@ -65,12 +66,24 @@ def _slot_after(instant_us: int) -> int:
     return T0_US + ((instant_us - T0_US) // TEN_S + 1) * TEN_S
 
 
+# How far a follower's, a worker's or a client's clock is off the leader's.
+SKEWS = (0, 0, -30 * SECOND_US, 45 * SECOND_US, 3600 * SECOND_US)
+# A step of the leader's wall clock that its monotonic clock does not see.
+JUMPS = (0, 0, 0, 0, 600 * SECOND_US, -600 * SECOND_US)
+
+
 class Generator:
-    """Draws the next command for `state`, with a proposer clock that may jump backwards."""
+    """Draws the next command for `state`.
+
+    The leader has a wall clock that may be stepped back and forth and jump, and a
+    monotonic clock that only moves on; its epoch commands carry both. Commands from
+    followers, workers and clients carry their own, skewed, clocks.
+    """
 
     def __init__(self, data: st.DataObject) -> None:
         self.data = data
         self.clock_us = T0_US
+        self.mono_us = 5 * SECOND_US  # its own origin: unrelated to the wall clock
 
     def draw(self, strategy, label: str = ""):
         return self.data.draw(strategy, label=label or None)
@@ -86,7 +99,7 @@ class Generator:
             request_id="",
             upserts=tuple(JobUpsert(spec(job_id), 0, _slot_after(self.clock_us + 1)) for job_id in JOB_IDS),
         )
-        return [ClaimLeadership(issued_at_us=self.clock_us, node_id="n1", term=1), jobs]
+        return [ClaimLeadership(issued_at_us=self.clock_us, node_id="n1", term=1, monotonic_us=self.mono_us), jobs]
 
     def next_index(self, state: State) -> int:
         if self.draw(st.integers(0, 19)) == 0:
@@ -94,22 +107,31 @@ class Generator:
         return state.applied_index + self.draw(st.integers(1, 3))
 
     def command(self, state: State) -> Command:
-        self.clock_us += self.draw(st.integers(-30, 40)) * SECOND_US
+        step_us = self.draw(st.integers(-30, 40)) * SECOND_US
+        self.clock_us += step_us + self.draw(st.sampled_from(JUMPS), label="wall jump")
+        self.mono_us += max(step_us, 0)
         issued = self.clock_us
         kind = self.draw(
             st.sampled_from(
-                ("claim", "claim", "claim", "jobs", "jobs", "pause", "lead", "barrier")
+                ("claim", "claim", "claim", "jobs", "jobs", "pause", "lead", "barrier", "tick")
                 + ("grant", "grant", "extend", "complete", "complete", "expire")
             )
         )
         if kind == "lead":
             term = max(0, state.leader_term + self.draw(st.integers(-1, 2)))
-            return ClaimLeadership(issued_at_us=issued, node_id=self.draw(st.sampled_from(NODES)), term=term)
+            if term >= state.leader_term and self.draw(st.booleans()):
+                self.mono_us = self.draw(st.sampled_from((0, 3600 * SECOND_US)))  # another node's origin
+            node = self.draw(st.sampled_from(NODES))
+            return ClaimLeadership(issued_at_us=issued, node_id=node, term=term, monotonic_us=self.mono_us)
+        if kind == "tick":
+            return AdvanceTime(issued_at_us=issued, epoch=self.epoch(state), monotonic_us=self.mono_us)
+        # Everything below but claims, grants and expiries comes from a node other than the leader.
+        skewed = issued + self.draw(st.sampled_from(SKEWS), label="skew")
         if kind == "barrier":
-            return ReadBarrier(issued_at_us=issued)
+            return ReadBarrier(issued_at_us=skewed)
         if kind == "pause":
             return SetJobPaused(
-                issued_at_us=issued,
+                issued_at_us=skewed,
                 job_id=self.draw(st.sampled_from(JOB_IDS + ("ghost",))),
                 paused=self.draw(st.booleans()),
                 author="op",
@@ -117,13 +139,13 @@ class Generator:
                 request_id=self.draw(st.sampled_from(REQUEST_IDS)),
             )
         if kind == "jobs":
-            return self.apply_jobs(state, issued)
+            return self.apply_jobs(state, skewed)
         if kind == "grant":
             return self.grant_leases(state, issued)
         if kind == "extend":
-            return ExtendLeases(issued_at_us=issued, leases=tuple(self.lease_refs(state)))
+            return ExtendLeases(issued_at_us=skewed, leases=tuple(self.lease_refs(state)))
         if kind == "complete":
-            return self.complete_runs(state, issued)
+            return self.complete_runs(state, skewed)
         if kind == "expire":
             return self.expire_leases(state, issued)
         return self.claim_runs(state, issued)
@@ -147,7 +169,14 @@ class Generator:
         refs = self.pick(queued, [RunRef("a", _slot_after(issued)), RunRef("ghost", T0_US)])
         ttl = self.draw(st.sampled_from((30 * SECOND_US, 30 * SECOND_US, 5 * SECOND_US, 0)))
         worker = self.draw(st.sampled_from(("w1", "w2")))
-        return GrantLeases(issued_at_us=issued, epoch=self.epoch(state), worker_id=worker, lease_ttl_us=ttl, grants=tuple(refs))
+        return GrantLeases(
+            issued_at_us=issued,
+            epoch=self.epoch(state),
+            worker_id=worker,
+            lease_ttl_us=ttl,
+            grants=tuple(refs),
+            monotonic_us=self.mono_us,
+        )
 
     def lease_refs(self, state: State) -> list[LeaseRef]:
         current = [LeaseRef(run.job_id, run.scheduled_us, run.fencing_token) for run in self.runs_with(state, ("leased",))]
@@ -178,7 +207,7 @@ class Generator:
             Expiry(ref, self.draw(st.sampled_from(EXPIRY_REASONS)), self.draw(st.sampled_from((0, 999_999))))
             for ref in self.lease_refs(state)
         ]
-        return ExpireLeases(issued_at_us=issued, epoch=self.epoch(state), expiries=tuple(expiries))
+        return ExpireLeases(issued_at_us=issued, epoch=self.epoch(state), expiries=tuple(expiries), monotonic_us=self.mono_us)
 
     def apply_jobs(self, state: State, issued: int) -> ApplyJobs:
         upserts = []
@@ -231,7 +260,12 @@ class Generator:
             claims.append(SlotClaim(job_id, due, next_due, version, status, reason, effective))
             if job_id in planned:
                 planned[job_id] = (next_due, version)
-        return ClaimRuns(issued_at_us=issued, epoch=self.epoch(state), claims=tuple(claims))
+        latest_us = max(claim.scheduled_us for claim in claims)
+        if latest_us > issued and self.draw(st.booleans()):
+            # The leader waits until its plan is due: both of its clocks move on.
+            self.mono_us += latest_us - issued
+            self.clock_us = issued = latest_us
+        return ClaimRuns(issued_at_us=issued, epoch=self.epoch(state), claims=tuple(claims), monotonic_us=self.mono_us)
 
 
 @PROPERTY_SETTINGS
@@ -248,7 +282,7 @@ def test_replicas_applying_the_same_log_agree(data: st.DataObject) -> None:
         entry = encode_command(command)
         assert decode_command(entry) == command
         log.append((entry, index))
-        results.append(apply(leader_view, command, index))
+        results.append(apply_checking_time(leader_view, command, index))
     follower = State()
     for (entry, index), expected in zip(log, results):
         assert apply(follower, decode_command(entry), index) == expected
@@ -331,7 +365,8 @@ slot_claims = st.builds(
 )
 lease_refs = st.builds(LeaseRef, job_id=job_ids, scheduled_us=instants, fencing_token=small_ints | ints)
 arbitrary_commands = st.one_of(
-    st.builds(ClaimLeadership, issued_at_us=instants, node_id=texts, term=small_ints | ints),
+    st.builds(ClaimLeadership, issued_at_us=instants, node_id=texts, term=small_ints | ints, monotonic_us=instants),
+    st.builds(AdvanceTime, issued_at_us=instants, epoch=small_ints | ints, monotonic_us=instants),
     st.builds(
         ApplyJobs,
         issued_at_us=instants,
@@ -351,7 +386,13 @@ arbitrary_commands = st.one_of(
         reason=texts,
         request_id=st.sampled_from(REQUEST_IDS) | texts,
     ),
-    st.builds(ClaimRuns, issued_at_us=instants, epoch=small_ints | ints, claims=st.lists(slot_claims, max_size=4).map(tuple)),
+    st.builds(
+        ClaimRuns,
+        issued_at_us=instants,
+        epoch=small_ints | ints,
+        claims=st.lists(slot_claims, max_size=4).map(tuple),
+        monotonic_us=instants,
+    ),
     st.builds(ReadBarrier, issued_at_us=instants),
     st.builds(
         GrantLeases,
@@ -360,6 +401,7 @@ arbitrary_commands = st.one_of(
         worker_id=texts,
         lease_ttl_us=instants,
         grants=st.lists(st.builds(RunRef, job_id=job_ids, scheduled_us=instants), max_size=3).map(tuple),
+        monotonic_us=instants,
     ),
     st.builds(ExtendLeases, issued_at_us=instants, leases=st.lists(lease_refs, max_size=3).map(tuple)),
     st.builds(
@@ -388,6 +430,7 @@ arbitrary_commands = st.one_of(
             st.builds(Expiry, lease=lease_refs, reason=st.sampled_from(EXPIRY_REASONS) | texts, jitter_ppm=ints),
             max_size=3,
         ).map(tuple),
+        monotonic_us=instants,
     ),
 )
 
@@ -408,7 +451,7 @@ def test_apply_never_raises_for_a_decodable_command(data: st.DataObject, entries
     state = _seeded_state(data)
     for command, index in entries:
         decoded = decode_command(encode_command(command))
-        result = apply(state, decoded, index)
+        result = apply_checking_time(state, decoded, index)
         # Its own index, or the index of the first answer to a repeated request id.
         assert result.index == index or result.index in {r.index for r in state.request_results.values()}
         # Whatever it accepted, the state still encodes and restores.
@@ -469,17 +512,38 @@ def test_apply_never_raises_for_extreme_retry_policies(multiplier: float) -> Non
     def run(command: Command):
         nonlocal index
         index += 1
-        return apply(state, command, index)
+        return apply_checking_time(state, command, index)
 
-    run(ClaimLeadership(issued_at_us=T0_US, node_id="n1", term=1))
+    # The leader's monotonic clock reads the same as its wall clock: no reading is clamped.
+    run(ClaimLeadership(issued_at_us=T0_US, node_id="n1", term=1, monotonic_us=T0_US))
     policy = RetryPolicy(max_attempts=5, backoff_multiplier=multiplier)
     run(ApplyJobs(issued_at_us=T0_US + 1, author="a", request_id="", upserts=(JobUpsert(spec("a", retry=policy), 0, T0_US + TEN_S),)))
-    run(ClaimRuns(issued_at_us=T0_US + TEN_S, epoch=1, claims=(SlotClaim("a", T0_US + TEN_S, T0_US + 2 * TEN_S, 1),)))
+    claimed = run(
+        ClaimRuns(
+            issued_at_us=T0_US + TEN_S,
+            epoch=1,
+            claims=(SlotClaim("a", T0_US + TEN_S, T0_US + 2 * TEN_S, 1),),
+            monotonic_us=T0_US + TEN_S,
+        )
+    )
+    assert claimed.events[0].__class__.__name__ == "RunClaimed", claimed
     for attempt in range(1, 4):
-        now = state.now_us + 1
         run_record = state.get_run("a", T0_US + TEN_S)
-        at = max(now, run_record.not_before_us)
-        granted = run(GrantLeases(issued_at_us=at, epoch=1, worker_id="w", lease_ttl_us=30 * SECOND_US, grants=(RunRef("a", T0_US + TEN_S),)))
+        # The leader's clock ticks past the retry's backoff before it grants again.
+        at = max(state.now_us + 1, run_record.not_before_us)
+        assert run(AdvanceTime(issued_at_us=at, epoch=1, monotonic_us=at)).accepted
+        assert state.now_us == at
+        granted = run(
+            GrantLeases(
+                issued_at_us=at,
+                epoch=1,
+                worker_id="w",
+                lease_ttl_us=30 * SECOND_US,
+                grants=(RunRef("a", T0_US + TEN_S),),
+                monotonic_us=at,
+            )
+        )
+        assert granted.events[0].__class__.__name__ == "LeaseGranted", (attempt, granted)
         token = granted.events[0].fencing_token
         failed = CompleteRuns(issued_at_us=at + 1, completions=(Completion(LeaseRef("a", T0_US + TEN_S, token), "w", "failure"),))
         result = run(failed)  # must return, never raise

@@ -61,7 +61,8 @@ def test_nothing_is_due_one_microsecond_before_the_next_slot() -> None:
 
 
 def test_the_next_slot_is_due_exactly_at_its_instant() -> None:
-    assert plan_due_slots(make_job(), slot(1), 100) == [SlotClaim("a", slot(1), slot(2), 3, QUEUED, "")]
+    # Not spread (no herd window): the run becomes due at its nominal instant.
+    assert plan_due_slots(make_job(), slot(1), 100) == [SlotClaim("a", slot(1), slot(2), 3, QUEUED, "", slot(1))]
 
 
 def test_due_slots_chain_next_due_exactly() -> None:
@@ -138,17 +139,41 @@ def test_one_microsecond_past_the_grace_applies_the_policy(policy: str, status: 
 )
 def test_late_slot_reasons(policy: str, status: str, reason: str) -> None:
     job = make_job(policy=policy)
-    assert slot_outcome(job, slot(1), slot(1) + 30 * SECOND_US, late_fired=0) == (status, reason)
+    assert slot_outcome(job, schedule_for(job.spec), slot(1), slot(1) + 30 * SECOND_US) == (status, reason)
 
 
-def test_catch_up_fires_the_oldest_late_slots_up_to_the_cap_then_records_them_missed() -> None:
+def test_a_catch_up_slot_older_than_the_cap_is_missed_with_its_reason() -> None:
+    job = make_job(policy="catch_up", max_catch_up=2)
+    schedule = schedule_for(job.spec)
+    # At slot(4) + 30 s, slots 1..4 are late: 2 and 3 follow slot(1), 4 is the most recent.
+    now = slot(4) + 30 * SECOND_US
+    assert slot_outcome(job, schedule, slot(1), now) == (
+        MISSED,
+        "found 60s late, beyond the 25s grace; older than the 2 most recent late slots caught up",
+    )
+    assert slot_outcome(job, schedule, slot(2), now)[0] == MISSED
+    assert slot_outcome(job, schedule, slot(3), now) == (QUEUED, "")
+    assert slot_outcome(job, schedule, slot(4), now) == (QUEUED, "")
+
+
+def test_catch_up_fires_the_most_recent_late_slots_up_to_the_cap_and_records_older_ones_missed() -> None:
     claims = plan_due_slots(make_job(policy="catch_up", max_catch_up=2), slot(10), 100)
     statuses = [(k, c.status) for k, c in zip(range(1, 11), claims)]
     # slots 1..7 are 90..30 s late (beyond the 25 s grace); 8..10 are within it.
-    fired, missed = [(1, QUEUED), (2, QUEUED)], [(k, MISSED) for k in range(3, 8)]
-    assert statuses == fired + missed + [(k, QUEUED) for k in (8, 9, 10)]
-    assert claims[2].reason == "found 70s late, beyond the 25s grace; catch_up cap of 2 reached"
+    missed, fired = [(k, MISSED) for k in range(1, 6)], [(6, QUEUED), (7, QUEUED)]
+    assert statuses == missed + fired + [(k, QUEUED) for k in (8, 9, 10)]
+    assert [c.reason for c in claims[:5]] == [
+        f"found {late}s late, beyond the 25s grace; older than the 2 most recent late slots caught up"
+        for late in (90, 80, 70, 60, 50)
+    ]
     assert all(c.reason == "" for c in claims if c.status == QUEUED)
+
+
+def test_a_slot_exactly_at_the_grace_is_not_one_of_the_late_slots_caught_up() -> None:
+    # At slot(7) + 25 s, slot(7) is on time (exactly at the grace): the late slots are 1..6.
+    claims = plan_due_slots(make_job(policy="catch_up", max_catch_up=1), slot(7) + GRACE, 100)
+    assert [c.status for c in claims] == [MISSED] * 5 + [QUEUED, QUEUED, QUEUED, QUEUED]
+    assert [c.scheduled_us for c in claims] == [slot(k) for k in range(1, 10)]
 
 
 def test_catch_up_with_a_cap_of_zero_fires_no_late_slot() -> None:
@@ -161,23 +186,22 @@ def test_with_zero_grace_only_the_slot_at_now_is_on_time() -> None:
     assert [c.status for c in claims] == [SKIPPED, SKIPPED, QUEUED]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="catch_up counts fired late slots per planning pass: when an outage spans more slots "
-    "than max_slots (MAX_SLOTS_PER_JOB_PASS in the trigger loop), every further pass fires up to "
-    "max_catch_up late slots again, so more than max_catch_up missed slots are fired",
-)
 def test_the_catch_up_cap_holds_across_passes_of_one_outage() -> None:
+    # An outage longer than one pass plans (max_slots): the passes together decide as one pass.
     now = slot(20)
     job = make_job(policy="catch_up", max_catch_up=2)
-    fired_late = 0
+    planned: list[SlotClaim] = []
     while True:
         claims = plan_due_slots(job, now, 3)
         if not claims:
             break
-        fired_late += sum(c.status == QUEUED and now - c.scheduled_us > GRACE for c in claims)
+        planned += claims
         job = chained(job, claims)
-    assert fired_late == 2
+    assert planned == plan_due_slots(make_job(policy="catch_up", max_catch_up=2), now, 100)
+    fired_late = [c.scheduled_us for c in planned if c.status == QUEUED and now - c.scheduled_us > GRACE]
+    # slots 1..17 are late (slot 18 is 20 s old): the two most recent of them fire.
+    assert fired_late == [slot(16), slot(17)]
+    assert [c.status for c in planned[:15]] == [MISSED] * 15
 
 
 def test_planned_claims_are_accepted_by_the_core_and_nothing_is_planned_twice() -> None:
