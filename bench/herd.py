@@ -1,0 +1,310 @@
+"""Thundering herd: 20,000 jobs due at one round instant, pinned, spread, and behind a budget.
+
+    python -m bench herd            # pinned N=20,000 x 3 reps, spread N=20,000 over 60 s, budget N=3,000
+    python -m bench herd --quick    # pinned 2,000 x 1, spread 2,000 over 20 s, budget 500; no plot
+
+Every variant runs on its own 3-node cluster with 4 worker processes (the SDK's Worker,
+concurrency 64) started before the instant T (the next whole second after the jobs are applied,
+written as a 6-field schedule `S M H D MON *`, the same shape as `0 2 * * *` at a near instant).
+
+- **pinned** (`jitter: pinned`): the time from T until the leader's state holds all N run keys
+  (its Status polled every 10 ms), and the peak fires per second, a fire being a granted lease
+  (the attempt's `started_at`, the leader's clock in the GrantLeases command).
+- **spread** (explicit `jitter: 60s` window; `auto` only spreads schedules at minute 0 of an
+  hour, which a benchmark cannot wait for): the peak fires per second, and that every job still
+  fired exactly once.
+- **budget** (`resources: {db: {max_concurrent: 20, max_starts_per_s: 50}}`, jobs
+  `uses: [db]`, handler sleeps 0.4 s so both limits are reached): from the run records, the most
+  attempts open at once ([started_at, finished_at) in replicated time) and the most starts in any
+  1-second window (sliding, at every start), and that every run succeeded with one attempt.
+  Also the Raft entries appended per granted lease (grants refused for lack of room cost entries).
+
+Checks (exit 1): one run per job, every run SUCCEEDED with exactly one attempt, budget held,
+replica digests equal, no CRITICAL or "truncating already-applied" line in node logs.
+Output: bench/out/herd.json and, without --quick, bench/out/herd.png (fires per second).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+
+from bench.common import (
+    PortAllocator,
+    fmt,
+    load_average,
+    local_cluster_ports,
+    machine_info,
+    median,
+    print_table,
+    raise_on_sigterm,
+    write_json,
+)
+from bench.harness import (
+    StatusPoller,
+    WorkerFleet,
+    apply_specs,
+    bench_cluster,
+    code_info,
+    instant_ahead,
+    list_runs,
+    log,
+    max_concurrent,
+    max_in_window,
+    ts_s,
+    yearly_schedule,
+)
+from scheduler.core.model import JobSpec, Resource
+from worker.api.v1 import common_pb2
+
+WORKERS, CONCURRENCY = 4, 64
+BUDGET = Resource("db", max_concurrent=20, max_starts_per_s=50)
+BUDGET_SLEEP_S = 0.4
+
+
+def make_specs(prefix: str, n: int, schedule: str, target: str, jitter: str, uses=(), payload="") -> list[JobSpec]:
+    return [
+        JobSpec(id=f"{prefix}-{i:06d}", schedule=schedule, target_kind="handler", target=target, jitter=jitter,
+                uses=tuple(uses), payload_json=payload)
+        for i in range(n)
+    ]
+
+
+def run_variant(cluster, client, fleet, poller, variant: str, n: int, jitter: str, target: str, uses=(), payload="",
+                resources=(), cap_s: float = 240.0, expect_s: float = 0.0) -> dict:
+    """Apply n jobs due at a near T, wait for every run to succeed, read the records back."""
+    out: dict = {"variant": variant, "jobs": n, "jitter": jitter, "problems": []}
+    far = instant_ahead(180 * 86400)
+    apply_s = apply_specs(client, make_specs(variant, n, yearly_schedule(far), target, jitter, uses, payload), list(resources))
+    at = instant_ahead(max(5.0, 2 * apply_s + 3))
+    apply_specs(client, make_specs(variant, n, yearly_schedule(at), target, jitter, uses, payload))
+    T = at.timestamp()
+    out["T"] = at.isoformat()
+    baseline = poller.snapshot()[-1][2]
+    log(f"{variant}: {n} jobs due at {at:%H:%M:%S}Z ({T - time.time():.1f}s ahead), jitter {jitter}")
+    done_before = sum(len(s["completes_ok"]) for s in fleet.stats())
+    deadline = T + max(cap_s, expect_s + 60)
+    while time.time() < deadline:
+        time.sleep(0.5)
+        if time.time() > T and sum(len(s["completes_ok"]) for s in fleet.stats()) - done_before >= n:
+            break
+    else:
+        out["problems"].append(f"{variant}: not every run completed within {deadline - T:.0f}s of T")
+    time.sleep(1.0)
+    after = poller.snapshot()[-1][2]
+    claimed_at = poller.time_when(lambda s: s.run_count - baseline.run_count >= n)
+    out["s_T_to_all_claimed"] = claimed_at - T if claimed_at else None
+    first = poller.time_when(lambda s: s.run_count > baseline.run_count)
+    out["ms_T_to_first_claim"] = (first - T) * 1000 if first else None
+    out["raft_entries"] = after.commit_index - baseline.commit_index
+    runs = list_runs(client, at, at + timedelta(seconds=1))
+    ids = Counter(r.job_id for r in runs)
+    statuses = Counter(common_pb2.RunStatus.Name(r.status) for r in runs)
+    attempts = Counter(len(r.attempts) for r in runs)
+    out.update(runs=len(runs), distinct_jobs=len(ids), statuses=dict(statuses), attempts=dict(attempts),
+               fired_once=sum(1 for r in runs if len(r.attempts) == 1 and r.status == common_pb2.SUCCEEDED))
+    if len(runs) != n or len(ids) != n or set(statuses) != {"SUCCEEDED"} or set(attempts) != {1}:
+        out["problems"].append(
+            f"{variant}: {len(runs)} runs for {n} jobs ({len(ids)} distinct), statuses {dict(statuses)}, "
+            f"attempts per run {dict(attempts)}"
+        )
+    starts = [ts_s(r.attempts[0].started_at) for r in runs if r.attempts]
+    ends = [ts_s(r.attempts[0].finished_at) for r in runs if r.attempts and r.attempts[0].finished_at.seconds]
+    fires = Counter(int(s - T) for s in starts)
+    out["fires_per_second"] = {str(k): v for k, v in sorted(fires.items())}
+    out["peak_fires_per_s"] = max(fires.values(), default=0)
+    out["peak_fires_any_1s_window"] = max_in_window(starts, 1.0)
+    out["s_T_to_last_fire"] = max(starts) - T if starts else None
+    out["s_T_to_last_done"] = max(ends) - T if ends else None
+    out["leases_per_raft_entry"] = len(starts) / out["raft_entries"] if out["raft_entries"] else None
+    effective = [ts_s(r.effective_at) - T for r in runs if r.effective_at.seconds]
+    out["effective_offset_s"] = {"min": min(effective, default=None), "max": max(effective, default=None)}
+    lateness = [(s - (ts_s(r.effective_at) or T)) * 1000 for s, r in zip(starts, runs)]
+    out["fire_after_effective_ms_p50"] = median(lateness)
+    if uses:
+        intervals = [(ts_s(r.attempts[0].started_at), ts_s(r.attempts[0].finished_at)) for r in runs
+                     if r.attempts and r.attempts[0].finished_at.seconds]
+        out["budget_max_concurrent"] = max_concurrent(intervals)
+        out["budget_max_starts_any_1s"] = max_in_window(starts, 1.0)
+        if out["budget_max_concurrent"] > BUDGET.max_concurrent or out["budget_max_starts_any_1s"] > BUDGET.max_starts_per_s:
+            out["problems"].append(
+                f"{variant}: budget exceeded: {out['budget_max_concurrent']} concurrent (max {BUDGET.max_concurrent}), "
+                f"{out['budget_max_starts_any_1s']} starts in one second (max {BUDGET.max_starts_per_s})"
+            )
+    log(
+        f"{variant}: all claimed {fmt(out['s_T_to_all_claimed'])}s after T; peak {out['peak_fires_per_s']} fires/s; "
+        f"last fire {fmt(out['s_T_to_last_fire'])}s after T; {out['raft_entries']} Raft entries"
+        + (f"; budget: max {out['budget_max_concurrent']} concurrent, {out['budget_max_starts_any_1s']} starts/1s" if uses else "")
+    )
+    return out
+
+
+def run_cluster(root: Path, port_base: int, name: str, plans: list[dict], max_life_s: float) -> dict:
+    result: dict = {"problems": [], "variants": [], "load_before": load_average()}
+    with bench_cluster(root, port_base, out=result, name=name) as cluster:
+        client = cluster.client(timeout_s=60.0)
+        fleet = WorkerFleet(cluster, root / f"{name}-workers-{port_base}")
+        poller = None
+        try:
+            targets = ",".join(sorted({p["target"] for p in plans}))
+            fleet.start(WORKERS, CONCURRENCY, targets, max_life_s=max_life_s)
+            fleet.wait_ready(60)
+            leader = cluster.leader() or result["leader_at_start"]
+            poller = StatusPoller(cluster, leader, period_s=0.01, max_s=max_life_s).start()
+            time.sleep(0.2)
+            for plan in plans:
+                variant = run_variant(cluster, client, fleet, poller, **plan)
+                result["variants"].append(variant)
+                result["problems"] += variant["problems"]
+        finally:
+            if poller is not None:
+                poller.stop()
+            fleet.stop()
+            client.close()
+            bad = fleet.log_problems()
+            if bad:
+                result["problems"].append(f"{name}: worker logs: {bad[:2]}")
+    result["load_after"] = load_average()
+    return result
+
+
+def plot(report: dict, path: Path) -> str | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed: no plot (pip install matplotlib)"
+    variants = [v for part in report["clusters"] for v in part["variants"]]
+    shown = {}
+    for v in variants:
+        shown.setdefault(v["variant"].split("-")[0], v)  # first repetition of each kind
+    fig, axes = plt.subplots(len(shown), 1, figsize=(10, 3 * len(shown)), squeeze=False)
+    for ax, (kind, v) in zip(axes[:, 0], shown.items()):
+        seconds = sorted(int(k) for k in v["fires_per_second"])
+        if not seconds:
+            continue
+        xs = list(range(min(0, seconds[0]), seconds[-1] + 1))
+        ys = [v["fires_per_second"].get(str(x), 0) for x in xs]
+        ax.bar(xs, ys, width=1.0, align="edge", color="tab:blue")
+        title = f"{kind}: {v['jobs']:,} jobs, jitter {v['jitter']}, peak {v['peak_fires_per_s']}/s"
+        if "budget_max_concurrent" in v:
+            title += f", budget 20 concurrent / 50 per s: max {v['budget_max_concurrent']} / {v['budget_max_starts_any_1s']}"
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("seconds after the nominal instant T")
+        ax.set_ylabel("fires (leases granted) / s")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench herd", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--jobs", type=int, help="pinned and spread herd size (20,000; 2,000 with --quick)")
+    parser.add_argument("--reps", type=int, help="pinned repetitions (3; 1 with --quick)")
+    parser.add_argument("--window", default=None, help="explicit jitter window of the spread variant (60s; 20s quick)")
+    parser.add_argument("--budget-jobs", type=int, help="jobs behind the budget (3,000; 500 with --quick)")
+    parser.add_argument("--variants", default="pinned,spread,budget")
+    parser.add_argument("--port-base", type=int, default=7800)
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    n = args.jobs or (2_000 if quick else 20_000)
+    reps = args.reps or (1 if quick else 3)
+    window = args.window or ("20s" if quick else "60s")
+    nb = args.budget_jobs or (500 if quick else 3_000)
+    variants = set(args.variants.split(","))
+    raise_on_sigterm()
+    root = Path(tempfile.mkdtemp(prefix="raftcron-bench-herd-"))
+    ports = PortAllocator(args.port_base, step=10, limit=100)
+    report: dict = {
+        "benchmark": "herd", "mode": "quick" if quick else "full",
+        "command": "python -m bench herd" + (" --quick" if quick else ""),
+        "machine": machine_info(), "code": code_info(), "clusters": [], "problems": [],
+        "workers": WORKERS, "concurrency": CONCURRENCY,
+    }
+    interrupted = False
+    window_s = float(window.rstrip("s"))
+    try:
+        if "pinned" in variants:
+            plans = [dict(variant=f"pinned-r{r + 1}", n=n, jitter="pinned", target="bench.noop") for r in range(reps)]
+            report["clusters"].append(run_cluster(root, ports.take(local_cluster_ports), "pinned", plans, 900))
+        if "spread" in variants:
+            plans = [dict(variant="spread", n=n, jitter=window, target="bench.noop", expect_s=window_s)]
+            report["clusters"].append(run_cluster(root, ports.take(local_cluster_ports), "spread", plans, 900))
+        if "budget" in variants:
+            plans = [dict(variant="budget", n=nb, jitter="pinned", target="bench.sleep", uses=["db"],
+                          payload=f'{{"sleep_s": {BUDGET_SLEEP_S}}}', resources=[BUDGET],
+                          expect_s=nb / BUDGET.max_starts_per_s)]
+            report["clusters"].append(run_cluster(root, ports.take(local_cluster_ports), "budget", plans, 900))
+    except KeyboardInterrupt:
+        interrupted = True
+        log("interrupted: every cluster and worker was stopped")
+    except Exception as exc:
+        report["problems"].append(f"herd: {exc!r}")
+        log(traceback.format_exc())
+    for part in report["clusters"]:
+        report["problems"] += part["problems"]
+    rows = summarize(report)
+    report["table"] = print_table(["figure", "median", "runs"], rows,
+                                  title=f"herd: 3 nodes + {WORKERS} workers x {CONCURRENCY} on loopback")
+    report["summary"] = {r[0]: r[1] for r in rows}
+    if not quick and report["clusters"]:
+        png = Path(__file__).resolve().parent / "out" / "herd.png"
+        png.parent.mkdir(exist_ok=True)
+        note = plot(report, png)
+        report["plot"] = note or str(png)
+        log(note or f"plot: {png}")
+    path = write_json("herd.json", report)
+    log(f"wrote {path}")
+    problems = report["problems"]
+    if problems:
+        print("\nFAILED checks:", *(f"  - {p}" for p in problems), sep="\n", file=sys.stderr)
+    if problems or interrupted or args.keep:
+        log(f"data directories and logs kept under {root}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+    return 130 if interrupted else (1 if problems else 0)
+
+
+def summarize(report: dict) -> list[list]:
+    by_kind: dict[str, list[dict]] = {}
+    for part in report["clusters"]:
+        for v in part["variants"]:
+            by_kind.setdefault(v["variant"].split("-")[0], []).append(v)
+    rows = []
+
+    def add(label, key, kind):
+        values = [v.get(key) for v in by_kind.get(kind, []) if v.get(key) is not None]
+        if values:
+            rows.append([label, median(values), " ".join(fmt(x) for x in values)])
+
+    for kind, vs in by_kind.items():
+        head = f"{kind} (N={vs[0]['jobs']:,}, jitter {vs[0]['jitter']}" + (", uses db" if kind == "budget" else "") + ")"
+        rows.append([head, "", ""])
+        add("  s from T to every run key claimed", "s_T_to_all_claimed", kind)
+        add("  ms from T to first claim", "ms_T_to_first_claim", kind)
+        add("  peak fires/s (whole seconds after T)", "peak_fires_per_s", kind)
+        add("  peak fires in any 1 s window", "peak_fires_any_1s_window", kind)
+        add("  s from T to last fire", "s_T_to_last_fire", kind)
+        add("  s from T to last completion", "s_T_to_last_done", kind)
+        add("  runs fired exactly once and succeeded (of N)", "fired_once", kind)
+        add("  leases granted per Raft entry", "leases_per_raft_entry", kind)
+        if kind == "budget":
+            add("  most attempts open at once (budget 20)", "budget_max_concurrent", kind)
+            add("  most starts in any 1 s (budget 50)", "budget_max_starts_any_1s", kind)
+    return rows
+
+
+if __name__ == "__main__":
+    sys.exit(main())
