@@ -1,0 +1,417 @@
+"""Scale: memory per node with many jobs and many runs, restart time, compaction, and next-fire
+planning for 100,000 jobs against croniter called naively.
+
+    python -m bench scale            # 100,000 jobs; 100 x 10,000 backfilled runs (1,000,000)
+    python -m bench scale --quick    # 20,000 jobs; 10 x 10,000 runs
+
+One 3-node cluster with `raft.compaction_min_entries` lowered (1,000) so a compaction can be
+provoked; a thread watches every node's `raft.dump.tmp` (pysyncobj writes the snapshot there,
+in a forked child, then renames it) every 5 ms, so each compaction's duration is known.
+
+1. **memory, jobs**: RSS (VmRSS) of each node when idle, then after applying N jobs (daily
+   schedules with distinct minute/hour, 5 time zones, far from firing; 2,000 per ApplyJobs).
+2. **memory, runs**: 100 jobs `* * * * * *`, each backfilled with 10,000 past slots
+   (BackfillJob, the largest one call takes): 1,000,000 run records, QUEUED (backfilled runs
+   wait for a worker; none runs here). They are live runs, not the finished runs that
+   RUNS_RETAINED_PER_JOB (1,000 per job) keeps: a state with 1,000,000 *finished* retained runs
+   needs 1,000 jobs x 1,000 completed runs, which at the measured execution rate takes longer than
+   this benchmark may run. A finished run also holds an Attempt record; see RESULTS.md.
+3. **restart**: a follower is SIGKILLed and started again: time until its gRPC answers, until
+   it has applied the leader's commit index at restart, and until it is ready.
+4. **compaction**: sequential TriggerJob calls (one entry each; their latency is the probe) plus
+   4 threads of TriggerJob push the log past the threshold; for each node the compaction's
+   duration, the snapshot size, and whether the Raft term changed (an election); the probe's
+   slowest commit during the compaction shows how long the leader's tick stalled (fork).
+5. **planning** (in this process, no cluster): the first next fire after now for 100,000 job
+   specs per expression kind and time zone, through `scheduler.leader.planner.first_due_after`
+   (compiled schedules, memoized; caches cleared before each measurement) and through
+   `croniter(expr, now_in_zone).get_next(datetime)` per job (naive: an iterator per job), on
+   10,000 of the same specs, scaled to 100,000.
+
+Checks (exit 1): replica digests equal, no CRITICAL or "truncating already-applied" line.
+Output: bench/out/scale.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from bench.common import (
+    PortAllocator,
+    fmt,
+    load_average,
+    local_cluster_ports,
+    machine_info,
+    median,
+    print_table,
+    raise_on_sigterm,
+    write_json,
+)
+from bench.harness import apply_specs, bench_cluster, code_info, log, rss_kib, ts
+from scheduler.core.model import JobSpec
+
+ZONES = ["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata", "Australia/Sydney"]
+COMPACTION_MIN_ENTRIES = 1_000
+
+
+class DumpWatcher:
+    """Polls each node's raft.dump.tmp: (node, appeared, vanished, dump size) per compaction."""
+
+    def __init__(self, cluster) -> None:
+        self._paths = {m.node_id: m.config_path.parent / "raft" / "raft.dump.tmp" for m in cluster.members}
+        self._dumps = {m.node_id: m.config_path.parent / "raft" / "raft.dump" for m in cluster.members}
+        self.events: list[dict] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> DumpWatcher:
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        open_since: dict[str, float] = {}
+        stop_at = time.monotonic() + 1800
+        while not self._stop.is_set() and time.monotonic() < stop_at:
+            now = time.time()
+            for node, path in self._paths.items():
+                exists = path.exists()
+                if exists and node not in open_since:
+                    open_since[node] = now
+                elif not exists and node in open_since:
+                    began = open_since.pop(node)
+                    size = self._dumps[node].stat().st_size if self._dumps[node].exists() else None
+                    self.events.append({"node": node, "start": began, "end": now, "seconds": now - began, "bytes": size})
+            self._stop.wait(0.005)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def node_rss(cluster) -> dict[str, int | None]:
+    return {m.node_id: (rss_kib(m.process.pid) if m.alive() else None) for m in cluster.members}
+
+
+def mib(values: dict) -> float | None:
+    v = [x for x in values.values() if x]
+    return median(v) / 1024 if v else None
+
+
+def job_specs(n: int) -> list[JobSpec]:
+    return [
+        JobSpec(id=f"scale-{i:06d}", schedule=f"{i % 60} {(i // 60) % 24} 29 2 *", timezone=ZONES[i % len(ZONES)],
+                target_kind="handler", target="bench.noop", jitter="pinned")
+        for i in range(n)
+    ]
+
+
+def run_cluster_phases(root: Path, port_base: int, n_jobs: int, bf_jobs: int, quick: bool) -> dict:
+    out: dict = {"jobs": n_jobs, "backfill_jobs": bf_jobs, "problems": [], "load_before": load_average()}
+    overrides = {"raft": {"compaction_min_entries": COMPACTION_MIN_ENTRIES}}
+    with bench_cluster(root, port_base, overrides=overrides, out=out, name="scale") as cluster:
+        client = cluster.client(timeout_s=120.0)
+        watcher = DumpWatcher(cluster).start()
+        try:
+            time.sleep(1.0)
+            out["rss_idle_kib"] = node_rss(cluster)
+            # 1. jobs
+            started = time.monotonic()
+            apply_specs(client, job_specs(n_jobs))
+            out["apply_s"] = time.monotonic() - started
+            time.sleep(2.0)
+            out["rss_jobs_kib"] = node_rss(cluster)
+            log(f"scale: {n_jobs:,} jobs applied in {out['apply_s']:.1f}s; RSS per node {fmt(mib(out['rss_jobs_kib']))} MiB "
+                f"(idle {fmt(mib(out['rss_idle_kib']))} MiB)")
+            # 2. runs
+            bf = [JobSpec(id=f"bf-{i:04d}", schedule="* * * * * *", target_kind="handler", target="bench.none",
+                          jitter="pinned") for i in range(bf_jobs)]
+            apply_specs(client, bf)
+            time.sleep(1.5)
+            now = datetime.now(timezone.utc).replace(microsecond=0)
+            started = time.monotonic()
+            created = 0
+            for spec in bf:
+                response = client.backfill_job(job_id=spec.id, author="bench", max_runs=10_000, rate_per_s=1000.0,
+                                               to=ts(now - timedelta(seconds=1)),
+                                               **{"from": ts(now - timedelta(seconds=10_000))})
+                created += len(response.runs)
+            out["backfill_s"] = time.monotonic() - started
+            out["runs_created"] = created
+            time.sleep(2.0)
+            leader = cluster.leader() or out["leader_at_start"]
+            status = cluster.status(leader)
+            out["run_count"] = status.run_count if status else None
+            out["rss_runs_kib"] = node_rss(cluster)
+            out["leader"] = leader
+            per_run = None
+            if out["run_count"]:
+                grown = [out["rss_runs_kib"][k] - out["rss_jobs_kib"][k] for k in out["rss_runs_kib"]
+                         if out["rss_runs_kib"][k] and out["rss_jobs_kib"].get(k)]
+                per_run = median(grown) * 1024 / created if grown and created else None
+            out["bytes_per_run"] = per_run
+            log(f"scale: {created:,} runs backfilled in {out['backfill_s']:.1f}s; run_count {out['run_count']:,}; "
+                f"RSS per node {fmt(mib(out['rss_runs_kib']))} MiB (leader {fmt((out['rss_runs_kib'][leader] or 0) / 1024)} MiB); "
+                f"{fmt(per_run)} B per run")
+            # 3. restart a follower
+            follower = next(m.node_id for m in cluster.members if m.node_id != leader)
+            target = cluster.status(leader).commit_index
+            cluster.kill(follower, signal.SIGKILL)
+            t0 = time.time()
+            cluster.start(follower)
+            answered = applied = ready = None
+            deadline = t0 + 180
+            while time.time() < deadline and ready is None:
+                s = cluster.status(follower)
+                now_t = time.time()
+                if s is not None:
+                    answered = answered or now_t
+                    if s.applied_index >= target and applied is None:
+                        applied = now_t
+                    if applied and s.ready:
+                        ready = now_t
+                time.sleep(0.02)
+            out["restart"] = {"node": follower, "target_index": target,
+                              "s_to_grpc": answered - t0 if answered else None,
+                              "s_to_applied": applied - t0 if applied else None,
+                              "s_to_ready": ready - t0 if ready else None,
+                              "journal_bytes": journal_size(cluster, follower)}
+            log(f"scale: restarted {follower}: gRPC after {fmt(out['restart']['s_to_grpc'])}s, caught up after "
+                f"{fmt(out['restart']['s_to_applied'])}s, ready after {fmt(out['restart']['s_to_ready'])}s")
+            if ready is None:
+                out["problems"].append(f"scale: restarted {follower} not ready within 180s")
+            # 4. compaction
+            out["compaction"] = provoke_compaction(cluster, client, watcher, leader, quick)
+        finally:
+            watcher.stop()
+            out["compactions"] = watcher.events
+            client.close()
+    out["load_after"] = load_average()
+    return out
+
+
+def journal_size(cluster, node_id: str) -> int | None:
+    path = cluster.member(node_id).config_path.parent / "raft" / "raft.journal"
+    return path.stat().st_size if path.exists() else None
+
+
+def provoke_compaction(cluster, client, watcher: DumpWatcher, leader: str, quick: bool) -> dict:
+    probe = JobSpec(id="probe", schedule="0 0 29 2 *", target_kind="handler", target="bench.none", jitter="pinned")
+    apply_specs(client, [probe])
+    before = {m.node_id: cluster.status(m.node_id) for m in cluster.members}
+    events_before = len(watcher.events)
+    stop = threading.Event()
+    pushed = [0]
+
+    def push() -> None:
+        with cluster.client(timeout_s=30.0) as c:
+            while not stop.is_set() and pushed[0] < 20_000:
+                try:
+                    c.trigger_job(job_id="probe", author="bench")
+                    pushed[0] += 1
+                except Exception:  # noqa: BLE001 (a failed push is only a missing entry)
+                    time.sleep(0.05)
+
+    threads = [threading.Thread(target=push, daemon=True) for _ in range(4)]
+    for t in threads:
+        t.start()
+    probes: list[tuple[float, float]] = []
+    deadline = time.time() + 150
+    try:
+        while time.time() < deadline:
+            t0 = time.time()
+            try:
+                client.trigger_job(job_id="probe", author="bench")
+            except Exception:  # noqa: BLE001
+                pass
+            probes.append((t0, time.time() - t0))
+            done = {e["node"] for e in watcher.events[events_before:]}
+            if len(done) == len(cluster.members):
+                break
+            if len(done) >= 1 and time.time() - max(e["end"] for e in watcher.events[events_before:]) > 20:
+                break
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+    time.sleep(1.0)
+    after = {m.node_id: cluster.status(m.node_id) for m in cluster.members}
+    events = watcher.events[events_before:]
+    terms = {k: (before[k].term if before[k] else None, after[k].term if after[k] else None) for k in before}
+    out = {
+        "entries_pushed": pushed[0] + len(probes),
+        "events": events,
+        "terms_before_after": terms,
+        "election": any(b is not None and a is not None and a != b for b, a in terms.values()),
+        "probe_p50_ms": median([d * 1000 for _, d in probes]),
+    }
+    during = []
+    for e in events:
+        window = [d * 1000 for t, d in probes if e["start"] - 0.2 <= t <= e["end"]]
+        during.append(max(window, default=None))
+    outside = [d * 1000 for t, d in probes if not any(e["start"] - 0.2 <= t <= e["end"] for e in events)]
+    out["probes"] = [(round(t - probes[0][0], 3), round(d * 1000, 1)) for t, d in probes] if probes else []
+    out["events_relative"] = [(e["node"], round(e["start"] - probes[0][0], 3), round(e["end"] - probes[0][0], 3))
+                              for e in events] if probes else []
+    out["probe_max_ms_during_compaction"] = max([x for x in during if x is not None], default=None)
+    out["probe_max_ms_outside"] = max(outside, default=None)
+    leader_events = [e for e in events if e["node"] == leader]
+    out["leader_compaction_s"] = leader_events[0]["seconds"] if leader_events else None
+    out["compaction_s_median"] = median([e["seconds"] for e in events])
+    out["dump_bytes"] = median([e["bytes"] for e in events if e["bytes"]])
+    log(f"scale: compaction on {len(events)} node(s): {fmt(out['compaction_s_median'])}s median, dump "
+        f"{fmt((out['dump_bytes'] or 0) / 1e6)} MB; election: {out['election']}; probe commit max "
+        f"{fmt(out['probe_max_ms_during_compaction'])} ms during vs {fmt(out['probe_max_ms_outside'])} ms outside")
+    return out
+
+
+# -- planning ------------------------------------------------------------------------------------
+KINDS = {
+    "fixed daily (M H * * *)": lambda i: f"{i % 60} {(i // 60) % 24} * * *",
+    "weekdays (M H * * 1-5)": lambda i: f"{i % 60} {(i // 60) % 24} * * 1-5",
+    "every N min (*/N * * * *)": lambda i: f"*/{1 + i % 30} * * * *",
+    "monthly (M H D * *)": lambda i: f"{i % 60} {(i // 60) % 24} {1 + i % 28} * *",
+    "seconds (S */5 * * * *)": lambda i: f"{i % 60} */5 * * * *",
+    "one expression x N (0 2 * * *)": lambda i: "0 2 * * *",
+}
+
+
+def clear_caches() -> None:
+    from scheduler.planning import schedule as schedule_module
+    from scheduler.planning import wall_clock, zones
+
+    for module in (schedule_module, wall_clock, zones):
+        for value in vars(module).values():
+            if hasattr(value, "cache_clear"):
+                value.cache_clear()
+
+
+def run_planning(n: int, sample: int) -> list[dict]:
+    from zoneinfo import ZoneInfo
+
+    from croniter import croniter
+
+    from scheduler.leader.planner import first_due_after
+
+    now_us = int(time.time()) * 1_000_000
+    now = datetime.fromtimestamp(now_us / 1e6, timezone.utc)
+    combos = [(kind, "UTC") for kind in KINDS] + [("fixed daily (M H * * *)", z) for z in ZONES[1:]]
+    results = []
+    for kind, zone in combos:
+        expr_of = KINDS[kind]
+        specs = [JobSpec(id=f"p{i}", schedule=expr_of(i), timezone=zone, target_kind="handler", target="x") for i in range(n)]
+        clear_caches()
+        t0 = time.perf_counter()
+        ours = [first_due_after(spec, now_us) for spec in specs]
+        ours_s = time.perf_counter() - t0
+        tz = ZoneInfo(zone)
+        t0 = time.perf_counter()
+        six = len(specs[0].schedule.split()) == 6  # raftcron's 6-field form has seconds first
+        theirs = [croniter(specs[i].schedule, now.astimezone(tz), second_at_beginning=six).get_next(datetime)
+                  for i in range(sample)]
+        cron_s = (time.perf_counter() - t0) * n / sample
+        agree = sum(1 for i in range(sample) if int(theirs[i].timestamp() * 1_000_000) == ours[i])
+        results.append({"kind": kind, "zone": zone, "jobs": n, "distinct_expressions": len({s.schedule for s in specs}),
+                        "raftcron_s": ours_s, "croniter_s_scaled": cron_s, "croniter_sample": sample,
+                        "agree_in_sample": agree})
+        log(f"planning {kind} {zone}: raftcron {ours_s:.2f}s, croniter {cron_s:.2f}s (scaled from {sample:,}); "
+            f"{agree}/{sample} agree")
+    return results
+
+
+# -- report ---------------------------------------------------------------------------------------
+def summarize(report: dict) -> list[list]:
+    rows = []
+    c = report.get("cluster", {})
+    if c.get("rss_jobs_kib"):
+        rows.append([f"RSS per node, idle (MiB, median of 3)", mib(c["rss_idle_kib"]), ""])
+        rows.append([f"RSS per node with {c['jobs']:,} jobs (MiB)", mib(c["rss_jobs_kib"]),
+                     " ".join(fmt((v or 0) / 1024) for v in c["rss_jobs_kib"].values())])
+        rows.append([f"  apply {c['jobs']:,} jobs (s)", c.get("apply_s"), ""])
+    if c.get("rss_runs_kib"):
+        rows.append([f"RSS per node with + {c.get('runs_created', 0):,} queued runs (MiB)", mib(c["rss_runs_kib"]),
+                     " ".join(fmt((v or 0) / 1024) for v in c["rss_runs_kib"].values())])
+        rows.append(["  bytes of RSS per run (median node growth / runs)", c.get("bytes_per_run"), ""])
+        rows.append([f"  backfill {c.get('runs_created', 0):,} runs (s)", c.get("backfill_s"), ""])
+    r = c.get("restart")
+    if r:
+        rows.append([f"restart a follower ({fmt((r.get('journal_bytes') or 0) / 1e6)} MB journal): s to gRPC", r["s_to_grpc"], ""])
+        rows.append(["  s to applied the leader's commit index", r["s_to_applied"], ""])
+        rows.append(["  s to ready", r["s_to_ready"], ""])
+    comp = c.get("compaction")
+    if comp:
+        rows.append([f"compaction (forked child), s per node", comp.get("compaction_s_median"),
+                     " ".join(fmt(e["seconds"]) for e in comp["events"])])
+        rows.append(["  snapshot file (MB)", (comp.get("dump_bytes") or 0) / 1e6, ""])
+        rows.append(["  election during compaction", "yes" if comp.get("election") else "no", ""])
+        rows.append(["  slowest probe commit during compaction (ms)", comp.get("probe_max_ms_during_compaction"), ""])
+        rows.append(["  slowest probe commit outside compaction (ms)", comp.get("probe_max_ms_outside"), ""])
+    for p in report.get("planning", []):
+        rows.append([f"next fire x{p['jobs']:,}: {p['kind']}, {p['zone']} (s)", p["raftcron_s"],
+                     f"croniter {fmt(p['croniter_s_scaled'])} s ({p['croniter_s_scaled'] / p['raftcron_s']:.0f}x)"])
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench scale", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--jobs", type=int, help="jobs (100,000; 20,000 with --quick)")
+    parser.add_argument("--backfill-jobs", type=int, help="jobs backfilled with 10,000 runs each (100; 10 with --quick)")
+    parser.add_argument("--phases", default="cluster,planning")
+    parser.add_argument("--port-base", type=int, default=7980)
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    n_jobs = args.jobs or (20_000 if quick else 100_000)
+    bf_jobs = args.backfill_jobs if args.backfill_jobs is not None else (10 if quick else 100)
+    phases = set(args.phases.split(","))
+    raise_on_sigterm()
+    root = Path(tempfile.mkdtemp(prefix="raftcron-bench-scale-"))
+    ports = PortAllocator(args.port_base, step=10, limit=100)
+    report: dict = {
+        "benchmark": "scale", "mode": "quick" if quick else "full",
+        "command": "python -m bench scale" + (" --quick" if quick else ""),
+        "machine": machine_info(), "code": code_info(), "problems": [],
+        "not_done": [
+            "1,000,000 *finished* retained runs (measured: queued backfilled runs; see the docstring)",
+            "the longest Raft tick stall is inferred from a probe's commit latency, not read from the tick thread",
+        ],
+    }
+    interrupted = False
+    try:
+        if "cluster" in phases:
+            report["cluster"] = run_cluster_phases(root, ports.take(local_cluster_ports), n_jobs, bf_jobs, quick)
+            report["problems"] += report["cluster"]["problems"]
+        if "planning" in phases:
+            report["planning"] = run_planning(100_000 if not quick else 20_000, 10_000 if not quick else 2_000)
+    except KeyboardInterrupt:
+        interrupted = True
+        log("interrupted: every cluster was stopped")
+    except Exception as exc:
+        report["problems"].append(f"scale: {exc!r}")
+        log(traceback.format_exc())
+    rows = summarize(report)
+    report["table"] = print_table(["figure", "value", "detail"], rows, title="scale: 3 nodes on loopback; planning in-process")
+    report["summary"] = {r[0]: r[1] for r in rows}
+    path = write_json("scale.json", report)
+    log(f"wrote {path}")
+    problems = report["problems"]
+    if problems:
+        print("\nFAILED checks:", *(f"  - {p}" for p in problems), sep="\n", file=sys.stderr)
+    if problems or interrupted or args.keep:
+        log(f"data directories and logs kept under {root}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+    return 130 if interrupted else (1 if problems else 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
