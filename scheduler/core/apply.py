@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from scheduler.core import results as ev
-from scheduler.core.clock import advance_epoch_clock, open_epoch_clock
+from scheduler.core.clock import advance_epoch_clock, clock_reading, open_epoch_clock, restore_clock
 from scheduler.core.commands import (
     EPOCH_COMMANDS,
     AdvanceTime,
@@ -107,5 +107,10 @@ def apply(state: State, command: Command, index: int) -> Result:
     if isinstance(command, EPOCH_COMMANDS):
         if command.epoch != state.epoch or command.epoch < 1:
             return rejected(index, "stale_epoch", f"epoch {command.epoch} is not the current {state.epoch}")
+        before = clock_reading(state)
         advance_epoch_clock(state, command.issued_at_us, command.monotonic_us)
+        result = handler(state, command, index)
+        if not result.accepted:
+            restore_clock(state, before)
+        return result
     return handler(state, command, index)

@@ -21,6 +21,16 @@ def open_epoch_clock(state: State, issued_at_us: int, monotonic_us: int) -> None
     state.now_us = max(state.now_us, issued_at_us)
     state.clock_anchor_now_us = state.now_us
     state.clock_anchor_mono_us = monotonic_us
+    state.clock_ignored_us = 0
+
+
+def clock_reading(state: State) -> tuple[int, int, int, int]:
+    return state.now_us, state.clock_anchor_now_us, state.clock_anchor_mono_us, state.clock_ignored_us
+
+
+def restore_clock(state: State, reading: tuple[int, int, int, int]) -> None:
+    """Undo a time advance: a rejected command changes nothing but its log position."""
+    state.now_us, state.clock_anchor_now_us, state.clock_anchor_mono_us, state.clock_ignored_us = reading
 
 
 def bounded_now_us(state: State, monotonic_us: int) -> int:

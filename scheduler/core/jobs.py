@@ -9,6 +9,9 @@ from scheduler.core.model import Job
 from scheduler.core.results import Result, rejected
 from scheduler.core.state import State
 
+# How far a proposer's view of replicated time may be from the applying replica's when it
+# (re)starts a schedule: a follower lags by milliseconds; a wall clock by anything.
+MAX_PLAN_SKEW_US = 60_000_000
 # Spec fields whose change alters which instants are slots.
 _SCHEDULE_FIELDS = ("schedule", "timezone", "dst_gap", "dst_repeat")
 
@@ -16,15 +19,17 @@ _SCHEDULE_FIELDS = ("schedule", "timezone", "dst_gap", "dst_repeat")
 def restarted_cursor(state: State, current: Job | None, upsert: JobUpsert, issued_at_us: int) -> int | None:
     """The new cursor when the job's slots start afresh (new job or new schedule), else None.
 
-    Slots of a schedule are owed from the moment it is applied, not before, and never
-    at or before a run key still retained under this id (a deleted job's history), so
-    a re-added job cannot owe a slot that is already claimed.
+    Slots of a schedule are owed from the moment it is applied in replicated time, not
+    before, and never at or before a run key still retained under this id (a deleted
+    job's history), so a re-added job cannot owe a slot that is already claimed. The
+    proposer stamps its view of replicated time; a view ahead of it is cut back to it.
     """
+    start_us = min(issued_at_us, state.now_us)
     if current is None:
         retained = state.runs.get(upsert.spec.id)
-        return max(issued_at_us, retained[-1].scheduled_us if retained else 0)
+        return max(start_us, retained[-1].scheduled_us if retained else 0)
     if any(getattr(current.spec, name) != getattr(upsert.spec, name) for name in _SCHEDULE_FIELDS):
-        return max(current.cursor_us, issued_at_us)
+        return max(current.cursor_us, start_us)
     return None
 
 
@@ -104,7 +109,12 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
     # Plan freshness is checked before anything changes, so the apply stays all-or-nothing.
     for upsert in cmd.upserts:
         cursor_us = restarted_cursor(state, state.jobs.get(upsert.spec.id), upsert, cmd.issued_at_us)
-        if cursor_us is not None and upsert.next_due_us and upsert.next_due_us <= cursor_us:
+        if cursor_us is None:
+            continue
+        if abs(cmd.issued_at_us - state.now_us) > MAX_PLAN_SKEW_US:
+            # Planned from a clock far from replicated time: slots would be owed from the wrong instant.
+            return rejected(index, "stale_plan", f"planned at {cmd.issued_at_us}, replicated time is {state.now_us}", True)
+        if upsert.next_due_us and upsert.next_due_us <= cursor_us:
             return rejected(
                 index, "stale_plan", f"job {upsert.spec.id!r}: next due is not after the cursor", True
             )

@@ -69,10 +69,11 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     def _plan_apply(
         self, specs: list[model.JobSpec], resources: list[model.Resource], prune: bool, author: str, request_id: str
     ) -> ApplyJobs:
-        issued_at_us = self._clock_us()
         wanted = {spec.id for spec in specs}
         upserts = []
         with self._raftlog.read() as state:
+            # Slots are owed from replicated time (this replica's view of it), never a node's wall clock.
+            issued_at_us = state.now_us
             for spec in specs:
                 current = state.jobs.get(spec.id)
                 upsert = JobUpsert(spec=spec, expected_version=current.version if current else 0, next_due_us=0)
@@ -86,6 +87,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         return ApplyJobs(issued_at_us, author, request_id, tuple(upserts), removals, changed, dropped)
 
     def ApplyJobs(self, request: jobs_pb2.ApplyJobsRequest, context):
+        with self._raftlog.read() as state:
+            if state.epoch == 0:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "the cluster has no leader epoch yet; retry shortly")
         if len(request.jobs) > MAX_JOBS_PER_APPLY:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"at most {MAX_JOBS_PER_APPLY} jobs per apply")
         specs = [_canonical_payload(spec_from_pb(job)) for job in request.jobs]
