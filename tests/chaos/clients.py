@@ -13,6 +13,7 @@ import heapq
 import itertools
 import threading
 import time
+import traceback
 
 import grpc
 
@@ -28,10 +29,22 @@ MAX_LIFETIME_S = 600.0
 
 
 class ClientThread(threading.Thread):
-    def __init__(self, name: str) -> None:
+    """A load thread; a crash in it is recorded as a failed expectation, never lost."""
+
+    def __init__(self, name: str, recorder) -> None:
         super().__init__(name=name, daemon=True)
+        self.recorder = recorder
         self._stopping = threading.Event()
         self._born = time.monotonic()
+
+    def run(self) -> None:
+        try:
+            self.body()
+        except Exception:  # noqa: BLE001
+            self.recorder.expect(f"{self.name} ran without error", False, traceback.format_exc()[-2000:])
+
+    def body(self) -> None:
+        raise NotImplementedError
 
     def stop(self) -> None:
         self._stopping.set()
@@ -51,10 +64,9 @@ class RawWorker(ClientThread):
     def __init__(self, addresses, worker_id: str, recorder, rng, targets=("raw",), max_held: int = 20,
                  hold_s: tuple[float, float] = (0.05, 1.0), p_abandon: float = 0.05, p_late: float = 0.05,
                  p_fail: float = 0.05, ttl_s: float = 2.0) -> None:
-        super().__init__(f"raw-{worker_id}")
+        super().__init__(f"raw-{worker_id}", recorder)
         self.client = ClusterClient(list(addresses), timeout_s=2.0)
         self.worker_id = worker_id
-        self.recorder = recorder
         self.rng = rng
         self.targets = list(targets)
         self.max_held = max_held
@@ -65,7 +77,7 @@ class RawWorker(ClientThread):
         self._actions: list[tuple[float, int, str, tuple]] = []  # (when, tiebreak, what, key)
         self._order = itertools.count()
 
-    def run(self) -> None:
+    def body(self) -> None:
         try:
             while not self.stopping:
                 self._do_due_actions()
@@ -116,6 +128,7 @@ class RawWorker(ClientThread):
             else:
                 kind = "failure" if self.rng.random() < self.p_fail else "success"
                 self._complete(key, kind)
+        beats = [key for key in beats if key in self.held]  # completed meanwhile: not beaten
         if beats:
             self._heartbeat(beats)
 
@@ -157,9 +170,8 @@ class _Writer(ClientThread):
     """Issues `count` writes from `threads` threads; each retried with its request id until acked."""
 
     def __init__(self, name: str, addresses, recorder, count: int, threads: int = 4, give_up_s: float = 30.0) -> None:
-        super().__init__(name)
+        super().__init__(name, recorder)
         self.addresses = list(addresses)
-        self.recorder = recorder
         self.count = count
         self.threads = threads
         self.give_up_s = give_up_s
@@ -169,7 +181,7 @@ class _Writer(ClientThread):
         self._next = itertools.count()
         self._lock = threading.Lock()
 
-    def run(self) -> None:
+    def body(self) -> None:
         pool = [threading.Thread(target=self._loop, daemon=True) for _ in range(self.threads)]
         for thread in pool:
             thread.start()
@@ -177,6 +189,12 @@ class _Writer(ClientThread):
             thread.join()
 
     def _loop(self) -> None:
+        try:
+            self._write_all()
+        except Exception:  # noqa: BLE001
+            self.recorder.expect(f"{self.name} ran without error", False, traceback.format_exc()[-2000:])
+
+    def _write_all(self) -> None:
         with ClusterClient(self.addresses, timeout_s=3.0) as client:
             while not self.stopping:
                 with self._lock:

@@ -26,6 +26,11 @@ ROOT = Path(__file__).resolve().parents[2]
 UNSHARE = ["unshare", "--net", "--pid", "--mount", "--fork", "--kill-child", "--mount-proc"]
 
 
+def chosen_seed() -> int:
+    """CHAOS_SEED when set (to rerun a failure), else a fresh random seed."""
+    return int(os.environ["CHAOS_SEED"]) if os.environ.get("CHAOS_SEED") else random.randrange(1 << 32)
+
+
 def launch(scenario: str, seed: int, workdir: Path, timeout_s: float, extra: list[str] = (), stream=None) -> dict:
     """Run `scenario` in its own namespaces; its verdict (a failure verdict on crash or timeout)."""
     out = workdir / f"{scenario}-{seed}.json"

@@ -14,10 +14,22 @@ class Scenario:
 
 
 def _registry() -> dict[str, Scenario]:
-    from tests.chaos.scenarios import leader
+    from tests.chaos.scenarios import leader, network, restart, workers
 
     return {
         "kill_leader_enqueue": Scenario(leader.kill_leader_enqueue),
+        "kill_leader_leasing": Scenario(leader.kill_leader_leasing),
+        "isolate_leader": Scenario(leader.isolate_leader),
+        "pause_leader": Scenario(leader.pause_leader),
+        "kill_leader_repeatedly": Scenario(leader.kill_leader_repeatedly),
+        "partitions": Scenario(network.partitions),
+        "lossy_links": Scenario(network.lossy_links),
+        "lossy_until_truncation": Scenario(network.lossy_until_truncation),
+        "restart_all": Scenario(restart.restart_all),
+        "pause_worker": Scenario(workers.pause_worker),
+        "cut_worker": Scenario(workers.cut_worker),
+        "kill_worker": Scenario(workers.kill_worker),
+        "rolling_restart": Scenario(workers.rolling_restart),
     }
 
 
