@@ -1,7 +1,7 @@
 """Human time expressions for the CLI, read in the operator's local zone.
 
 Accepts ISO-8601 (with an offset or Z; without one it is local time), `now`,
-`today HH:MM`, `yesterday HH:MM`, and `N{s,m,h,d} ago`.
+`today HH:MM`, `yesterday HH:MM`, `N{s,m,h,d} ago` and `in N{s,m,h,d}`.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import re
 from datetime import datetime, timedelta
 
 _AGO = re.compile(r"^(\d+)\s*([smhd])\s+ago$")
+_AHEAD = re.compile(r"^(?:in\s+|\+)(\d+)\s*([smhd])$")
 _DAY = re.compile(r"^(today|yesterday)(?:\s+(\d{1,2}):(\d{2}))?$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
@@ -30,6 +31,8 @@ def parse_when(text: str) -> int:
         moment = now
     elif match := _AGO.match(value):
         moment = now - timedelta(**{_UNITS[match[2]]: int(match[1])})
+    elif match := _AHEAD.match(value):
+        moment = now + timedelta(**{_UNITS[match[2]]: int(match[1])})
     elif match := _DAY.match(value):
         day = now.date() - timedelta(days=1 if match[1] == "yesterday" else 0)
         hour, minute = int(match[2] or 0), int(match[3] or 0)
@@ -41,7 +44,7 @@ def parse_when(text: str) -> int:
             moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
         except ValueError:
             raise ValueError(
-                f"{text!r} is not a time: use ISO-8601, 'now', 'today 06:00', 'yesterday 18:00' or '2h ago'"
+                f"{text!r} is not a time: use ISO-8601, 'now', 'today 06:00', 'yesterday 18:00', '2h ago' or 'in 2h'"
             ) from None
         if moment.tzinfo is None:
             moment = moment.astimezone()
