@@ -43,19 +43,24 @@ def cmd_dev(args) -> int:
     return run_dev_cluster(args)
 
 
-def cmd_apply(args) -> int:
+def apply_request(document, prune: bool, dry_run: bool, author: str = ""):
+    """The ApplyJobs request for a loaded job file (shared by apply and plan)."""
     from scheduler.rpc.convert import resource_to_pb, spec_to_pb
-    from scheduler.specs import load_job_document
     from worker.api.v1 import jobs_pb2
 
-    document = load_job_document(args.file)
-    request = jobs_pb2.ApplyJobsRequest(
+    return jobs_pb2.ApplyJobsRequest(
         jobs=[spec_to_pb(s) for s in document.jobs],
         resources=[resource_to_pb(r) for r in document.resources],
-        prune=args.prune,
-        dry_run=args.dry_run,
-        author=args.author,
+        prune=prune,
+        dry_run=dry_run,
+        author=author,
     )
+
+
+def cmd_apply(args) -> int:
+    from scheduler.specs import load_job_document
+
+    request = apply_request(load_job_document(args.file), args.prune, args.dry_run, args.author)
     with _client(args) as client:
         response = client.apply_jobs(request)
     out.print_changes(response, args.json, args.dry_run)

@@ -6,25 +6,17 @@ import json
 
 from scheduler.cli_time import now_iso
 from scheduler.planning import preview
-from scheduler.rpc.convert import resource_to_pb, spec_to_pb
 from scheduler.specs import load_job_document, spec_to_document
-from worker.api.v1 import jobs_pb2
 
 NEXT_FIRES = 3
 
 
 def plan(args) -> str:
-    from scheduler.cli import _client
+    from scheduler.cli import _client, apply_request
 
     document = load_job_document(args.file)
-    request = jobs_pb2.ApplyJobsRequest(
-        jobs=[spec_to_pb(s) for s in document.jobs],
-        resources=[resource_to_pb(r) for r in document.resources],
-        prune=args.prune,
-        dry_run=True,
-    )
     with _client(args) as client:
-        changes = client.apply_jobs(request).changes
+        changes = client.apply_jobs(apply_request(document, args.prune, dry_run=True)).changes
     after = now_iso()
     specs = {spec.id: spec for spec in document.jobs}
     entries = []

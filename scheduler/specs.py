@@ -408,16 +408,7 @@ def _payload_json_problem(text: object) -> str | None:
 
 def load_jobs_file(path: str | os.PathLike[str]) -> list[JobSpec]:
     """Read and validate a job file; raises SpecError (or OSError when it cannot be read)."""
-    source = os.fspath(path)
-    with open(path, "rb") as file:
-        data = file.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
-        raise _file_error(source, f"{source} is larger than 8 MiB")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise _file_error(source, f"{source} is not UTF-8 (byte {error.start})") from None
-    return parse_jobs_document(text, source)
+    return load_job_document(path).jobs
 
 
 @dataclass(frozen=True)
@@ -429,7 +420,7 @@ class JobDocument:
 
 
 def load_job_document(path: str | os.PathLike[str]) -> JobDocument:
-    """Like load_jobs_file, keeping the file's `resources:` declarations too."""
+    """Read and validate a job file, with its `resources:` declarations; SpecError or OSError."""
     source = os.fspath(path)
     with open(path, "rb") as file:
         data = file.read(MAX_FILE_BYTES + 1)

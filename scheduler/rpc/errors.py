@@ -36,6 +36,17 @@ REPLICATION_CODES: tuple[tuple[type[ReplicationError], grpc.StatusCode, str], ..
 )
 
 
+def submit_or_abort(raftlog, command, timeout_s: float, context: grpc.ServicerContext):
+    """Propose, wait, and turn a replication failure or a rejection into the matching status."""
+    try:
+        result = raftlog.submit(command, timeout_s)
+    except ReplicationError as exc:
+        abort_replication(context, exc)
+    if not result.accepted:
+        abort_rejected(context, result.rejection)
+    return result
+
+
 def abort_rejected(context: grpc.ServicerContext, rejection: Rejection) -> None:
     code = REJECTION_CODES.get(rejection.code, grpc.StatusCode.FAILED_PRECONDITION)
     context.abort(code, f"{rejection.code}: {rejection.message}")

@@ -19,7 +19,7 @@ from scheduler.core.jobs import restarted_cursor
 from scheduler.leader.planner import first_due_after, schedule_for
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import job_to_pb, resource_from_pb, run_to_pb, spec_from_pb, timestamp_us
-from scheduler.rpc.errors import abort_rejected, abort_replication
+from scheduler.rpc.errors import abort_rejected, abort_replication, submit_or_abort
 from scheduler.rpc.reads import Reader
 from scheduler.specs import canonical_payload_json, validate_resource, validate_spec
 from worker.api.v1 import common_pb2 as pb
@@ -58,13 +58,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
 
     # -- writes ------------------------------------------------------------
     def _submit(self, command, context: grpc.ServicerContext) -> Result:
-        try:
-            result = self._raftlog.submit(command, self._timeout_s)
-        except ReplicationError as exc:
-            abort_replication(context, exc)
-        if not result.accepted:
-            abort_rejected(context, result.rejection)
-        return result
+        return submit_or_abort(self._raftlog, command, self._timeout_s, context)
 
     def _plan_apply(
         self, specs: list[model.JobSpec], resources: list[model.Resource], prune: bool, author: str, request_id: str

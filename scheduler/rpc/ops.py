@@ -9,9 +9,9 @@ import grpc
 from scheduler.core import results as ev
 from scheduler.core.commands import KillClass, ReviveClass
 from scheduler.core.model import Alert, KillRecord, KillSwitch
-from scheduler.replication import RaftLog, ReplicationError
+from scheduler.replication import RaftLog
 from scheduler.rpc.convert import timestamp, timestamp_us
-from scheduler.rpc.errors import abort_rejected, abort_replication
+from scheduler.rpc.errors import submit_or_abort
 from scheduler.rpc.reads import Reader
 from worker.api.v1 import ops_pb2, ops_pb2_grpc
 
@@ -62,13 +62,7 @@ class OpsServicer(ops_pb2_grpc.OpsServiceServicer):
         self._timeout_s = timeout_s
 
     def _submit(self, command, context):
-        try:
-            result = self._raftlog.submit(command, self._timeout_s)
-        except ReplicationError as exc:
-            abort_replication(context, exc)
-        if not result.accepted:
-            abort_rejected(context, result.rejection)
-        return result
+        return submit_or_abort(self._raftlog, command, self._timeout_s, context)
 
     def KillClass(self, request, context):
         until_us = timestamp_us(request.until) if request.HasField("until") else 0
