@@ -7,7 +7,7 @@ from scheduler.core.commands import ClaimRuns, SlotClaim
 from scheduler.core.execution import cancel_live_runs
 from scheduler.core.alerts import LATE_ALERT_US, raise_alert
 from scheduler.core.model import CLAIM_STATUSES, MISSED, QUEUED, SECOND_US, SKIPPED, Run, format_run_key
-from scheduler.core.results import Result, rejected
+from scheduler.core.results import Result
 from scheduler.core.state import State
 
 
