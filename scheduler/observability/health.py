@@ -19,7 +19,7 @@ from collections.abc import Callable
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from scheduler.observability.metrics import node_ready
-from worker.api.v1 import cluster_pb2, jobs_pb2, runs_pb2, worker_pb2
+from worker.api.v1 import cluster_pb2, jobs_pb2, ops_pb2, runs_pb2, worker_pb2
 
 log = logging.getLogger("raftcron.health")
 
@@ -32,6 +32,7 @@ READY_SERVICES = (
     jobs_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
     runs_pb2.DESCRIPTOR.services_by_name["RunService"].full_name,
     worker_pb2.DESCRIPTOR.services_by_name["WorkerService"].full_name,
+    ops_pb2.DESCRIPTOR.services_by_name["OpsService"].full_name,
 )
 CHECK_INTERVAL_S = 0.5
 

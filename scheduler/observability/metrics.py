@@ -210,7 +210,9 @@ class RaftcronCollector(Collector):
     # -- Raft facts: read from pysyncobj, no state lock ---------------------------
     def _raft_families(self) -> Iterator:
         raftlog, config = self._raftlog, self._config
-        info = GaugeMetricFamily("raftcron_node_info", "This node: id and software version.", labels=["node_id", "version"])
+        info = GaugeMetricFamily(
+            "raftcron_node_info", "This node: id and software version.", labels=["node_id", "version"]
+        )
         info.add_metric([config.node_id, self._version], 1)
         yield info
         try:
