@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import logging
 import os
 import sys
 import zoneinfo
@@ -30,10 +29,10 @@ def cmd_serve(args) -> int:
     from scheduler.config import load_node_config
     from scheduler.node import serve
 
+    from scheduler.logs import configure_logging
+
     config = load_node_config(args)
-    logging.basicConfig(
-        level=config.log_level, format=f"%(asctime)s {config.node_id} %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(config.log_level, config.log_format, config.node_id)
     return serve(config)
 
 

@@ -71,6 +71,7 @@ class NodeConfig:
     # owner (or "default") -> route: {webhook: URL} | {command: "prog args"} | {file: PATH} | {log: true}
     alert_routes: dict = field(default_factory=dict, hash=False)
     log_level: str = "INFO"
+    log_format: str = "text"  # text | json
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -132,6 +133,8 @@ def _validate(config: NodeConfig) -> None:
     positive = ("claim_batch_size", "trigger_max_sleep_s", "propose_timeout_s", "lease_ttl_s", "max_lease_wait_s")
     if any(getattr(config, name) <= 0 for name in positive):
         raise ConfigError(f"{', '.join(positive)} must be positive")
+    if config.log_format not in ("text", "json"):
+        raise ConfigError(f"log_format {config.log_format!r} is not text or json")
     if not 0 <= config.herd_window_s <= 86_400:
         raise ConfigError("herd_window_s must be between 0 and 86400")
     for owner, route in config.alert_routes.items():
@@ -157,6 +160,7 @@ def add_node_flags(parser: argparse.ArgumentParser) -> None:
         "--cluster-secret-file", help="file holding the cluster secret (env RAFTCRON_CLUSTER_SECRET_FILE)"
     )
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING... (env RAFTCRON_LOG_LEVEL)")
+    parser.add_argument("--log-format", help="text or json (env RAFTCRON_LOG_FORMAT; default text)")
 
 
 def _read_secret(path: str) -> str:
@@ -218,6 +222,7 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
         metrics_address=pick(args.metrics, "RAFTCRON_METRICS", "metrics", "") or "",
         raft=RaftTuning(**raft_doc),
         log_level=str(pick(args.log_level, "RAFTCRON_LOG_LEVEL", "log_level", "INFO")).upper(),
+        log_format=str(pick(args.log_format, "RAFTCRON_LOG_FORMAT", "log_format", "text")).lower(),
         **extra,
     )
 

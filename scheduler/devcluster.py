@@ -37,12 +37,13 @@ def run_dev_cluster(args) -> int:
     stopping = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    cluster = LocalCluster(data_dir, nodes=args.nodes, port_base=args.port_base)
+    cluster = LocalCluster(data_dir, nodes=args.nodes, port_base=args.port_base, metrics=True)
     worker: subprocess.Popen | None = None
     try:
         cluster.start()
         for member in cluster.members:
-            print(f"started node {member.node_id} (pid {member.process.pid}), log {member.log_path}")
+            print(f"started node {member.node_id} (pid {member.process.pid}), log {member.log_path}, "
+                  f"metrics {member.metrics_url}")
         leader = cluster.wait_for_leader(LEADER_WAIT_S)
         print(f"leader is {leader}")
         print(f"RAFTCRON_CLUSTER={cluster.cluster_arg}", flush=True)

@@ -25,6 +25,11 @@ class Member:
     grpc_address: str
     config_path: Path
     process: subprocess.Popen | None = None
+    metrics_address: str = ""
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.metrics_address}/metrics" if self.metrics_address else ""
 
     @property
     def log_path(self) -> Path:
@@ -59,6 +64,8 @@ class LocalCluster:
     command_prefix: list[str] = field(default_factory=list)
     # Extra keys merged into every node's YAML config (e.g. {"raft": {...}, "claim_batch_size": 1}).
     overrides: dict = field(default_factory=dict)
+    # Serve Prometheus metrics, node i on port port_base + 200 + i.
+    metrics: bool = False
     members: list[Member] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -75,7 +82,8 @@ class LocalCluster:
             {"id": f"n{i}", "raft": f"{hosts[i - 1]}:{self.port_base + i}", "grpc": f"{hosts[i - 1]}:{self.port_base + 100 + i}"}
             for i in range(1, self.nodes + 1)
         ]
-        for peer in peers:
+        for i, peer in enumerate(peers, start=1):
+            metrics_address = f"{hosts[i - 1]}:{self.port_base + 200 + i}" if self.metrics else ""
             node_dir = self.data_dir / peer["id"]
             node_dir.mkdir(exist_ok=True)
             config = {
@@ -83,11 +91,12 @@ class LocalCluster:
                 "data_dir": str(node_dir),
                 "peers": peers,
                 "cluster_secret_file": str(secret_file),
+                **({"metrics": metrics_address} if metrics_address else {}),
                 **self.overrides,
             }
             config_path = node_dir / "node.yaml"
             config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-            self.members.append(Member(peer["id"], peer["raft"], peer["grpc"], config_path))
+            self.members.append(Member(peer["id"], peer["raft"], peer["grpc"], config_path, metrics_address=metrics_address))
 
     @property
     def addresses(self) -> list[str]:

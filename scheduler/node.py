@@ -15,6 +15,7 @@ from scheduler.leader.alerting import AlertDispatcher
 from scheduler.leader.dispatch import Dispatcher
 from scheduler.leader.lifecycle import LeaderLifecycle, LeaderTerm
 from scheduler.leader.reaper import Reaper
+from scheduler.observability import add_health, start_observability
 from scheduler.leader.trigger import TriggerLoop
 from scheduler.replication import RaftLog
 from scheduler.rpc.cluster import ClusterServicer
@@ -52,6 +53,8 @@ class Node:
             claim_timeout_s=config.propose_timeout_s,
         )
         self.server: grpc.Server | None = None
+        self.health = None
+        self.observability = None
 
     def _trigger_loop(self, term: LeaderTerm) -> TriggerLoop:
         c = self.config
@@ -104,6 +107,7 @@ class Node:
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.workers, server)
         ops_pb2_grpc.add_OpsServiceServicer_to_server(OpsServicer(self.raftlog, reader, self.clock_us, timeout_s), server)
+        self.health = add_health(server, self)
         if server.add_insecure_port(self.config.me.grpc_address) == 0:
             raise OSError(f"cannot listen for gRPC on {self.config.me.grpc_address}")
         return server
@@ -111,6 +115,8 @@ class Node:
     def start(self) -> None:
         self.server = self._build_server()
         self.raftlog.start()
+        # After raftlog.start(): entries replayed from the journal are not counted as new.
+        self.observability = start_observability(self)
         self.server.start()
         self.lifecycle.start()
         log.info(
@@ -121,12 +127,17 @@ class Node:
         )
 
     def stop(self, grace_s: float = 2.0) -> None:
-        """Drain in stages: stop leading, stop taking calls (let in-flight ones finish), leave Raft."""
+        """Drain in stages: report NOT_SERVING, stop leading, stop taking calls (let in-flight
+        ones finish), leave Raft, stop serving metrics."""
+        if self.health is not None:
+            self.health.close()
         self.lifecycle.close()
         if self.server is not None:
             self.server.stop(grace_s).wait()
             self.workers.close()
         self.raftlog.close()
+        if self.observability is not None:
+            self.observability.close()
 
 
 def serve(config: NodeConfig) -> int:

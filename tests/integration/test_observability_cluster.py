@@ -25,7 +25,6 @@ from worker.api.v1 import worker_pb2 as wpb
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.xfail(strict=False, reason="needs LocalCluster metrics ports and the node wiring of observability"),
 ]
 
 SERVING = 1  # grpc.health.v1.HealthCheckResponse.SERVING
