@@ -1,0 +1,232 @@
+"""Who proposes in the simulation, built like the real proposers: the leader's trigger,
+dispatcher, reaper and clock tick (scheduler/leader/), workers heartbeating and completing
+(scheduler/rpc/workers.py), and clients writing jobs and manual runs (scheduler/rpc/jobs.py).
+Each reads its own node's replica, which may be stale, exactly as the real loops do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scheduler.core import commands as cmds
+from scheduler.core import results as ev
+from scheduler.core.jobs import restarted_cursor
+from scheduler.core.model import JobSpec, MisfirePolicy, RetryPolicy
+from scheduler.leader.planner import first_due_after, plan_due_slots
+from scheduler.leader.reaper import overdue
+from tests.sim.oracle import SECOND_US
+from tests.sim.world import LeaderView, World
+
+LEASE_TTL_US = 2 * SECOND_US
+JOB_IDS = [f"j{i}" for i in range(6)]
+CLASSES = ("default", "batch")
+PERIODS = (1, 2, 3, 5, 10)
+
+
+# -- the leader's loops -----------------------------------------------------------
+def _deposed_on_stale_epoch(world: World, view: LeaderView):
+    """Like the real loops: a stale_epoch answer ends the epoch, and the lifecycle claims anew."""
+
+    def answered(result) -> None:
+        if not result.accepted and result.rejection.code == "stale_epoch" and view.epoch is not None:
+            view.epoch = None
+            if world.leader is view:
+                world.claim_leadership(view)
+
+    return answered
+
+
+def leader_loops(world: World, view: LeaderView) -> None:
+    rng = world.rng
+    node = world.leader_node(view)
+    state = node.state
+    now_us, mono_us = view.clock.read()
+    on_stale = _deposed_on_stale_epoch(world, view)
+    if rng.random() < 0.6:  # trigger: every due slot, in batches
+        claims = []
+        for job_id in sorted(state.jobs):
+            claims += plan_due_slots(state.jobs[job_id], now_us, 50)
+        size = rng.randint(1, 8)
+        for start in range(0, len(claims), size):
+            world.propose(cmds.ClaimRuns(now_us, view.epoch, tuple(claims[start:start + size]), mono_us), on_stale)
+    if rng.random() < 0.5:  # reaper
+        expiries = [cmds.Expiry(e.lease, e.reason, rng.randrange(1_000_000)) for e in overdue(state, now_us)[0]]
+        if expiries:
+            world.propose(cmds.ExpireLeases(now_us, view.epoch, tuple(expiries[:200]), mono_us), on_stale)
+    if rng.random() < 0.2:
+        world.propose(cmds.AdvanceTime(now_us, view.epoch, mono_us), on_stale)
+    for worker in world.workers:
+        if world.dispatching and rng.random() < 0.4:
+            dispatch(world, view, worker, now_us, mono_us)
+
+
+def dispatch(world: World, view: LeaderView, worker: Worker, now_us: int, mono_us: int) -> None:
+    """Pick ready queued runs (now and then a leased one, as a stale queue would) and grant them."""
+    rng, state = world.rng, world.leader_node(view).state
+    ready = []
+    for job_id in sorted(state.live_runs):
+        for scheduled_us in state.live_runs[job_id]:
+            run = state.get_run(job_id, scheduled_us)
+            if run.status == "queued" and max(run.not_before_us, run.effective_us) <= now_us:
+                ready.append(cmds.RunRef(job_id, scheduled_us))
+            elif run.status == "leased" and rng.random() < 0.05:
+                ready.append(cmds.RunRef(job_id, scheduled_us))
+    if not ready:
+        return
+    picked = tuple(rng.sample(ready, min(len(ready), rng.randint(1, 4))))
+
+    on_stale = _deposed_on_stale_epoch(world, view)
+
+    def answered(result) -> None:
+        on_stale(result)
+        if result.accepted and rng.random() > 0.1:  # else the answer was lost on its way back
+            for event in result.events:
+                if isinstance(event, ev.LeaseGranted):
+                    worker.take(world, event)
+
+    world.propose(cmds.GrantLeases(now_us, view.epoch, worker.worker_id, LEASE_TTL_US, picked, mono_us), answered)
+
+
+# -- workers ---------------------------------------------------------------------
+@dataclass
+class Held:
+    lease: cmds.LeaseRef
+    done_at_us: int
+    last_ok_us: int
+    zombie: bool  # a paused process: no heartbeats, completes long after its lease ended
+
+
+@dataclass
+class Worker:
+    worker_id: str
+    held: dict[tuple, Held] = field(default_factory=dict)
+
+    def take(self, world: World, event: ev.LeaseGranted) -> None:
+        lease = cmds.LeaseRef(event.job_id, event.scheduled_us, event.fencing_token)
+        zombie = world.rng.random() < 0.1
+        hold_us = world.rng.randrange(0, 3 * SECOND_US // 2) + (3 * LEASE_TTL_US if zombie else 0)
+        self.held[(lease.job_id, lease.scheduled_us, lease.fencing_token)] = Held(
+            lease, world.t_us + hold_us, world.t_us, zombie)
+
+    def act(self, world: World, quiet: bool = False) -> None:
+        rng = world.rng
+        beats = []
+        for key, held in list(self.held.items()):
+            if not held.zombie and world.t_us - held.last_ok_us > LEASE_TTL_US:
+                del self.held[key]  # no heartbeat accepted for a whole TTL: the SDK gives the run up
+            elif world.t_us >= held.done_at_us or (quiet and not held.zombie):
+                del self.held[key]
+                self._complete(world, held)
+            elif rng.random() < 0.01 and not quiet:
+                del self.held[key]  # abandoned: only the reaper ends it
+            elif not held.zombie and rng.random() < 0.5:
+                beats.append(key)
+        if beats:
+            self._heartbeat(world, beats)
+
+    def _heartbeat(self, world: World, keys: list[tuple]) -> None:
+        node = world.rng.choice(world.nodes)  # any node coalesces heartbeats into one entry
+        leases = tuple(self.held[k].lease for k in keys)
+
+        def answered(result) -> None:
+            if not result.accepted:
+                return
+            for key, event in zip(keys, result.events):
+                if key in self.held:
+                    if isinstance(event, ev.LeaseExtended):
+                        self.held[key].last_ok_us = world.t_us
+                    else:
+                        del self.held[key]
+
+        world.propose(cmds.ExtendLeases(node.wall(world.t_us), leases), answered, max_delay=2)
+
+    def _complete(self, world: World, held: Held) -> None:
+        rng = world.rng
+        outcome = rng.choices(("success", "failure", "retry_later"), (0.7, 0.15, 0.15))[0]
+        completion = cmds.Completion(held.lease, self.worker_id, outcome, error="" if outcome == "success" else "boom",
+                                     retry_after_us=rng.choice((0, 500_000)), jitter_ppm=rng.randrange(1_000_000))
+        node = rng.choice(world.nodes)
+        command = cmds.CompleteRuns(node.wall(world.t_us), (completion,))
+        world.propose(command, max_delay=10)
+        if rng.random() < 0.1:
+            world.propose(command, max_delay=10)  # the worker retries: same token, same outcome
+
+
+# -- clients ---------------------------------------------------------------------
+def random_spec(world: World, job_id: str, period: int) -> JobSpec:
+    rng = world.rng
+    return JobSpec(
+        id=job_id,
+        schedule="* * * * * *" if period == 1 else f"*/{period} * * * * *",
+        target_kind="handler",
+        target="sim",
+        job_class=rng.choice(CLASSES),
+        timeout_us=rng.randrange(1, 10) * SECOND_US,
+        retry=RetryPolicy(max_attempts=rng.randint(1, 4), backoff_initial_us=rng.choice((0, 200_000, 1_000_000)),
+                          backoff_max_us=2 * SECOND_US, backoff_multiplier=2.0),
+        misfire=MisfirePolicy(rng.choice(("fire_late", "skip", "catch_up")), rng.randrange(0, 20) * SECOND_US,
+                              rng.randint(0, 5)),
+        overlap=rng.choice(("allow", "forbid", "queue", "replace")),
+        jitter="pinned",
+        payload_json=f'{{"v": {rng.randrange(100)}}}',
+    )
+
+
+def apply_jobs(world: World, node, specs: list[JobSpec], removals: tuple[str, ...], request_id: str):
+    """Plan like JobServicer: versions and first slots from this node's (maybe stale) view."""
+    state, issued_us = node.state, node.wall(world.t_us)
+    upserts = []
+    for spec in specs:
+        current = state.jobs.get(spec.id)
+        upsert = cmds.JobUpsert(spec, current.version if current else 0, 0)
+        after_us = restarted_cursor(state, current, upsert, issued_us)
+        next_due_us = first_due_after(spec, after_us) if after_us is not None else current.next_due_us
+        upserts.append(cmds.JobUpsert(spec, upsert.expected_version, next_due_us))
+    return cmds.ApplyJobs(issued_us, "sim", request_id, tuple(upserts), removals)
+
+
+def setup(world: World, jobs: int = 4) -> None:
+    """A few jobs from the start, applied through the first leader's node."""
+    node = world.rng.choice(world.nodes)
+    specs = [random_spec(world, job_id, world.rng.choice(PERIODS)) for job_id in JOB_IDS[:jobs]]
+    world.propose(apply_jobs(world, node, specs, (), "setup"), max_delay=0)
+
+
+def clients(world: World) -> None:
+    rng = world.rng
+    # Writes reach the leader, which plans from its own replica; now and then a stale node plans.
+    leader = world.leader_node(world.leader) if world.leader is not None and rng.random() < 0.8 else None
+    node = leader or rng.choice(world.nodes)
+    state, issued_us = node.state, node.wall(world.t_us)
+    job_id = rng.choice(JOB_IDS)
+    request_id = f"r{world.step_no}-{rng.randrange(1 << 30)}"
+    job = state.jobs.get(job_id)
+    command = None
+    roll = rng.random()
+    if roll < 0.04:
+        if job is None:
+            command = apply_jobs(world, node, [random_spec(world, job_id, rng.choice(PERIODS))], (), request_id)
+        elif rng.random() < 0.5:
+            period = 1 if job.spec.schedule.startswith("* ") else int(job.spec.schedule.split()[0][2:])
+            command = apply_jobs(world, node, [random_spec(world, job_id, period)], (), request_id)
+        else:
+            command = apply_jobs(world, node, [], (job_id,), request_id)
+    elif roll < 0.06 and job is not None:
+        command = cmds.SetJobPaused(issued_us, job_id, rng.random() < 0.5, "sim", "maintenance", request_id)
+    elif roll < 0.12 and job is not None:
+        command = cmds.TriggerRun(issued_us, job_id, "sim", request_id)
+    elif roll < 0.13 and job is not None and job.cursor_us:
+        period = 1 if job.spec.schedule.startswith("* ") else int(job.spec.schedule.split()[0][2:])
+        slots = tuple(range(job.cursor_us - 5 * period * SECOND_US, job.cursor_us + 1, period * SECOND_US))
+        slots = tuple(s for s in slots if s % (period * SECOND_US) == 0)
+        command = cmds.BackfillRuns(issued_us, job_id, "sim", request_id, slots, rng.randrange(0, SECOND_US))
+    elif roll < 0.135 and hasattr(cmds, "KillClass"):
+        job_class = rng.choice(CLASSES)
+        if rng.random() < 0.5:
+            until_us = state.now_us + rng.randrange(1, 30) * SECOND_US if rng.random() < 0.5 else 0
+            command = cmds.KillClass(issued_us, job_class, "drill", "sim", request_id, until_us, rng.random() < 0.5)
+        else:
+            command = cmds.ReviveClass(issued_us, job_class, "sim", request_id)
+    if command is not None:
+        world.propose(command)
+        if rng.random() < 0.15:
+            world.propose(command, max_delay=8)  # a client retry with the same request id

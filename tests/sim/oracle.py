@@ -1,0 +1,184 @@
+"""The simulation's reference replica: it applies every committed entry and checks the
+invariants of DESIGN.md around each one, from its own arithmetic, not the planner's.
+
+Slots: every simulated job runs `*/k * * * * *` in UTC with k dividing 60, so its next slot
+after an instant is plain arithmetic.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from scheduler.core import State, apply
+from scheduler.core import commands as cmds
+from scheduler.core import results as ev
+
+SECOND_US = 1_000_000
+ACCEPTING = (ev.RunSucceeded, ev.RunRetryScheduled, ev.RunEnded)
+
+
+class Violation(AssertionError):
+    """An invariant broke; the message names the entry and what happened."""
+
+
+def period_s(schedule: str) -> int:
+    seconds = schedule.split()[0]
+    return 1 if seconds == "*" else int(seconds.removeprefix("*/"))
+
+
+def next_slot(period: int, after_us: int) -> int:
+    step = period * SECOND_US
+    return (after_us // step + 1) * step
+
+
+def _refs(command) -> list[tuple[str, int]]:
+    """The run keys a command names, in item order."""
+    if isinstance(command, cmds.GrantLeases):
+        return [(r.job_id, r.scheduled_us) for r in command.grants]
+    if isinstance(command, cmds.ExtendLeases):
+        return [(r.job_id, r.scheduled_us) for r in command.leases]
+    if isinstance(command, cmds.CompleteRuns):
+        return [(c.lease.job_id, c.lease.scheduled_us) for c in command.completions]
+    if isinstance(command, cmds.ExpireLeases):
+        return [(e.lease.job_id, e.lease.scheduled_us) for e in command.expiries]
+    if isinstance(command, cmds.BackfillRuns):
+        return [(command.job_id, slot) for slot in command.slots]
+    return []
+
+
+class Oracle:
+    def __init__(self) -> None:
+        self.state = State()
+        self.expected_next: dict[str, int] = {}  # job -> the slot its next claim must be
+        self.claimed: set[tuple[str, int]] = set()
+        self.manual_requests: dict[str, tuple[str, int]] = {}
+        self.highest_token: dict[tuple[str, int], int] = {}
+        self.seen: Counter = Counter()  # event and rejection kinds, to show what a run exercised
+
+    def apply(self, index: int, command) -> object:
+        before = {}
+        for key in _refs(command):
+            run = self.state.get_run(*key)
+            if run is not None:
+                before[key] = (run.status, run.fencing_token, run.lease_expires_us, run.deadline_us)
+        epoch, now_us = self.state.epoch, self.state.now_us
+        result = apply(self.state, command, index)
+        self.seen.update(f"{type(e).__name__}:{getattr(e, 'reason', '')}" for e in result.events)
+        if not result.accepted:
+            self.seen[f"rejected:{result.rejection.code}"] += 1
+        where = f"entry {index} ({type(command).__name__})"
+        if self.state.now_us < now_us:
+            raise Violation(f"{where}: replicated time went back from {now_us} to {self.state.now_us}")
+        if isinstance(command, cmds.EPOCH_COMMANDS) and command.epoch != epoch:
+            if result.accepted:
+                raise Violation(f"{where}: epoch {command.epoch} accepted while the epoch is {epoch}")
+            return result
+        if result.index != index:
+            return result  # a remembered answer to a repeated request id: nothing was applied
+        if isinstance(command, cmds.ClaimLeadership) and result.accepted and self.state.epoch != epoch + 1:
+            raise Violation(f"{where}: leadership claimed but the epoch went {epoch} -> {self.state.epoch}")
+        self._check_events(where, index, command, result, before)
+        return result
+
+    def _check_events(self, where: str, index: int, command, result, before: dict) -> None:
+        items = _refs(command)
+        per_item = isinstance(command, (cmds.GrantLeases, cmds.ExtendLeases, cmds.CompleteRuns, cmds.ExpireLeases))
+        if per_item and result.accepted and len(result.events) != len(items):
+            raise Violation(f"{where}: {len(items)} items answered by {len(result.events)} events")
+        for position, event in enumerate(result.events):
+            if isinstance(event, ev.RunClaimed):
+                self._claimed(where, command, event, before)
+            elif isinstance(event, ev.LeaseGranted):
+                self._granted(where, index, event, before)
+            elif isinstance(event, ev.LeaseExtended):
+                self._current(where, "heartbeat", event.job_id, event.scheduled_us, event.fencing_token, before)
+            elif isinstance(event, (ev.JobAdded, ev.JobChanged)):
+                self._job_changed(where, event)
+            elif isinstance(event, ev.JobRemoved):
+                self.expected_next.pop(event.job_id, None)
+            if per_item and isinstance(event, ACCEPTING):
+                self._ended(where, command, command_item(command, position), event, before)
+
+    def _claimed(self, where: str, command, event: ev.RunClaimed, before: dict) -> None:
+        key = (event.job_id, event.scheduled_us)
+        reclaimable = isinstance(command, cmds.BackfillRuns) and before.get(key, ("",))[0] in ("skipped", "missed")
+        if key in self.claimed and not reclaimable:
+            raise Violation(f"{where}: run key {key} claimed a second time")
+        self.claimed.add(key)
+        run = self.state.get_run(*key)
+        if event.status in ("skipped", "missed") and not run.reason:
+            raise Violation(f"{where}: {key} {event.status} without a reason")
+        if isinstance(command, cmds.ClaimRuns):
+            expected = self.expected_next.get(event.job_id)
+            if expected is not None and event.scheduled_us != expected:
+                raise Violation(f"{where}: {event.job_id} claimed slot {event.scheduled_us}, its next slot is {expected}")
+            if event.scheduled_us > self.state.now_us:
+                raise Violation(f"{where}: {key} claimed before it was due (now {self.state.now_us})")
+            job = self.state.jobs[event.job_id]
+            self.expected_next[event.job_id] = next_slot(period_s(job.spec.schedule), event.scheduled_us)
+        if isinstance(command, cmds.TriggerRun):
+            first = self.manual_requests.setdefault(command.request_id, key)
+            if first != key:
+                raise Violation(f"{where}: request {command.request_id} created runs {first} and {key}")
+
+    def _granted(self, where: str, index: int, event: ev.LeaseGranted, before: dict) -> None:
+        key = (event.job_id, event.scheduled_us)
+        status, token, _, _ = before.get(key, ("missing", 0, 0, 0))
+        if status != "queued":
+            raise Violation(f"{where}: lease {event.fencing_token} granted on {key} while it was {status} "
+                            f"(token {token}): two valid leases")
+        if event.fencing_token != index or event.fencing_token <= self.highest_token.get(key, 0):
+            raise Violation(f"{where}: {key} granted token {event.fencing_token}, not a fresh log index")
+        self.highest_token[key] = event.fencing_token
+
+    def _current(self, where: str, what: str, job_id: str, scheduled_us: int, token: int, before: dict) -> None:
+        status, current, _, _ = before.get((job_id, scheduled_us), ("missing", 0, 0, 0))
+        if status != "leased" or token != current:
+            raise Violation(f"{where}: {what} with token {token} accepted on ({job_id}, {scheduled_us}) "
+                            f"while it was {status} with token {current}")
+
+    def _ended(self, where: str, command, item, event, before: dict) -> None:
+        lease = item.lease
+        self._current(where, type(command).__name__, lease.job_id, lease.scheduled_us, lease.fencing_token, before)
+        if isinstance(command, cmds.ExpireLeases):
+            _, _, expires_us, deadline_us = before[(lease.job_id, lease.scheduled_us)]
+            due_us = deadline_us if item.reason == "timed_out" else expires_us
+            if due_us > self.state.now_us:
+                raise Violation(f"{where}: lease {lease.fencing_token} ended at {self.state.now_us}, due at {due_us}")
+
+    def _job_changed(self, where: str, event) -> None:
+        job = self.state.jobs[event.job_id]
+        if isinstance(event, ev.JobAdded) or event.job_id not in self.expected_next:
+            expected = next_slot(period_s(job.spec.schedule), job.cursor_us)
+            if job.next_due_us != expected:
+                raise Violation(f"{where}: {event.job_id} starts at {job.next_due_us}, first slot after its "
+                                f"cursor {job.cursor_us} is {expected}")
+            self.expected_next[event.job_id] = expected
+
+    def check_state(self) -> None:
+        """Whole-state invariants: the live index matches the runs; one live lease per run."""
+        state = self.state
+        derived = {}
+        for job_id in sorted(state.runs):
+            live = [r.scheduled_us for r in state.runs[job_id] if r.status in ("queued", "leased")]
+            if live:
+                derived[job_id] = live
+        if derived != state.live_runs:
+            raise Violation(f"live-run index {state.live_runs} disagrees with the runs {derived}")
+        for job_id, runs in state.runs.items():
+            for run in runs:
+                tokens = [a.fencing_token for a in run.attempts]
+                if any(b <= a for a, b in zip(tokens, tokens[1:])):
+                    raise Violation(f"({job_id}, {run.scheduled_us}): attempt tokens {tokens} do not grow")
+                if any(not a.outcome for a in run.attempts[:-1]):
+                    raise Violation(f"({job_id}, {run.scheduled_us}): an earlier attempt never ended")
+                if run.status == "leased" and (run.attempts[-1].outcome or run.fencing_token != tokens[-1]):
+                    raise Violation(f"({job_id}, {run.scheduled_us}): leased without its live attempt")
+
+
+def command_item(command, position: int):
+    if isinstance(command, cmds.CompleteRuns):
+        return command.completions[position]
+    if isinstance(command, cmds.ExpireLeases):
+        return command.expiries[position]
+    return None

@@ -1,0 +1,69 @@
+"""Bugs planted in the core, to show the simulation finds them: each is a context manager
+that patches one core function the way a plausible regression would break it."""
+
+from __future__ import annotations
+
+import contextlib
+from unittest import mock
+
+import msgspec
+
+from scheduler.core import execution
+from scheduler.core.commands import LeaseRef
+
+
+@contextlib.contextmanager
+def completions_ignore_the_token():
+    """CompleteRuns accepts a completion whatever token it carries (the holder's check forgotten)."""
+    original = execution._complete_one
+
+    def planted(state, item):
+        run = state.get_run(item.lease.job_id, item.lease.scheduled_us)
+        if run is not None:
+            item = msgspec.structs.replace(item, lease=LeaseRef(run.job_id, run.scheduled_us, run.fencing_token))
+        return original(state, item)
+
+    with mock.patch.object(execution, "_complete_one", planted):
+        yield
+
+
+@contextlib.contextmanager
+def grants_ignore_a_live_lease():
+    """GrantLeases grants a run that is already leased (as if it were still queued)."""
+    original = execution._grant_one
+
+    def planted(state, ref, cmd, index):
+        run = state.get_run(ref.job_id, ref.scheduled_us)
+        if run is not None and run.status == "leased":
+            state.set_status(run, "queued")
+        return original(state, ref, cmd, index)
+
+    with mock.patch.object(execution, "_grant_one", planted):
+        yield
+
+
+@contextlib.contextmanager
+def expiries_trust_the_proposer():
+    """ExpireLeases ends a lease when asked, without judging expiry in replicated time."""
+    original = execution._expire_one
+
+    def planted(state, expiry):
+        run = state.get_run(expiry.lease.job_id, expiry.lease.scheduled_us)
+        if run is not None and run.status == "leased" and run.fencing_token == expiry.lease.fencing_token:
+            saved = run.lease_expires_us, run.deadline_us
+            run.lease_expires_us = run.deadline_us = min(run.lease_expires_us, state.now_us)
+            event = original(state, expiry)
+            if run.attempts and run.attempts[-1].outcome == "":  # not ended after all: put it back
+                run.lease_expires_us, run.deadline_us = saved
+            return event
+        return original(state, expiry)
+
+    with mock.patch.object(execution, "_expire_one", planted):
+        yield
+
+
+PLANTED = {
+    "completions_ignore_the_token": completions_ignore_the_token,
+    "grants_ignore_a_live_lease": grants_ignore_a_live_lease,
+    "expiries_trust_the_proposer": expiries_trust_the_proposer,
+}
