@@ -27,9 +27,8 @@ def _client(args):
 
 def cmd_serve(args) -> int:
     from scheduler.config import load_node_config
-    from scheduler.node import serve
-
     from scheduler.logs import configure_logging
+    from scheduler.node import serve
 
     config = load_node_config(args)
     configure_logging(config.log_level, config.log_format, config.node_id)

@@ -15,8 +15,8 @@ from scheduler.leader.alerting import AlertDispatcher
 from scheduler.leader.dispatch import Dispatcher
 from scheduler.leader.lifecycle import LeaderLifecycle, LeaderTerm
 from scheduler.leader.reaper import Reaper
-from scheduler.observability import add_health, start_observability
 from scheduler.leader.trigger import TriggerLoop
+from scheduler.observability import add_health, start_observability
 from scheduler.replication import RaftLog
 from scheduler.rpc.cluster import ClusterServicer
 from scheduler.rpc.jobs import JobServicer

@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from scheduler.core import results as ev
+from scheduler.core.claims import claim_runs
 from scheduler.core.clock import advance_epoch_clock, clock_reading, open_epoch_clock, restore_clock
 from scheduler.core.commands import (
     EPOCH_COMMANDS,
     AdvanceTime,
     ApplyJobs,
+    BackfillRuns,
     ClaimLeadership,
     ClaimRuns,
     Command,
@@ -21,16 +23,13 @@ from scheduler.core.commands import (
     ExpireLeases,
     ExtendLeases,
     GrantLeases,
-    ReadBarrier,
-    SetJobPaused,
-    TriggerRun,
-    BackfillRuns,
     KillClass,
     MarkAlertsDelivered,
+    ReadBarrier,
     ReviveClass,
+    SetJobPaused,
+    TriggerRun,
 )
-from scheduler.core.manual import backfill_runs, trigger_run
-from scheduler.core.ops import kill_class, mark_alerts_delivered, revive_class
 from scheduler.core.execution import (
     complete_runs,
     expire_leases,
@@ -39,7 +38,8 @@ from scheduler.core.execution import (
     grant_leases,
 )
 from scheduler.core.jobs import apply_jobs, set_job_paused
-from scheduler.core.claims import claim_runs
+from scheduler.core.manual import backfill_runs, trigger_run
+from scheduler.core.ops import kill_class, mark_alerts_delivered, revive_class
 from scheduler.core.results import Result, rejected
 from scheduler.core.state import State
 

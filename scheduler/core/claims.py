@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from scheduler.core import results as ev
+from scheduler.core.alerts import LATE_ALERT_US, raise_alert
 from scheduler.core.commands import ClaimRuns, SlotClaim
 from scheduler.core.execution import cancel_live_runs
-from scheduler.core.alerts import LATE_ALERT_US, raise_alert
 from scheduler.core.model import CLAIM_STATUSES, MISSED, QUEUED, SECOND_US, SKIPPED, Run, format_run_key
 from scheduler.core.results import Result
 from scheduler.core.state import State

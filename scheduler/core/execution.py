@@ -7,10 +7,10 @@ proposer can hand each caller its own answer.
 from __future__ import annotations
 
 from scheduler.core import results as ev
+from scheduler.core.alerts import raise_alert
 from scheduler.core.commands import CompleteRuns, ExpireLeases, ExtendLeases, GrantLeases, LeaseRef, RunRef
 from scheduler.core.model import CANCELLED, FAILED, LEASED, QUEUED, SECOND_US, SUCCEEDED, TIMED_OUT, Attempt, Run
 from scheduler.core.results import Result, rejected
-from scheduler.core.alerts import raise_alert
 from scheduler.core.retry import end_run, retry_or_end
 from scheduler.core.state import State
 

@@ -115,6 +115,15 @@ class Dispatcher:
             _, _, entry = heapq.heappop(self._pending)
             heapq.heappush(self._ready.setdefault(entry.target, []), (entry.rank_us, entry.arrival, entry))
 
+    def queue_depths(self) -> dict[tuple[str, str], int]:
+        """(target, "ready" | "pending") -> queued entries; an upper bound (stale entries are
+        dropped only when picked). Call without the state lock held."""
+        with self._changed:
+            depths = {(target, "ready"): len(queue) for target, queue in self._ready.items()}
+            for _, _, entry in self._pending:
+                depths[(entry.target, "pending")] = depths.get((entry.target, "pending"), 0) + 1
+        return depths
+
     def _on_apply(self, command, result) -> None:
         """Tick thread, state lock held (re-entrant): enqueue what became leasable."""
         if not isinstance(command, _QUEUEING_COMMANDS) or not result.accepted:

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduler.core.commands import ClaimLeadership
-from scheduler.leader.clock import LeaderClock, monotonic_us
 from scheduler.core.results import LeadershipClaimed
+from scheduler.leader.clock import LeaderClock, monotonic_us
 from scheduler.replication import RaftLog, ReplicationError
 
 log = logging.getLogger("raftcron.leader")

@@ -10,8 +10,8 @@ import logging
 import random
 
 from scheduler.core.commands import AdvanceTime, ExpireLeases, Expiry, LeaseRef
-from scheduler.core.model import LEASED, SECOND_US
 from scheduler.core.execution import DEADLINE_PASSED, LEASE_EXPIRED
+from scheduler.core.model import LEASED, SECOND_US
 from scheduler.leader.lifecycle import LeaderTerm
 from scheduler.replication import RaftLog, ReplicationError
 

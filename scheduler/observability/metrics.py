@@ -32,6 +32,7 @@ from scheduler.core.commands import CompleteRuns, ExpireLeases, ExtendLeases
 from scheduler.core.model import QUEUED, RUN_STATUSES, SECOND_US
 from scheduler.observability.tally import RunTally
 from scheduler.replication.raftlog import ROLE_NAMES
+from scheduler.rpc.cluster import node_ready
 
 log = logging.getLogger("raftcron.observability")
 
@@ -147,31 +148,12 @@ class ApplyObserver:
 
 
 def dispatcher_queue_depths(dispatcher) -> dict[tuple[str, str], int]:
-    """(target, stage) -> entries in the leader's in-memory run queue.
+    """(target, stage) -> entries in the leader's in-memory run queue (see Dispatcher.queue_depths).
 
     stage "ready": due, waiting for a worker of that target; "pending": not due when last
-    looked at (herd spreading, retry backoff, an overlap recheck). Entries can be stale (a
-    run cancelled after it was queued is dropped only when picked), so this is an upper bound.
-    Reads the Dispatcher's private heaps under its own lock; call it without the state lock
-    held (the dispatcher takes its lock inside the state lock).
+    looked at (herd spreading, retry backoff, an overlap recheck).
     """
-    if dispatcher is None:
-        return {}
-    with dispatcher._changed:
-        depths: Counter[tuple[str, str]] = Counter(
-            {(target, "ready"): len(queue) for target, queue in dispatcher._ready.items()}
-        )
-        depths.update((entry.target, "pending") for _, _, entry in dispatcher._pending)
-    return dict(depths)
-
-
-def node_ready(raftlog, config) -> bool:
-    """A leader is known, and it has opened an epoch this node has applied (as ClusterService says)."""
-    leader = config.peer_by_raft_address(raftlog.leader_address())
-    if leader is None:
-        return False
-    with raftlog.read() as state:
-        return state.leader_id == leader.node_id
+    return {} if dispatcher is None else dispatcher.queue_depths()
 
 
 def _version() -> str:

@@ -2,10 +2,10 @@
 
 from scheduler.replication.errors import (
     NotLeader,
+    OutcomeUnknown,
     Overloaded,
     ReplicationError,
     ReplicationTimeout,
-    OutcomeUnknown,
 )
 from scheduler.replication.raftlog import RaftLog, RaftSettings
 

@@ -13,6 +13,15 @@ from worker.api.v1 import cluster_pb2, cluster_pb2_grpc
 _CONNECTED = 2
 
 
+def node_ready(raftlog: RaftLog, config: NodeConfig) -> bool:
+    """A leader is known, and it has opened an epoch this node has applied."""
+    leader = config.peer_by_raft_address(raftlog.leader_address())
+    if leader is None:
+        return False
+    with raftlog.read() as state:
+        return state.leader_id == leader.node_id
+
+
 class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
     def __init__(self, raftlog: RaftLog, config: NodeConfig) -> None:
         self._raftlog = raftlog
@@ -35,7 +44,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         ]
         with self._raftlog.read() as state:
             epoch, now_us = state.epoch, state.now_us
-            job_count, run_count, leader_of_epoch = len(state.jobs), state.run_count, state.leader_id
+            job_count, run_count = len(state.jobs), state.run_count
             digest = state_digest(state) if request.include_digest else ""
             digest_index = state.applied_index
         return cluster_pb2.StatusResponse(
@@ -48,8 +57,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
             applied_index=self._raftlog.applied_index,
             epoch=epoch,
             peers=peers,
-            # Ready once a leader is known and it has opened an epoch this node has applied.
-            ready=leader_peer is not None and leader_of_epoch == leader_peer.node_id,
+            ready=node_ready(self._raftlog, self._config),
             replicated_time=timestamp(now_us),
             job_count=job_count,
             run_count=run_count,

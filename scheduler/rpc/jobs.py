@@ -6,16 +6,15 @@ import json
 import math
 import uuid
 
-import msgspec
-
 import grpc
+import msgspec
 
 from scheduler.core import Result, model
 from scheduler.core import results as ev
 from scheduler.core.commands import ApplyJobs, BackfillRuns, JobUpsert, SetJobPaused, TriggerRun
+from scheduler.core.jobs import restarted_cursor
 from scheduler.core.manual import MAX_BACKFILL_SLOTS
 from scheduler.core.model import SECOND_US
-from scheduler.core.jobs import restarted_cursor
 from scheduler.leader.planner import first_due_after, schedule_for
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import job_to_pb, resource_from_pb, run_to_pb, spec_from_pb, timestamp_us

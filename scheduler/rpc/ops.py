@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-
 from scheduler.core import results as ev
 from scheduler.core.commands import KillClass, ReviveClass
 from scheduler.core.model import Alert, KillRecord, KillSwitch
