@@ -167,10 +167,17 @@ class Workers:
         self._cluster_arg = cluster_arg
         self._sink_url = sink_url
         self.procs: dict[str, WorkerProc] = {}
+        self._concurrency: dict[str, int] = {}
         self.on_start = None  # called with (worker_id, gid): the firewall learns the new process
 
-    def start(self, worker_id: str, concurrency: int = 4) -> WorkerProc:
-        gid = WORKER_GID_BASE + len(self.procs) + 1
+    def restart(self, worker_id: str) -> WorkerProc:
+        """Start a worker again under its old id and gid (after it was killed)."""
+        old = self.procs.pop(worker_id)
+        return self.start(worker_id, self._concurrency.get(worker_id, 4), gid=old.gid)
+
+    def start(self, worker_id: str, concurrency: int = 4, gid: int | None = None) -> WorkerProc:
+        gid = gid or WORKER_GID_BASE + len(self.procs) + 1
+        self._concurrency[worker_id] = concurrency
         log_path = self._workdir / f"{worker_id}.log"
         with open(log_path, "ab") as log_file:
             process = subprocess.Popen(

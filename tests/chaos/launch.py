@@ -1,7 +1,5 @@
-"""The host side: start a scenario in a fresh private namespace and read its verdict.
-
-    python -m tests.chaos.launch SCENARIO [--seed N]     one scenario
-    python -m tests.chaos.launch soak --minutes 30       the long soak (not run in CI)
+"""The host side: start a scenario in a fresh private namespace and read its verdict
+(used by the pytest scenarios and by `python -m tests.chaos.run` started on the host).
 
 The scenario runs as PID 1 of new PID, mount and network namespaces (`unshare --net --pid
 --mount --fork --kill-child --mount-proc`): nothing on the host connects to its addresses,
@@ -10,7 +8,6 @@ and when it ends (or is killed on timeout) every process it started dies with it
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -23,6 +20,11 @@ from pathlib import Path
 from tests.chaos.netns import HOST_NETNS_ENV, netns_inode
 
 ROOT = Path(__file__).resolve().parents[2]
+# pysyncobj 0.3.17 logs this CRITICAL line when a duplicated append (pipelined appends both
+# answered "reset") truncates entries a follower already applied; the entries are re-sent
+# identical and the digests still agree (the replicas_agree check holds them to it).
+# test_known_issues.py reproduces it as a strict xfail; elsewhere it is reported, not failed.
+KNOWN_LOG_ALERTS = ("truncating already-applied log entries",)
 UNSHARE = ["unshare", "--net", "--pid", "--mount", "--fork", "--kill-child", "--mount-proc"]
 
 
@@ -52,9 +54,23 @@ def launch(scenario: str, seed: int, workdir: Path, timeout_s: float, extra: lis
     return json.loads(out.read_text())
 
 
+def unexpected(verdict: dict) -> list[dict]:
+    """The violations that fail a run: all but the known log alerts above."""
+    return [
+        v for v in verdict["violations"]
+        if not (v["check"] == "clean_logs" and any(known in v["message"] for known in KNOWN_LOG_ALERTS))
+    ]
+
+
+def passed(verdict: dict) -> bool:
+    return not verdict.get("error") and not unexpected(verdict)
+
+
 def describe(verdict: dict) -> str:
+    known = len(verdict.get("violations", [])) - len(unexpected(verdict))
     lines = [f"chaos scenario {verdict['scenario']} seed {verdict['seed']}: "
-             f"{'ok' if verdict['ok'] else 'FAILED'}; rerun with CHAOS_SEED={verdict['seed']}"]
+             f"{'ok' if passed(verdict) else 'FAILED'}; rerun with CHAOS_SEED={verdict['seed']}"
+             + (f" ({known} known pysyncobj log alerts)" if known else "")]
     lines += [f"  {v['check']}: {v['message']}" for v in verdict.get("violations", [])[:30]]
     if verdict.get("error"):
         lines.append(verdict["error"])
@@ -63,22 +79,3 @@ def describe(verdict: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.chaos.launch")
-    parser.add_argument("scenario")
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--minutes", type=float, default=None)
-    parser.add_argument("--keep", action="store_true")
-    options = parser.parse_args()
-    seed = options.seed if options.seed is not None else random.randrange(1 << 32)
-    extra = (["--minutes", str(options.minutes)] if options.minutes else []) + (["--keep"] if options.keep else [])
-    timeout_s = 600 + 60 * (options.minutes or 0) * 2
-    with tempfile.TemporaryDirectory(prefix="chaos-") as workdir:
-        verdict = launch(options.scenario, seed, Path(workdir), timeout_s, extra, stream=None)
-    print(describe(verdict))
-    print(json.dumps(verdict.get("stats", {})))
-    return 0 if verdict["ok"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,10 +1,11 @@
-"""Run one chaos scenario inside a private namespace and write its verdict as JSON.
+"""Run one chaos scenario and judge it with the history checker.
 
-    unshare --net --pid --mount --fork --kill-child --mount-proc -- \\
-        python -m tests.chaos.run SCENARIO --seed N --out verdict.json
-    python -m tests.chaos.run soak --minutes 30          (through tests.chaos.launch)
+    python -m tests.chaos.run SCENARIO [--seed N]      e.g. pause_leader; as root
+    python -m tests.chaos.run soak --minutes 30        the long soak (not run in CI)
 
-It refuses to run outside a private network namespace (see netns.py). It brings `lo` up,
+Started on the host, it starts itself again as PID 1 of fresh net, PID and mount namespaces
+(tests/chaos/launch.py) and prints the verdict. Inside, it refuses to run unless its network
+namespace is private (see netns.py); it brings `lo` up,
 starts the cluster on 127.0.0.2.., injects the scenario's faults, records the history,
 runs the checker and writes {"ok", "violations", "seed", ...}. Everything it started dies
 with it: it is PID 1 of its own PID namespace.
@@ -76,12 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.chaos.run")
     parser.add_argument("scenario", choices=sorted(SCENARIOS))
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=None, help="where to write the verdict (inside the namespace)")
     parser.add_argument("--workdir", type=Path, default=None, help="parent of the scenario's temporary directory")
     parser.add_argument("--minutes", type=float, default=5.0, help="soak only: how long to inject faults")
     parser.add_argument("--keep", action="store_true", help="keep node data and logs")
     options = parser.parse_args(argv)
     seed = options.seed = options.seed if options.seed is not None else random.randrange(1 << 32)
+    if not os.environ.get(netns.HOST_NETNS_ENV):
+        return _from_the_host(options, argv if argv is not None else sys.argv[1:])
     say(f"chaos scenario {options.scenario} seed {seed}")
     netns.loopback_up()  # raises unless this is a private namespace with only lo
     for variable in PROXY_VARIABLES:
@@ -100,6 +103,18 @@ def main(argv: list[str] | None = None) -> int:
     if verdict["error"]:
         print(verdict["error"], file=sys.stderr)
     return 0 if verdict["ok"] else 1
+
+
+def _from_the_host(options: argparse.Namespace, argv: list[str]) -> int:
+    from tests.chaos.launch import describe, launch, passed
+
+    extra = ["--minutes", str(options.minutes)] + (["--keep"] if options.keep else [])
+    timeout_s = 600 + 120 * options.minutes
+    with tempfile.TemporaryDirectory(prefix="chaos-", dir=options.workdir) as workdir:
+        verdict = launch(options.scenario, options.seed, Path(workdir), timeout_s, extra)
+    print(describe(verdict))
+    print(json.dumps(verdict.get("stats", {})))
+    return 0 if passed(verdict) else 1
 
 
 if __name__ == "__main__":

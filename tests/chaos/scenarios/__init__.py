@@ -14,7 +14,7 @@ class Scenario:
 
 
 def _registry() -> dict[str, Scenario]:
-    from tests.chaos.scenarios import leader, network, restart, workers
+    from tests.chaos.scenarios import leader, network, restart, soak, workers
 
     return {
         "kill_leader_enqueue": Scenario(leader.kill_leader_enqueue),
@@ -30,6 +30,7 @@ def _registry() -> dict[str, Scenario]:
         "cut_worker": Scenario(workers.cut_worker),
         "kill_worker": Scenario(workers.kill_worker),
         "rolling_restart": Scenario(workers.rolling_restart),
+        "soak": Scenario(soak.soak),
     }
 
 
