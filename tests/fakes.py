@@ -8,12 +8,20 @@ leader's monotonic clock reads the same as its wall clock unless a test passes
 `monotonic_us` (a wall-clock jump); builders of commands that do not move time
 (heartbeats, completions, read barriers) first tick the leader's clock to their
 instant with an AdvanceTime entry, which takes a log index of its own.
+
+Job changes are the exception: nothing is appended before them. The proposer of
+ApplyJobs (the API servicer) stamps its view of replicated time, so the builder
+stamps the current `now_us`. A test that needs a job's slots to start at a given
+instant moves replicated time there first (`advance`, or any command of the leader).
 """
 
 from __future__ import annotations
 
+import msgspec
+
 from scheduler.core import Result, State, apply
 from scheduler.core.clock import bounded_now_us
+from scheduler.core.codec import encode_snapshot
 from scheduler.core.commands import (
     EPOCH_COMMANDS,
     AdvanceTime,
@@ -34,10 +42,13 @@ from scheduler.core.commands import (
     SetJobPaused,
     SlotClaim,
 )
+from scheduler.core.jobs import MAX_PLAN_SKEW_US
 from scheduler.core.model import SECOND_US, JobSpec
 
 # 2023-11-14T22:13:20Z: a round, recent instant.
 T0_US = 1_700_000_000 * SECOND_US
+# Spec fields whose change makes a job's slots start afresh.
+SCHEDULE_FIELDS = ("schedule", "timezone", "dst_gap", "dst_repeat")
 
 
 class FakeClock:
@@ -97,40 +108,80 @@ def expiry(lease: LeaseRef, reason: str = "lease_expired", jitter_ppm: int = 0) 
     return Expiry(lease, reason, jitter_ppm)
 
 
+def clock_of(state: State) -> tuple[int, int, int, int]:
+    """Everything replicated time is made of: (now, anchor now, anchor monotonic, ignored jump)."""
+    return state.now_us, state.clock_anchor_now_us, state.clock_anchor_mono_us, state.clock_ignored_us
+
+
+def _all_but_position(state: State) -> bytes:
+    return encode_snapshot(msgspec.structs.replace(state, applied_index=0))
+
+
+def _restarted(state: State, command: Command) -> dict[str, int]:
+    """Jobs whose slots an ApplyJobs would start afresh, each with the floor of its new cursor:
+    its cursor if it has a new schedule, else the last run key retained under its id."""
+    if not isinstance(command, ApplyJobs) or (command.request_id and command.request_id in state.request_results):
+        return {}
+    floors = {}
+    for item in command.upserts:
+        current = state.jobs.get(item.spec.id)
+        if current is None:
+            retained = state.runs.get(item.spec.id)
+            floors[item.spec.id] = retained[-1].scheduled_us if retained else 0
+        elif any(getattr(current.spec, name) != getattr(item.spec, name) for name in SCHEDULE_FIELDS):
+            floors[item.spec.id] = current.cursor_us
+    return floors
+
+
 def apply_checking_time(state: State, command: Command, index: int) -> Result:
     """apply(), asserting the rules of replicated time on the way.
 
-    Time never decreases. Only an accepted ClaimLeadership (max(now, issued_at)) and an
-    accepted command of the current epoch (issued_at, clamped to the bound of the leader's
-    monotonic clock) move it; every other command, and every rejected one, leaves it alone.
+    Time never decreases. Only an accepted ClaimLeadership (max(now, issued_at); the epoch
+    clock anchored there, nothing ignored) and an accepted command of the current epoch
+    (issued_at, clamped to the bound of the leader's monotonic clock) move it; every other
+    command leaves the clock alone. A rejected command changes nothing but its log position
+    (and the request memory, when a final rejection is remembered under its request id):
+    not time, not the clock's anchor, not what was ignored, nothing else.
+
+    An accepted ApplyJobs that starts a job's slots afresh was planned within
+    MAX_PLAN_SKEW_US of replicated time, and the job's cursor is max(floor, min(issued_at,
+    now)): the proposer's view of replicated time, never ahead of it.
     """
-    before_us, ignored_us = state.now_us, state.clock_ignored_us
+    before = clock_of(state)
+    restarted = _restarted(state, command)
+    before_us, anchor_now_us, anchor_mono_us, _ = before
+    before_bytes = _all_but_position(state)
+    requests = (dict(state.request_results), list(state.request_fifo))
     bound_us = bounded_now_us(state, command.monotonic_us) if isinstance(command, EPOCH_COMMANDS) else 0
     result = apply(state, command, index)
     name = type(command).__name__
     assert state.now_us >= before_us, f"{name} moved replicated time backwards"
-    if isinstance(command, ClaimLeadership) and result.accepted:
-        assert state.now_us == max(before_us, command.issued_at_us)
-        # Should be 0 (the new leader's reading is taken as is); the core keeps the deposed
-        # leader's figure (see test_a_new_epoch_clears_what_the_deposed_leaders_clock_had_ignored).
-        assert state.clock_ignored_us in (0, ignored_us)
-    elif isinstance(command, EPOCH_COMMANDS) and (result.accepted or _invalid_grant(command, result)):
+    if not result.accepted:
+        assert clock_of(state) == before, f"{name} rejected ({result.rejection.code}) but changed the clock"
+        remembered = msgspec.structs.replace(state, request_results=requests[0], request_fifo=requests[1])
+        assert before_bytes in (_all_but_position(state), _all_but_position(remembered)), (
+            f"{name} rejected ({result.rejection.code}) but changed more than its log position"
+        )
+    elif isinstance(command, ClaimLeadership):
+        now_us = max(before_us, command.issued_at_us)
+        assert clock_of(state) == (now_us, now_us, command.monotonic_us, 0), f"{name}: clock {clock_of(state)}"
+    elif isinstance(command, EPOCH_COMMANDS):
         moved_us = max(before_us, min(command.issued_at_us, bound_us))
-        if result.accepted:
-            assert state.now_us == moved_us, f"{name}: time {state.now_us}, expected {moved_us}"
-            assert state.clock_ignored_us == max(0, command.issued_at_us - bound_us)
+        assert state.now_us == moved_us, f"{name}: time {state.now_us}, expected {moved_us}"
+        if command.issued_at_us > bound_us:
+            # A clamped reading is recorded and does not re-anchor the epoch clock.
+            expected = (moved_us, anchor_now_us, anchor_mono_us, command.issued_at_us - bound_us)
         else:
-            # A current-epoch grant rejected as invalid still moves time (a known core bug,
-            # see test_a_grant_rejected_as_invalid_moves_nothing): either answer is tolerated.
-            assert state.now_us in (before_us, moved_us)
+            expected = (moved_us, moved_us, max(anchor_mono_us, command.monotonic_us), 0)
+        assert clock_of(state) == expected, f"{name}: clock {clock_of(state)}, expected {expected}"
     else:
-        assert state.now_us == before_us, f"{name} moved replicated time ({result.rejection})"
-        assert state.clock_ignored_us == ignored_us
+        assert clock_of(state) == before, f"{name} moved replicated time"
+    if restarted and result.accepted:
+        assert abs(command.issued_at_us - before_us) <= MAX_PLAN_SKEW_US, f"{name}: a far-off plan was accepted"
+        start_us = min(command.issued_at_us, before_us)
+        for job_id, floor_us in restarted.items():
+            assert state.jobs[job_id].cursor_us == max(floor_us, start_us), f"{name}: cursor of {job_id!r}"
     return result
-
-
-def _invalid_grant(command: Command, result: Result) -> bool:
-    return isinstance(command, GrantLeases) and result.rejection is not None and result.rejection.code == "invalid"
 
 
 class Core:
@@ -190,7 +241,19 @@ class Core:
         author: str = "alice",
         issued_at_us: int | None = None,
     ) -> Result:
-        issued = self.clock.tick() if issued_at_us is None else issued_at_us
+        """ApplyJobs stamped, by default, as the API servicer stamps it: with replicated time.
+
+        The proposer's wall clock moves on (the fake clock ticks) but is not what is stamped,
+        and no AdvanceTime entry is appended. Before any epoch there is no replicated time
+        to go by and the servicer refuses to plan; the fake then stamps its wall clock, so a
+        job added before a leader is refused as a plan far from replicated time (stale_plan)
+        instead of silently owing slots from the epoch of 1970.
+        """
+        wall_us = self.clock.tick()
+        if issued_at_us is not None:
+            issued = issued_at_us
+        else:
+            issued = self.state.now_us if self.state.epoch >= 1 else wall_us
         return self.apply(
             ApplyJobs(issued_at_us=issued, author=author, request_id=request_id, upserts=upserts, removals=removals)
         )

@@ -18,12 +18,13 @@ from scheduler.core.commands import (
     ReadBarrier,
 )
 from scheduler.core.model import FINAL_STATUSES, QUEUED, SECOND_US, SKIPPED
-from scheduler.core.results import SlotAlreadyAccounted
+from scheduler.core.results import JobAdded, JobChanged, SlotAlreadyAccounted
 from scheduler.core.state import RUNS_RETAINED_PER_JOB, State
 
-from tests.fakes import T0_US, Core, FakeClock, claim, spec, upsert
+from tests.fakes import T0_US, Core, FakeClock, claim, clock_of, spec, upsert
 
 TEN_S = 10 * SECOND_US
+HOUR = 3600 * SECOND_US
 
 
 def slot(k: int) -> int:
@@ -118,9 +119,12 @@ def test_without_a_leader_nothing_moves_time() -> None:
     core = Core()
     result = core.apply(AdvanceTime(issued_at_us=T0_US, epoch=0, monotonic_us=T0_US))
     assert result.rejection.code == "stale_epoch"
-    core.apply_jobs((upsert(spec("a"), next_due_us=slot(1)),), issued_at_us=T0_US)
+    # Without replicated time to go by, a job planned from a wall clock is a plan far from it.
+    planned = core.apply_jobs((upsert(spec("a"), next_due_us=slot(1)),), issued_at_us=T0_US)
+    assert planned.rejection.code == "stale_plan" and planned.rejection.retryable
     core.apply(ReadBarrier(issued_at_us=T0_US))
     assert core.state.now_us == 0 and core.state.applied_index == core.index == 3
+    assert core.state.jobs == {}
 
 
 # -- replicated time: assigned by the leader, never backwards -------------------------
@@ -132,8 +136,15 @@ def test_only_the_leaders_epoch_commands_and_a_new_epoch_move_time() -> None:
     assert core.state.now_us == core.clock.now_us == T0_US + SECOND_US and opened == 1
     ahead = core.state.now_us + 300 * SECOND_US
     # Clients, workers and followers with clocks five minutes ahead: judged at replicated time.
-    assert core.apply_jobs((upsert(spec("a"), next_due_us=ahead + TEN_S),), issued_at_us=ahead).accepted
-    assert core.state.jobs["a"].updated_us == T0_US + SECOND_US
+    # A job planned from such a clock is refused (its slots would start at the wrong instant) ...
+    far = core.apply_jobs((upsert(spec("a"), next_due_us=ahead + TEN_S),), issued_at_us=ahead)
+    assert far.rejection.code == "stale_plan" and "a" not in core.state.jobs
+    # ... one planned from replicated time is added; a change that keeps its slots is not a plan.
+    assert core.apply_jobs((upsert(spec("a"), next_due_us=slot(1)),)).events == (JobAdded("a", 1),)
+    changed = core.apply_jobs((upsert(spec("a", owner="x"), expected_version=1),), issued_at_us=ahead)
+    assert changed.events == (JobChanged("a", 2),)
+    assert core.state.jobs["a"].updated_us == core.state.jobs["a"].cursor_us == T0_US + SECOND_US
+    assert core.state.now_us == T0_US + SECOND_US
     core.pause("a", reason="x")
     core.apply(ExtendLeases(issued_at_us=ahead, leases=()))
     core.apply(CompleteRuns(issued_at_us=ahead, completions=()))
@@ -222,18 +233,53 @@ def test_a_wall_clock_jump_within_an_epoch_is_clamped_to_the_monotonic_clock() -
     assert (core.state.now_us, core.state.clock_ignored_us) == (T0_US + 3600 * SECOND_US, 0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="time semantics: ClaimLeadership opens the epoch clock but leaves clock_ignored_us as the "
-    "deposed leader's last clamped reading left it, so the new leader's accepted clock is reported as jumped",
-)
 def test_a_new_epoch_clears_what_the_deposed_leaders_clock_had_ignored() -> None:
     core = Core()
     core.lead(issued_at_us=T0_US, monotonic_us=0)
-    core.advance_time(issued_at_us=T0_US + 3600 * SECOND_US, monotonic_us=SECOND_US)
+    core.advance_time(issued_at_us=T0_US + HOUR, monotonic_us=SECOND_US)
     assert core.state.clock_ignored_us > 0
-    core.lead("n2", term=2, issued_at_us=core.state.now_us + SECOND_US, monotonic_us=7 * SECOND_US)
-    assert core.state.clock_ignored_us == 0
+    # The new leader's clock is within anything its own epoch could bound: nothing is ignored,
+    # and its epoch clock is anchored at its own reading.
+    opened = core.state.now_us + SECOND_US
+    core.lead("n2", term=2, issued_at_us=opened, monotonic_us=7 * SECOND_US)
+    assert clock_of(core.state) == (opened, opened, 7 * SECOND_US, 0)
+    # Even a new leader whose clock is behind the mark: time stays, the epoch anchors there.
+    mark = core.state.now_us
+    core.advance_time(issued_at_us=mark + HOUR, monotonic_us=8 * SECOND_US)
+    assert core.state.clock_ignored_us > 0
+    mark = core.state.now_us
+    core.lead("n3", term=3, issued_at_us=mark - HOUR, monotonic_us=0)
+    assert clock_of(core.state) == (mark, mark, 0, 0)
+
+
+@pytest.mark.parametrize("reading", ["within_bound", "clock_jump"])
+def test_a_rejected_epoch_command_restores_time_and_the_clock_anchor_exactly(reading: str) -> None:
+    core = Core()
+    core.lead(issued_at_us=T0_US, monotonic_us=0)
+    # A jump within the epoch: time is clamped, the anchor kept, what was ignored recorded,
+    # so every part of the clock differs from every other.
+    core.advance_time(issued_at_us=T0_US + HOUR, monotonic_us=SECOND_US)
+    clock = clock_of(core.state)
+    now, anchor_now, anchor_mono, ignored = clock
+    assert (anchor_now, anchor_mono) == (T0_US, 0) and now > anchor_now and ignored > 0
+    before = state_digest(core.state)
+    mono = 3 * SECOND_US
+    bound = bounded_now_us(core.state, mono)
+    issued = {"within_bound": now + SECOND_US, "clock_jump": T0_US + 2 * HOUR}[reading]
+    # The current epoch's grant, rejected by its handler (a TTL of zero) after time was moved.
+    result = core.grant(lease_ttl_us=0, issued_at_us=issued, monotonic_us=mono)
+    assert result.rejection.code == "invalid" and result.index == core.index
+    assert clock_of(core.state) == clock
+    core.state.applied_index -= 1
+    assert state_digest(core.state) == before
+    core.state.applied_index += 1
+    # The same reading, accepted, would have changed each part of the clock.
+    assert core.advance_time(issued_at_us=issued, monotonic_us=mono).accepted
+    if reading == "within_bound":
+        assert clock_of(core.state) == (issued, issued, mono, 0)
+    else:
+        assert clock_of(core.state) == (bound, anchor_now, anchor_mono, issued - bound)
+        assert bound > now and issued - bound != ignored
 
 
 # -- retention -----------------------------------------------------------------------

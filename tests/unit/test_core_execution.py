@@ -73,6 +73,7 @@ from tests.fakes import (
     FakeClock,
     apply_checking_time,
     claim,
+    clock_of,
     completion,
     expiry,
     lease_ref,
@@ -95,11 +96,15 @@ def slot(k: int) -> int:
     return T0_US + k * TEN_S
 
 
-def make_core(retry: RetryPolicy = RETRY, timeout_us: int = TIMEOUT, **fields) -> Core:
-    """Epoch 1; job `a` whose slot(1) is claimed (queued) by an entry issued at slot(1)."""
+def make_core(retry: RetryPolicy = RETRY, timeout_us: int = TIMEOUT, others: tuple = (), **fields) -> Core:
+    """Epoch 1; job `a` whose slot(1) is claimed (queued) by an entry issued at slot(1).
+
+    The jobs in `others` are added with `a` (before slot(1), so they owe it) and left unclaimed.
+    """
     core = Core(FakeClock())
     core.lead()
-    core.apply_jobs((upsert(spec("a", retry=retry, timeout_us=timeout_us, **fields), next_due_us=slot(1)),))
+    a = upsert(spec("a", retry=retry, timeout_us=timeout_us, **fields), next_due_us=slot(1))
+    assert core.apply_jobs((a, *(upsert(other, next_due_us=slot(1)) for other in others))).accepted
     assert core.claim_runs(claim("a", slot(1), slot(2)), issued_at_us=slot(1)).accepted
     return core
 
@@ -197,8 +202,8 @@ def test_a_second_grant_in_a_later_batch_is_not_granted_and_keeps_the_first_leas
 
 
 @pytest.mark.parametrize("epoch_delta", [-1, 1])
-def test_a_stale_or_future_epoch_rejects_the_whole_grant(core: Core, epoch_delta: int) -> None:
-    core.apply_jobs((upsert(spec("b"), next_due_us=slot(1)),))
+def test_a_stale_or_future_epoch_rejects_the_whole_grant(epoch_delta: int) -> None:
+    core = make_core(others=(spec("b"),))
     core.claim_runs(claim("b", slot(1), slot(2)))
     result = core.grant(run_ref("a", slot(1)), run_ref("b", slot(1)), epoch=core.state.epoch + epoch_delta)
     assert result.rejection is not None and result.rejection.code == "stale_epoch"
@@ -224,20 +229,21 @@ def test_a_non_positive_ttl_is_rejected(core: Core, ttl_us: int) -> None:
     assert run_a(core).status == QUEUED
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="time semantics: apply() moves replicated time for a current-epoch command before its "
-    "handler validates it, so a GrantLeases rejected as invalid (TTL <= 0) still moves time and "
-    "re-anchors the epoch clock: a rejected command changes more than its log position",
-)
-def test_a_grant_rejected_as_invalid_moves_nothing() -> None:
+@pytest.mark.parametrize("ttl_us", [0, -1])
+def test_a_grant_rejected_as_invalid_moves_nothing(ttl_us: int) -> None:
+    # A current-epoch grant with a reading the leader's clocks allow: were it accepted, it
+    # would move time ten seconds and re-anchor the epoch clock. Rejected, it changes neither.
     core = make_core()
-    before, now = state_digest(core.state), core.state.now_us
-    result = core.grant(run_ref("a", slot(1)), lease_ttl_us=0, issued_at_us=now + TEN_S)
+    before, clock = state_digest(core.state), clock_of(core.state)
+    now = core.state.now_us
+    result = core.grant(run_ref("a", slot(1)), lease_ttl_us=ttl_us, issued_at_us=now + TEN_S)
     assert result.rejection.code == "invalid"
-    assert core.state.now_us == now
+    assert clock_of(core.state) == clock and core.state.now_us == now
     core.state.applied_index -= 1
     assert state_digest(core.state) == before
+    # The same reading in an accepted grant does move it.
+    assert type(core.grant(run_ref("a", slot(1)), issued_at_us=now + TEN_S).events[0]) is LeaseGranted
+    assert core.state.now_us == now + TEN_S
 
 
 def test_tokens_only_grow_across_re_grants(core: Core) -> None:
@@ -314,8 +320,8 @@ def test_heartbeat_on_an_unknown_run_is_not_found(core: Core) -> None:
     )
 
 
-def test_coalesced_heartbeats_answer_one_event_per_item_in_order(core: Core) -> None:
-    core.apply_jobs((upsert(spec("b"), next_due_us=slot(1)), upsert(spec("c"), next_due_us=slot(1))))
+def test_coalesced_heartbeats_answer_one_event_per_item_in_order() -> None:
+    core = make_core(others=(spec("b"), spec("c")))
     core.claim_runs(claim("b", slot(1), slot(2)), claim("c", slot(1), slot(2)))
     granted = core.grant(run_ref("a", slot(1)), run_ref("b", slot(1)), run_ref("c", slot(1)))
     token = granted.events[0].fencing_token
@@ -695,8 +701,8 @@ def test_every_attempt_is_recorded(core: Core) -> None:
     assert (run.status, run.attempt, run.started_us, run.finished_us) == (SUCCEEDED, 3, t1, t3 + 5)
 
 
-def test_completions_answer_one_event_per_item_in_order(core: Core) -> None:
-    core.apply_jobs((upsert(spec("b", retry=RETRY), next_due_us=slot(1)),))
+def test_completions_answer_one_event_per_item_in_order() -> None:
+    core = make_core(others=(spec("b", retry=RETRY),))
     core.claim_runs(claim("b", slot(1), slot(2)))
     granted = core.grant(run_ref("a", slot(1)), run_ref("b", slot(1)))
     token = granted.events[0].fencing_token
@@ -772,8 +778,7 @@ def test_backoff_is_monotonic_in_the_draw_and_within_half_to_full_base() -> None
 
 
 def test_claim_leadership_extends_every_live_lease_by_one_ttl_from_the_new_now() -> None:
-    core = make_core()
-    core.apply_jobs((upsert(spec("b"), next_due_us=slot(1)), upsert(spec("c"), next_due_us=slot(1))))
+    core = make_core(others=(spec("b"), spec("c")))
     core.claim_runs(claim("b", slot(1), slot(2)), claim("c", slot(1), slot(2)), issued_at_us=slot(1))
     a = grant_a(core, slot(1) + 1, ttl_us=TTL)
     core.grant(run_ref("b", slot(1)), lease_ttl_us=90 * SECOND_US, issued_at_us=slot(1) + 2)
@@ -872,7 +877,8 @@ class ExecutionGenerator:
     """Plausible execution commands against a live state, mixed with stale and bogus ones.
 
     The leader's wall clock may step back and forth or jump; its monotonic clock only moves
-    on. Heartbeats, completions and job changes carry the (skewed) clocks of other nodes.
+    on. Heartbeats and completions carry the (skewed) clocks of other nodes; job changes, a
+    replica's view of replicated time or, at times, such a clock.
     """
 
     def __init__(self, data: st.DataObject) -> None:
@@ -934,7 +940,10 @@ class ExecutionGenerator:
         if kind == "tick":
             return AdvanceTime(issued_at_us=issued, epoch=self._epoch(state), monotonic_us=self.mono_us)
         if kind == "jobs":
-            return self._jobs(state, skewed)
+            # The API servicer stamps its replica's view of replicated time (lagging at times);
+            # other proposers, their own clocks (refused as stale plans when they start slots).
+            view = state.now_us - self.draw(st.sampled_from((0, 0, 2 * SECOND_US, 40 * SECOND_US)), label="lag")
+            return self._jobs(state, self.draw(st.sampled_from((view, view, skewed)), label="stamp"))
         if kind == "claim":
             claims = []
             for job_id in self.draw(st.lists(st.sampled_from(JOBS), min_size=1, max_size=4, unique=True)):
@@ -999,7 +1008,8 @@ class ExecutionGenerator:
         if current is not None and self.draw(st.booleans()):
             return ApplyJobs(issued_at_us=issued, author="op", request_id="", removals=(job_id,))
         retained = state.runs.get(job_id)
-        cursor = max(issued, state.now_us, retained[-1].scheduled_us if retained else 0)
+        # Where the core restarts the job's slots: the proposer's view, never ahead of replicated time.
+        cursor = max(min(issued, state.now_us), retained[-1].scheduled_us if retained else 0)
         within = self.draw(st.sampled_from((0, 15 * SECOND_US)))
         if current is not None:
             cursor = current.cursor_us  # the schedule is unchanged: the cursor carries over

@@ -7,6 +7,7 @@ import pytest
 
 from scheduler.core import codec
 from scheduler.core.commands import ApplyJobs, SetJobPaused
+from scheduler.core.jobs import MAX_PLAN_SKEW_US
 from scheduler.core.model import SECOND_US, RetryPolicy
 from scheduler.core.results import (
     JobAdded,
@@ -22,6 +23,7 @@ from scheduler.core.state import State
 from tests.fakes import Core, FakeClock, claim, spec, upsert
 
 TEN_S = 10 * SECOND_US
+THIRTY_S = 30 * SECOND_US
 
 
 def durable_view(state: State) -> str:
@@ -62,37 +64,128 @@ def test_add_creates_version_one_with_cursor_at_issue_time(core: Core) -> None:
 @pytest.mark.parametrize("skew_s", [-3600, 3600])
 def test_apply_jobs_never_moves_time_and_is_stamped_with_replicated_time(core: Core, skew_s: int) -> None:
     now = core.state.now_us
-    issued = now + skew_s * SECOND_US  # a client's or a follower's clock, an hour off
-    assert core.apply_jobs((upsert(spec("a"), next_due_us=issued + TEN_S),), issued_at_us=issued).accepted
-    assert core.state.now_us == now and core.state.jobs["a"].updated_us == now
+    issued = now + skew_s * SECOND_US  # a client's or a node's wall clock, an hour off
+    before = durable_view(core.state)
+    # A job planned from that clock would owe slots from the wrong instant: refused, retryably.
+    refused = core.apply_jobs((upsert(spec("a"), next_due_us=_first_slot_after(issued)),), issued_at_us=issued)
+    assert refused.rejection.code == "stale_plan" and refused.rejection.retryable
+    assert core.state.now_us == now and durable_view(core.state) == before
+    # Planned again from replicated time, it is added.
+    assert core.apply_jobs((upsert(spec("a"), next_due_us=_first_slot_after(now)),)).events == (JobAdded("a", 1),)
+    # A change that keeps the job's slots is no plan: accepted from any clock, stamped at replicated time.
     changed = core.apply_jobs((upsert(spec("a", owner="ops"), expected_version=1),), issued_at_us=issued)
     assert changed.events == (JobChanged("a", 2),)
     assert core.state.now_us == now and core.state.jobs["a"].updated_us == now
+    # A new schedule is a plan again: refused from that clock, though its next due is right.
+    rescheduled = spec("a", owner="ops", schedule="*/30 * * * * *")
+    refused = core.apply_jobs(
+        (upsert(rescheduled, expected_version=2, next_due_us=_first_slot_after(now, THIRTY_S)),), issued_at_us=issued
+    )
+    assert refused.rejection.code == "stale_plan" and refused.rejection.retryable
+    assert core.state.jobs["a"].version == 2 and core.state.jobs["a"].spec == spec("a", owner="ops")
     core.apply(SetJobPaused(issued_at_us=issued, job_id="a", paused=True, author="bob", reason="", request_id=""))
+    assert core.state.now_us == now
+    # Removals are no plan either.
+    assert core.apply_jobs(removals=("a",), issued_at_us=issued).events == (JobRemoved("a", 2),)
     assert core.state.now_us == now
 
 
-def _first_slot_after(instant_us: int) -> int:
-    """The first slot of an every-10-seconds job strictly after `instant_us`."""
-    return (instant_us // TEN_S + 1) * TEN_S
+def _first_slot_after(instant_us: int, period_us: int = TEN_S) -> int:
+    """The first slot of an every-`period_us` job (10 s or 30 s) strictly after `instant_us`."""
+    return (instant_us // period_us + 1) * period_us
+
+
+@pytest.mark.parametrize("skew_s", [-600, -61, 61, 600])
+def test_a_new_jobs_slots_are_owed_from_replicated_time_whatever_the_proposers_clock(
+    core: Core, skew_s: int
+) -> None:
+    now = core.state.now_us
+    issued = now + skew_s * SECOND_US
+    # The proposer plans the first slot after its own clock, as the API servicer once did.
+    result = core.apply_jobs((upsert(spec("a"), next_due_us=_first_slot_after(issued)),), issued_at_us=issued)
+    # Behind, the job would owe slots from before it existed; ahead, it would skip those between
+    # replicated now and that clock. Refused, retryably, and nothing is added.
+    assert result.rejection.code == "stale_plan" and result.rejection.retryable
+    assert core.state.jobs == {} and core.state.now_us == now
+    # The proposer plans again from replicated time (its view of it): every slot strictly after
+    # replicated now is owed, none at or before it.
+    result = core.apply_jobs((upsert(spec("a"), next_due_us=_first_slot_after(now)),))
+    assert result.events == (JobAdded("a", 1),)
+    job = core.state.jobs["a"]
+    assert (job.cursor_us, job.next_due_us) == (now, _first_slot_after(now))
+
+
+@pytest.mark.parametrize("lag_s", [0, 1, 30])
+def test_a_new_jobs_cursor_is_the_proposers_view_of_replicated_time(core: Core, lag_s: int) -> None:
+    # The proposer's view is replicated time as its replica had applied it: never ahead, and
+    # behind by the time the entry took to commit (milliseconds; a minute at most is tolerated).
+    view = core.state.now_us
+    core.advance(view + lag_s * SECOND_US)
+    result = core.apply_jobs((upsert(spec("a"), next_due_us=_first_slot_after(view)),), issued_at_us=view)
+    assert result.events == (JobAdded("a", 1),)
+    job = core.state.jobs["a"]
+    # Owed from the instant the plan was made from, so the plan's next due is the first slot owed.
+    assert (job.cursor_us, job.next_due_us) == (view, _first_slot_after(view))
+    assert job.updated_us == core.state.now_us == view + lag_s * SECOND_US
+
+
+@pytest.mark.parametrize("change", ["add", "reschedule"])
+@pytest.mark.parametrize("direction", [-1, 1])
+def test_a_plan_is_accepted_exactly_at_the_skew_limit_and_refused_one_microsecond_past_it(
+    core: Core, change: str, direction: int
+) -> None:
+    if change == "reschedule":
+        add(core)
+        planned = spec("a", schedule="*/30 * * * * *")
+    else:
+        planned = spec("a")
+    old_cursor = core.state.jobs["a"].cursor_us if change == "reschedule" else 0
+    # Replicated time moves well past the old cursor, so that where the new one lands shows.
+    core.advance(core.state.now_us + 300 * SECOND_US)
+    now = core.state.now_us
+    expected_version = 1 if change == "reschedule" else 0
+    due = _first_slot_after(now + MAX_PLAN_SKEW_US, THIRTY_S)  # after any cursor below
+    before = durable_view(core.state)
+
+    past = core.apply_jobs(
+        (upsert(planned, expected_version, due),), issued_at_us=now + direction * (MAX_PLAN_SKEW_US + 1)
+    )
+    assert past.rejection.code == "stale_plan" and past.rejection.retryable
+    assert durable_view(core.state) == before and core.state.now_us == now
+
+    at_limit = now + direction * MAX_PLAN_SKEW_US
+    result = core.apply_jobs((upsert(planned, expected_version, due),), issued_at_us=at_limit)
+    assert result.accepted and core.state.now_us == now
+    job = core.state.jobs["a"]
+    # A view behind is where the slots start; a view ahead is cut back to replicated time.
+    assert job.cursor_us == max(old_cursor, min(at_limit, now)) == (now if direction > 0 else at_limit)
+    assert (job.version, job.next_due_us, job.spec) == (expected_version + 1, due, planned)
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="time semantics: ApplyJobs (re)starts a job's cursor at the proposer's issued_at, not at "
-    "replicated time. A job added or rescheduled through a node whose clock is behind replicated time "
-    "owes slots from before it existed (then fired late, caught up or recorded missed); through a node "
-    "whose clock is ahead, the slots between replicated now and that clock are never accounted for",
+    reason="time semantics: a plan stamped AHEAD of replicated time but within MAX_PLAN_SKEW_US is "
+    "accepted with its cursor cut back to replicated now, yet the proposer's next_due_us (the first "
+    "slot after its own, later, clock) is kept: the slots in (replicated now, issued_at] are neither "
+    "owed nor ever claimed or recorded missed. The cut-back cursor no longer matches the plan; such a "
+    "plan should be refused (stale_plan) like one whose next due is not after the cursor. The API "
+    "servicer stamps its replica's view (never ahead); any other proposer stamping a clock can hit it",
 )
-@pytest.mark.parametrize("skew_s", [-600, 600])
-def test_a_new_jobs_slots_are_owed_from_replicated_time_whatever_the_proposers_clock(core: Core, skew_s: int) -> None:
+@pytest.mark.parametrize("change", ["add", "reschedule"])
+@pytest.mark.parametrize("ahead_s", [10, 30, 60])
+def test_a_plan_from_a_view_ahead_of_replicated_time_cannot_skip_slots(core: Core, change: str, ahead_s: int) -> None:
+    if change == "reschedule":
+        add(core)
+    planned, period = (spec("a", schedule="*/30 * * * * *"), THIRTY_S) if change == "reschedule" else (spec("a"), TEN_S)
+    expected_version = 1 if change == "reschedule" else 0
     now = core.state.now_us
-    issued = now + skew_s * SECOND_US
-    # The proposer plans the first slot after its own clock, as the API servicer does.
-    result = core.apply_jobs((upsert(spec("a"), next_due_us=_first_slot_after(issued)),), issued_at_us=issued)
+    issued = now + ahead_s * SECOND_US
+    assert _first_slot_after(now, period) < _first_slot_after(issued, period)  # a slot lies between
+    result = core.apply_jobs((upsert(planned, expected_version, _first_slot_after(issued, period)),), issued_at_us=issued)
     if result.accepted:
-        # Owed: every slot strictly after replicated now, and none at or before it.
-        assert core.state.jobs["a"].next_due_us == _first_slot_after(now)
+        # Owed: every slot strictly after the cursor; the next due is the first of them.
+        job = core.state.jobs["a"]
+        assert job.next_due_us == _first_slot_after(job.cursor_us, period)
     else:
         # Or the plan is refused, and the proposer plans again.
         assert result.rejection.code == "stale_plan" and result.rejection.retryable
@@ -330,7 +423,7 @@ def test_schedule_change_with_next_due_not_after_restarted_cursor_is_stale_plan(
 
 
 def test_new_job_with_next_due_not_after_issue_time_is_stale_plan(core: Core) -> None:
-    issued = core.clock.tick()
+    issued = core.state.now_us  # the proposer's view of replicated time: the new job's cursor
     for due in (issued, issued - 1):
         result = core.apply_jobs((upsert(spec("a"), next_due_us=due),), issued_at_us=issued)
         assert result.rejection.code == "stale_plan"

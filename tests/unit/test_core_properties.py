@@ -77,7 +77,8 @@ class Generator:
 
     The leader has a wall clock that may be stepped back and forth and jump, and a
     monotonic clock that only moves on; its epoch commands carry both. Commands from
-    followers, workers and clients carry their own, skewed, clocks.
+    followers, workers and clients carry their own, skewed, clocks; job changes are mostly
+    stamped with a replica's view of replicated time, as the API servicer stamps them.
     """
 
     def __init__(self, data: st.DataObject) -> None:
@@ -93,11 +94,12 @@ class Generator:
         if not self.draw(st.integers(0, 3), label="preamble"):
             return []
         self.clock_us += SECOND_US
+        # Planned from replicated time, which the leadership claim just opened at the leader's clock.
         jobs = ApplyJobs(
-            issued_at_us=self.clock_us + 1,
+            issued_at_us=self.clock_us,
             author="setup",
             request_id="",
-            upserts=tuple(JobUpsert(spec(job_id), 0, _slot_after(self.clock_us + 1)) for job_id in JOB_IDS),
+            upserts=tuple(JobUpsert(spec(job_id), 0, _slot_after(self.clock_us)) for job_id in JOB_IDS),
         )
         return [ClaimLeadership(issued_at_us=self.clock_us, node_id="n1", term=1, monotonic_us=self.mono_us), jobs]
 
@@ -139,7 +141,10 @@ class Generator:
                 request_id=self.draw(st.sampled_from(REQUEST_IDS)),
             )
         if kind == "jobs":
-            return self.apply_jobs(state, skewed)
+            # The API servicer stamps its replica's view of replicated time (lagging at times);
+            # other proposers, their own clocks (refused as stale plans when they start slots).
+            view = state.now_us - self.draw(st.sampled_from((0, 0, SECOND_US, 45 * SECOND_US)), label="lag")
+            return self.apply_jobs(state, self.draw(st.sampled_from((view, view, skewed)), label="stamp"))
         if kind == "grant":
             return self.grant_leases(state, issued)
         if kind == "extend":
@@ -226,7 +231,8 @@ class Generator:
                 expected = current.version if current else 0
             else:
                 expected = self.draw(st.integers(0, 3))
-            cursor = max(current.cursor_us, issued) if current else issued
+            start = min(issued, state.now_us)  # where the core restarts the job's slots
+            cursor = max(current.cursor_us, start) if current else start
             next_due = self.draw(st.sampled_from((_slot_after(cursor), _slot_after(cursor), 0, cursor, -1)))
             upserts.append(JobUpsert(spec=job_spec, expected_version=expected, next_due_us=next_due))
         removals: list[str] = []

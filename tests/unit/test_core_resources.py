@@ -15,7 +15,7 @@ def core_with_jobs(count: int, resource: Resource = DB) -> Core:
     core = Core(FakeClock())
     core.lead()
     jobs = tuple(upsert(spec(f"j{i}", uses=(resource.name,))) for i in range(count))
-    result = core.apply(ApplyJobs(core.clock.tick(), "alice", "", jobs, (), (resource,)))
+    result = core.apply(ApplyJobs(core.state.now_us, "alice", "", jobs, (), (resource,)))
     assert result.accepted, result
     return core
 
@@ -31,13 +31,13 @@ def trigger_all(core: Core, count: int) -> list[int]:
 def test_a_job_cannot_use_an_undeclared_resource():
     core = Core(FakeClock())
     core.lead()
-    result = core.apply(ApplyJobs(core.clock.tick(), "alice", "", (upsert(spec("a", uses=("nope",))),)))
+    result = core.apply(ApplyJobs(core.state.now_us, "alice", "", (upsert(spec("a", uses=("nope",))),)))
     assert result.rejection.code == "invalid" and "undeclared" in result.rejection.message
 
 
 def test_a_resource_in_use_cannot_be_removed():
     core = core_with_jobs(1)
-    result = core.apply(ApplyJobs(core.clock.tick(), "alice", "", (), (), (), ("db",)))
+    result = core.apply(ApplyJobs(core.state.now_us, "alice", "", (), (), (), ("db",)))
     assert result.rejection.code == "invalid"
     assert "db" in core.state.resources
 
