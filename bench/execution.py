@@ -208,10 +208,14 @@ def _driver(cluster_addresses: list[str], worker_id: str, hold: int, start_at: f
             refs += [wpb.LeaseRef(job_id=g.job_id, scheduled_at=g.scheduled_at, fencing_token=g.fencing_token)
                      for g in response.leases]
             if refs:
-                client.heartbeat(worker_id=worker_id, leases=refs)  # keep the first ones alive meanwhile
+                client.heartbeat(worker_id=worker_id, leases=refs, timeout_s=30)  # keep the first ones alive meanwhile
         out["leased"] = len(refs)
         request = wpb.HeartbeatRequest(worker_id=worker_id, leases=refs)
-        while time.time() < start_at:
+        last_beat = time.time()
+        while time.time() < start_at:  # keep the leases alive until every driver is ready
+            if time.time() - last_beat > 2.0:
+                client.heartbeat(request, timeout_s=30)
+                last_beat = time.time()
             time.sleep(0.005)
         stop_at = start_at + duration_s
         while time.time() < stop_at and len(out["beats"]) < 100_000:
@@ -223,6 +227,11 @@ def _driver(cluster_addresses: list[str], worker_id: str, hold: int, start_at: f
                 continue
             ok = sum(1 for r in response.results if r.outcome == wpb.OK)
             out["beats"].append((sent, time.time(), ok, len(response.results)))
+            if ok < len(response.results):
+                for r in response.results:
+                    if r.outcome != wpb.OK:
+                        name = wpb.LeaseOutcome.Name(r.outcome)
+                        out.setdefault("not_ok_outcomes", {})[name] = out.get("not_ok_outcomes", {}).get(name, 0) + 1
 
         def complete(ref) -> bool:
             try:
@@ -303,6 +312,8 @@ def analyse_heartbeats(got: list[dict], start_at: float, duration_s: float, befo
     total = sum(b[3] for b in beats)
     rtts = [(b[1] - b[0]) * 1000 for b in beats]
     rounds = median([len([b for b in d["beats"] if b[1] <= end]) for d in got]) or 0
+    if total and ok < total:
+        problems.append(f"heartbeats: {total - ok} of {total} lease results were not OK")
     entries = after.applied_index - before.applied_index if before and after else None
     return {
         "problems": problems,
@@ -317,6 +328,7 @@ def analyse_heartbeats(got: list[dict], start_at: float, duration_s: float, befo
         "leases_per_entry": ok / entries if entries else None,
         "heartbeat_rtt_ms": {"p50": percentile(rtts, 50), "p99": percentile(rtts, 99), "max": max(rtts, default=None)},
         "driver_errors": sum(d["errors"] for d in got),
+        "not_ok_outcomes": [d.get("not_ok_outcomes", {}) for d in got],
     }
 
 

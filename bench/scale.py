@@ -45,6 +45,8 @@ import traceback
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import grpc
+
 from bench.common import (
     PortAllocator,
     fmt,
@@ -124,11 +126,13 @@ def run_cluster_phases(root: Path, port_base: int, n_jobs: int, bf_jobs: int, qu
             time.sleep(1.0)
             out["rss_idle_kib"] = node_rss(cluster)
             # 1. jobs
+            out["terms_before_apply"] = terms(cluster)
             started = time.monotonic()
             apply_specs(client, job_specs(n_jobs))
             out["apply_s"] = time.monotonic() - started
             time.sleep(2.0)
             out["rss_jobs_kib"] = node_rss(cluster)
+            out["terms_after_apply"] = terms(cluster)
             log(f"scale: {n_jobs:,} jobs applied in {out['apply_s']:.1f}s; RSS per node {fmt(mib(out['rss_jobs_kib']))} MiB "
                 f"(idle {fmt(mib(out['rss_idle_kib']))} MiB)")
             # 2. runs
@@ -139,11 +143,24 @@ def run_cluster_phases(root: Path, port_base: int, n_jobs: int, bf_jobs: int, qu
             now = datetime.now(timezone.utc).replace(microsecond=0)
             started = time.monotonic()
             created = 0
+            out["terms_before_backfill"] = terms(cluster)
+            out["backfill_retries"] = []
             for spec in bf:
-                response = client.backfill_job(job_id=spec.id, author="bench", max_runs=10_000, rate_per_s=1000.0,
-                                               to=ts(now - timedelta(seconds=1)),
-                                               **{"from": ts(now - timedelta(seconds=10_000))})
+                request_id = f"bench-backfill-{spec.id}-{now:%H%M%S}"
+                for attempt in range(5):  # a leader change aborts the call: retried with the same id
+                    try:
+                        response = client.backfill_job(job_id=spec.id, author="bench", max_runs=10_000, rate_per_s=1000.0,
+                                                       to=ts(now - timedelta(seconds=1)), request_id=request_id,
+                                                       **{"from": ts(now - timedelta(seconds=10_000))})
+                        break
+                    except grpc.RpcError as exc:
+                        out["backfill_retries"].append(f"{spec.id}: {exc.code().name} at {time.time():.1f}")
+                        log(f"scale: backfill {spec.id} failed ({exc.code().name}); retrying with the same request id")
+                        time.sleep(2.0)
+                else:
+                    raise RuntimeError(f"backfill of {spec.id} failed 5 times")
                 created += len(response.runs)
+            out["terms_after_backfill"] = terms(cluster)
             out["backfill_s"] = time.monotonic() - started
             out["runs_created"] = created
             time.sleep(2.0)
@@ -193,9 +210,15 @@ def run_cluster_phases(root: Path, port_base: int, n_jobs: int, bf_jobs: int, qu
         finally:
             watcher.stop()
             out["compactions"] = watcher.events
+            out["elections"] = [line.split(" INFO ")[0] + " " + m.node_id for m in cluster.members if m.log_path.exists()
+                                for line in m.log_path.read_text(errors="replace").splitlines() if "candidate -> leader" in line]
             client.close()
     out["load_after"] = load_average()
     return out
+
+
+def terms(cluster) -> dict[str, int | None]:
+    return {m.node_id: (st.term if (st := cluster.status(m.node_id)) else None) for m in cluster.members}
 
 
 def journal_size(cluster, node_id: str) -> int | None:
@@ -354,6 +377,8 @@ def summarize(report: dict) -> list[list]:
         rows.append(["  election during compaction", "yes" if comp.get("election") else "no", ""])
         rows.append(["  slowest probe commit during compaction (ms)", comp.get("probe_max_ms_during_compaction"), ""])
         rows.append(["  slowest probe commit outside compaction (ms)", comp.get("probe_max_ms_outside"), ""])
+    if c.get("elections") is not None:
+        rows.append(["leader elections during the run (1 = the first one)", len(c["elections"]), " ".join(c["elections"])[:60]])
     for p in report.get("planning", []):
         rows.append([f"next fire x{p['jobs']:,}: {p['kind']}, {p['zone']} (s)", p["raftcron_s"],
                      f"croniter {fmt(p['croniter_s_scaled'])} s ({p['croniter_s_scaled'] / p['raftcron_s']:.0f}x)"])
