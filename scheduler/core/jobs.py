@@ -111,8 +111,9 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
         cursor_us = restarted_cursor(state, state.jobs.get(upsert.spec.id), upsert, cmd.issued_at_us)
         if cursor_us is None:
             continue
-        if abs(cmd.issued_at_us - state.now_us) > MAX_PLAN_SKEW_US:
-            # Planned from a clock far from replicated time: slots would be owed from the wrong instant.
+        if not state.now_us - MAX_PLAN_SKEW_US <= cmd.issued_at_us <= state.now_us:
+            # Planned from a clock ahead of replicated time (its next due would skip the slots in
+            # between) or far behind it (slots owed from long ago): refused, to be re-planned.
             return rejected(index, "stale_plan", f"planned at {cmd.issued_at_us}, replicated time is {state.now_us}", True)
         if upsert.next_due_us and upsert.next_due_us <= cursor_us:
             return rejected(

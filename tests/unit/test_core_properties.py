@@ -523,7 +523,7 @@ def test_apply_never_raises_for_extreme_retry_policies(multiplier: float) -> Non
     # The leader's monotonic clock reads the same as its wall clock: no reading is clamped.
     run(ClaimLeadership(issued_at_us=T0_US, node_id="n1", term=1, monotonic_us=T0_US))
     policy = RetryPolicy(max_attempts=5, backoff_multiplier=multiplier)
-    run(ApplyJobs(issued_at_us=T0_US + 1, author="a", request_id="", upserts=(JobUpsert(spec("a", retry=policy), 0, T0_US + TEN_S),)))
+    run(ApplyJobs(issued_at_us=T0_US, author="a", request_id="", upserts=(JobUpsert(spec("a", retry=policy), 0, T0_US + TEN_S),)))
     claimed = run(
         ClaimRuns(
             issued_at_us=T0_US + TEN_S,
