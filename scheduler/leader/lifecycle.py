@@ -107,13 +107,19 @@ class LeaderLifecycle:
         # The future resolves after the local apply of our entry, so every earlier entry is
         # applied here too: the loops start from complete state (the barrier).
         with self._raftlog.read() as state:
-            clock = LeaderClock(state.clock_anchor_now_us, state.clock_anchor_mono_us, self._clock_us, self._mono_us)
+            clock = LeaderClock(
+                state.clock_anchor_now_us, state.clock_anchor_mono_us, self._clock_us, self._mono_us, self._anchor
+            )
         self._current = LeaderTerm(epoch=claimed.epoch, term=term, clock=clock)
         log.info("leading: term %d, epoch %d", term, claimed.epoch)
         for name, factory in self._loops:
             thread = threading.Thread(target=factory(self._current), name=f"{name}-e{claimed.epoch}", daemon=True)
             thread.start()
             self._threads.append(thread)
+
+    def _anchor(self) -> tuple[int, int]:
+        with self._raftlog.read() as state:
+            return state.clock_anchor_now_us, state.clock_anchor_mono_us
 
     def _stop_loops(self, why: str) -> None:
         if self._current is not None:

@@ -15,6 +15,7 @@ import msgspec
 
 from scheduler.core.commands import ApplyJobs, ClaimRuns, SetJobPaused, SlotClaim
 from scheduler.core.model import SECOND_US
+from scheduler.core.results import ClaimOutOfPlan
 from scheduler.leader.lifecycle import LeaderTerm
 from scheduler.leader.planner import plan_due_slots
 from scheduler.planning import ScheduleError
@@ -157,6 +158,7 @@ class TriggerLoop:
         return self._raftlog.propose(ClaimRuns(now_us, self._term.epoch, tuple(claims), monotonic_us=mono_us))
 
     def _await(self, futures) -> None:
+        not_due = 0
         for future in futures:
             try:
                 result = future.result(timeout=self._propose_timeout_s)
@@ -170,3 +172,8 @@ class TriggerLoop:
                     self._term.depose(result.rejection.message)
                     return
                 log.error("claim batch rejected: %s", result.rejection.message)
+            not_due += sum(isinstance(e, ClaimOutOfPlan) and e.reason == "not_due_yet" for e in result.events)
+        if not_due:
+            # The core judged these slots early (its time is behind this clock): look again shortly, not at once.
+            log.warning("%d claims not due yet in replicated time; retrying shortly", not_due)
+            self._term.stopping.wait(0.05)
