@@ -184,6 +184,7 @@ def analyse_cycles(runs: list, n: int, T: float, completes: list[float]) -> dict
 # -- heartbeats -----------------------------------------------------------------------------------
 def _driver(cluster_addresses: list[str], worker_id: str, hold: int, start_at: float, duration_s: float, results) -> None:
     """Lease `hold` runs of bench.hold, then heartbeat them back to back from `start_at` for `duration_s`."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     import grpc
@@ -239,8 +240,24 @@ def _driver(cluster_addresses: list[str], worker_id: str, hold: int, start_at: f
             except grpc.RpcError:
                 return False
 
-        with ThreadPoolExecutor(16) as pool:
-            done = list(pool.map(complete, refs))
+        # Completing takes longer than a lease TTL: keep the rest alive meanwhile.
+        finished = threading.Event()
+
+        def keep_alive() -> None:
+            while not finished.wait(2.0):
+                try:
+                    client.heartbeat(request, timeout_s=30)
+                except grpc.RpcError:
+                    pass
+
+        beater = threading.Thread(target=keep_alive, daemon=True)
+        beater.start()
+        try:
+            with ThreadPoolExecutor(16) as pool:
+                done = list(pool.map(complete, refs))
+        finally:
+            finished.set()
+            beater.join(35)
         out["completed"] = sum(done)
         out["complete_errors"] = len(done) - sum(done)
     except Exception as exc:  # report, never hang the parent
