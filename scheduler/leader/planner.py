@@ -10,7 +10,7 @@ from __future__ import annotations
 from scheduler.core.commands import SlotClaim
 from scheduler.core.model import MISSED, QUEUED, SECOND_US, SKIPPED, Job
 from scheduler.durations import parse_duration_us
-from scheduler.planning import Schedule, compile_schedule, jitter_offset_us, lands_on_round_instant
+from scheduler.planning import Schedule, compile_schedule, format_us, jitter_offset_us, lands_on_round_instant
 
 
 def schedule_for(job_spec) -> Schedule:
@@ -48,7 +48,8 @@ def slot_outcome(job: Job, schedule: Schedule, scheduled_us: int, now_us: int) -
         if len(later_late) < misfire.max_catch_up:
             return QUEUED, ""
         return MISSED, f"{late}; older than the {misfire.max_catch_up} most recent late slots caught up"
-    return MISSED, f"{late}; the scheduler was not firing"
+    outage = f"between {format_us(job.cursor_us)} and {format_us(now_us)}"
+    return MISSED, f"{late}; the scheduler was not firing {outage}"
 
 
 def spread_offset_us(job_spec, schedule: Schedule, herd_window_us: int) -> int:

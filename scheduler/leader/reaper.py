@@ -51,6 +51,7 @@ class Reaper:
         self._raftlog = raftlog
         self._clock = term.clock
         self._timeout_s = timeout_s
+        self._warned_us = 0
 
     def __call__(self) -> None:
         while not self._term.stopping.is_set():
@@ -58,6 +59,8 @@ class Reaper:
             with self._raftlog.read() as state:
                 expiries, next_due_us = overdue(state, now_us)
                 stale_time = now_us - state.now_us >= TICK_US
+                ignored_us = state.clock_ignored_us
+            self._warn_clock_jump(ignored_us, now_us)
             for start in range(0, len(expiries), BATCH):
                 batch = tuple(expiries[start : start + BATCH])
                 if not self._propose(ExpireLeases(now_us, self._term.epoch, batch, mono_us)):
@@ -66,6 +69,16 @@ class Reaper:
                 return
             wait_us = min(max(next_due_us - self._clock.now_us(), 10_000), TICK_US) if not expiries else 10_000
             self._term.stopping.wait(wait_us / SECOND_US)
+
+    def _warn_clock_jump(self, ignored_us: int, now_us: int) -> None:
+        """The core ignored part of this leader's wall clock: say so, at most once a minute."""
+        if ignored_us > SECOND_US and now_us - self._warned_us > 60 * SECOND_US:
+            self._warned_us = now_us
+            log.warning(
+                "this leader's wall clock runs %.1fs ahead of what its monotonic clock allows; replicated "
+                "time follows the monotonic clock (check NTP; a leader change re-anchors time)",
+                ignored_us / SECOND_US,
+            )
 
     def _propose(self, command: ExpireLeases | AdvanceTime) -> bool:
         try:

@@ -15,6 +15,7 @@ from scheduler.core.model import MISSED, QUEUED, SECOND_US, SKIPPED, Job, Misfir
 from scheduler.core.results import LeaseStillLive, RunClaimed
 from scheduler.leader.planner import first_due_after, plan_due_slots, schedule_for, slot_outcome
 from scheduler.leader.reaper import MAX_SLEEP_US, overdue
+from scheduler.planning import format_us
 
 from tests.fakes import T0_US, Core, FakeClock, claim, expiry, lease_ref, run_ref, spec, upsert
 
@@ -116,7 +117,7 @@ def test_a_slot_exactly_at_the_grace_is_on_time(policy: str) -> None:
 @pytest.mark.parametrize(
     ("policy", "status", "reason_end"),
     [
-        ("fire_late", MISSED, "; the scheduler was not firing"),
+        ("fire_late", MISSED, f"; the scheduler was not firing between {format_us(T0_US)} and {format_us(slot(1) + GRACE + 1)}"),
         ("skip", SKIPPED, "; policy skip"),
         ("catch_up", QUEUED, ""),
     ],
@@ -132,14 +133,16 @@ def test_one_microsecond_past_the_grace_applies_the_policy(policy: str, status: 
 @pytest.mark.parametrize(
     ("policy", "status", "reason"),
     [
-        ("fire_late", MISSED, "found 30s late, beyond the 25s grace; the scheduler was not firing"),
+        ("fire_late", MISSED, "found 30s late, beyond the 25s grace; the scheduler was not firing between {outage}"),
         ("skip", SKIPPED, "found 30s late, beyond the 25s grace; policy skip"),
         ("catch_up", QUEUED, ""),
     ],
 )
 def test_late_slot_reasons(policy: str, status: str, reason: str) -> None:
     job = make_job(policy=policy)
-    assert slot_outcome(job, schedule_for(job.spec), slot(1), slot(1) + 30 * SECOND_US) == (status, reason)
+    now = slot(1) + 30 * SECOND_US
+    expected = reason.format(outage=f"{format_us(T0_US)} and {format_us(now)}")  # the outage: cursor to now
+    assert slot_outcome(job, schedule_for(job.spec), slot(1), now) == (status, expected)
 
 
 def test_a_catch_up_slot_older_than_the_cap_is_missed_with_its_reason() -> None:
