@@ -35,13 +35,15 @@ def _deposed_on_stale_epoch(world: World, view: LeaderView):
     return answered
 
 
-def leader_loops(world: World, view: LeaderView) -> None:
+def leader_loops(world: World, view: LeaderView, prompt: bool = False) -> None:
+    """One pass of the leader's loops; `prompt`: the trigger runs every step (a calm cluster's
+    trigger sleeps exactly until the next due slot), else only now and then."""
     rng = world.rng
     node = world.leader_node(view)
     state = node.state
     now_us, mono_us = view.clock.read()
     on_stale = _deposed_on_stale_epoch(world, view)
-    if rng.random() < 0.6:  # trigger: every due slot, in batches
+    if prompt or rng.random() < 0.6:  # trigger: every due slot, in batches
         claims = []
         for job_id in sorted(state.jobs):
             claims += plan_due_slots(state.jobs[job_id], now_us, 50)

@@ -49,7 +49,7 @@ def step(world: World, quiet: bool = False, fast: bool = False) -> None:
     if not quiet:
         world.inject_faults()
     for view in world.acting_leaders():
-        leader_loops(world, view)
+        leader_loops(world, view, prompt=quiet)
     for worker in world.workers:
         worker.act(world, quiet)
     if not quiet:

@@ -1,23 +1,17 @@
-"""Found by the simulation's clock faults.
+"""Regressions of two clock bugs the simulation's clock faults found (both fixed since).
 
-1. After a forward step of the leader's wall clock, its LeaderClock runs ahead of the bound
-the core enforces, and the trigger loop spins.
+1. LeaderClock bounded the wall clock from the anchor taken when the epoch opened, while the
+core re-anchors on every unclamped reading: the 1,000 ppm drift allowance accumulated on the
+leader's side only, so after an hour of leadership and a forward step of its wall clock the
+leader read 3.6 s beyond what the core accepts. Every slot was then due for the leader
+before the core agreed, and the trigger loop proposed refused ClaimRuns without sleeping.
 
-LeaderClock (scheduler/leader/clock.py) bounds the wall clock from the anchor taken when
-the epoch opened; the core (scheduler/core/clock.py) re-anchors on every unclamped reading.
-The drift allowance (1,000 ppm) therefore accumulates on the leader's side only: after an
-hour of leadership the leader may read 3.6 s more than the core accepts. Once the wall clock
-jumps past both bounds, every slot is "due" for the leader 3.6 s before the core agrees:
-ClaimRuns are answered not_due_yet, `_claim_due` reports work done, and the loop proposes
-again at once instead of sleeping.
+2. A leader whose wall clock was behind replicated time (its predecessor's clock was fast)
+planned with its own clock, bounded from below by nothing: until its clock caught up, the
+reaper expired no lease and the trigger claimed no slot (minutes, with the chaos issue's
++-90 s skew).
 
-2. A leader whose wall clock is behind replicated time (its predecessor's clock was fast)
-plans with its own clock, bounded from below by nothing: until its clock catches up, the
-reaper expires no lease, the trigger claims no slot and the dispatcher leases no run that
-is already due in replicated time. With the +-90 s skew of the chaos issue, that is up to
-three minutes of standstill after such a leader change.
-
-All tests here are strict xfails: when one passes, drop its marker.
+The clocks are built the way LeaderLifecycle builds them: following the core's current anchor.
 """
 
 from __future__ import annotations
@@ -26,8 +20,6 @@ import contextlib
 import threading
 import time
 from concurrent.futures import Future
-
-import pytest
 
 from scheduler.core import State, apply
 from scheduler.core.clock import bounded_now_us
@@ -77,11 +69,14 @@ def _an_hour_of_leadership() -> tuple[State, int, int, int]:
     return state, index, wall, mono
 
 
-@pytest.mark.xfail(strict=True, reason="LeaderClock does not re-anchor like the core: it reads up to "
-                   "0.1% of the epoch's age ahead of what the core accepts once the wall clock jumps")
+def _anchor_of(state: State):
+    return lambda: (state.clock_anchor_now_us, state.clock_anchor_mono_us)
+
+
 def test_the_leader_clock_never_reads_ahead_of_what_the_core_accepts():
     state, _, wall, mono = _an_hour_of_leadership()
-    clock = LeaderClock(T0, 500 * S, lambda: wall + 60 * S, lambda: mono)  # NTP steps the wall clock +60 s
+    # NTP steps the wall clock +60 s
+    clock = LeaderClock(T0, 500 * S, lambda: wall + 60 * S, lambda: mono, _anchor_of(state))
     issued_us, mono_us = clock.read()
     assert issued_us <= bounded_now_us(state, mono_us), (
         f"the leader reads {(issued_us - bounded_now_us(state, mono_us)) / S:.1f}s beyond the core's bound")
@@ -119,8 +114,6 @@ class _RaftLog:
         self._listeners.remove(listener)
 
 
-@pytest.mark.xfail(strict=True, reason="after a forward wall-clock step the trigger loop proposes "
-                   "ClaimRuns the core refuses as not_due_yet, in a loop without sleeping")
 def test_the_trigger_loop_does_not_spin_after_a_forward_clock_step():
     state, index, wall, mono = _an_hour_of_leadership()
     clocks = _Clocks(wall, mono)
@@ -130,7 +123,7 @@ def test_the_trigger_loop_does_not_spin_after_a_forward_clock_step():
     apply(state, ApplyJobs(state.now_us, "test", "r1", (JobUpsert(spec, 0, first_slot),)), index)
     raftlog = _RaftLog(state, index)
     clocks.wall_offset += 60 * S  # NTP steps the leader's wall clock a minute forward
-    clock = LeaderClock(T0, 500 * S, clocks.wall, clocks.mono)
+    clock = LeaderClock(T0, 500 * S, clocks.wall, clocks.mono, _anchor_of(state))
     term = LeaderTerm(epoch=state.epoch, term=1, clock=clock)
     loop = TriggerLoop(term, raftlog, batch_size=1000, max_sleep_s=1.0, propose_timeout_s=1.0)
     thread = threading.Thread(target=loop, daemon=True)
@@ -142,8 +135,6 @@ def test_the_trigger_loop_does_not_spin_after_a_forward_clock_step():
     assert raftlog.claim_entries <= 5, f"{raftlog.claim_entries} ClaimRuns entries in one second"
 
 
-@pytest.mark.xfail(strict=True, reason="a leader with a slower clock than its predecessor's expires no "
-                   "lease (and fires nothing) until its own clock catches up with replicated time")
 def test_a_slow_clocked_leader_still_expires_an_abandoned_lease_in_time():
     state = State()
     fast_wall, mono_1, mono_2 = T0 + 90 * S, 10 * S, 7_000 * S  # n1 runs 90 s fast; n2 is right
@@ -157,6 +148,7 @@ def test_a_slow_clocked_leader_still_expires_an_abandoned_lease_in_time():
     true_now = T0
     apply(state, ClaimLeadership(true_now, "n2", 2, mono_2), 5)
     true_now, mono_2 = true_now + 10 * S, mono_2 + 10 * S  # ten seconds later: five TTLs
-    clock = LeaderClock(state.clock_anchor_now_us, state.clock_anchor_mono_us, lambda: true_now, lambda: mono_2)
+    clock = LeaderClock(state.clock_anchor_now_us, state.clock_anchor_mono_us, lambda: true_now, lambda: mono_2,
+                        _anchor_of(state))
     expiries, _ = overdue(state, clock.read()[0])
     assert expiries, "n2's reaper sees nothing to expire: the lease outlives five TTLs"

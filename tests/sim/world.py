@@ -157,8 +157,10 @@ class World:
             if result.accepted and claimed and self.leader is view and view.epoch is None:
                 state = self.oracle.state  # the leader has applied up to its own entry: same state
                 view.epoch = claimed[0].epoch
+                # Built like LeaderLifecycle's: it follows the core's current anchor in its own replica.
                 view.clock = LeaderClock(state.clock_anchor_now_us, state.clock_anchor_mono_us,
-                                         lambda: node.wall(self.t_us), lambda: node.mono(self.t_us))
+                                         lambda: node.wall(self.t_us), lambda: node.mono(self.t_us),
+                                         lambda: (node.state.clock_anchor_now_us, node.state.clock_anchor_mono_us))
 
         self.propose(ClaimLeadership(node.wall(self.t_us), node.node_id, view.term, node.mono(self.t_us)), opened)
 
