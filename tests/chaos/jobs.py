@@ -8,7 +8,7 @@ import time
 import grpc
 
 from scheduler.core.model import JobSpec, RetryPolicy
-from scheduler.rpc.convert import spec_to_pb
+from scheduler.rpc.convert import spec_to_pb, timestamp_us
 from tests.chaos.harness import Scene, now_us
 
 QUICK_RETRY = RetryPolicy(max_attempts=5, backoff_initial_us=200_000, backoff_max_us=1_000_000)
@@ -26,7 +26,10 @@ def manual(job_id: str, target: str = "noop", **fields):
 
 
 def apply_specs(scene: Scene, specs: list, chunk: int = 1000) -> int:
-    """Apply `specs` (retrying through failovers); the instant after the last acknowledgement."""
+    """Apply `specs` (retrying through failovers); replicated time after the last acknowledgement.
+
+    Slots are owed from replicated time, which follows the leader's clock: with a skewed
+    leader it is not the observer's wall clock."""
     with scene.cluster.client(timeout_s=20) as client:
         for start in range(0, len(specs), chunk):
             request_id = f"setup-{start}-{now_us()}"
@@ -38,7 +41,14 @@ def apply_specs(scene: Scene, specs: list, chunk: int = 1000) -> int:
                     if attempt == 19:
                         raise
                     time.sleep(0.5)
-    return now_us()
+    return replicated_now_us(scene)
+
+
+def replicated_now_us(scene: Scene) -> int:
+    """The leader's replicated time (the observer's clock if no leader answers)."""
+    leader = scene.cluster.leader()
+    status = scene.cluster.status(leader) if leader else None
+    return timestamp_us(status.replicated_time) if status is not None else now_us()
 
 
 def run_count(scene: Scene, node_id: str) -> int:

@@ -10,7 +10,8 @@ import grpc
 from scheduler.localcluster import wait_until
 from scheduler.rpc.convert import STATUS_FROM_PB, timestamp_us
 from tests.chaos.checker import Attempt, History, RunObs
-from tests.chaos.harness import Scene, now_us, say
+from tests.chaos.harness import Scene, say
+from tests.chaos.jobs import replicated_now_us
 from worker.api.v1 import jobs_pb2, runs_pb2
 
 SECOND_US = 1_000_000
@@ -107,13 +108,14 @@ def converged_digests(scene: Scene, timeout_s: float = 30.0) -> dict[str, tuple[
 def finale(scene: Scene, firing: dict[str, int], ack_us: int, keep_specs=(), sink_jobs=frozenset()) -> History:
     """Heal, check progress, stop the load, delete the firing jobs, converge, read every replica.
 
-    `firing` maps each scheduled job to its period in seconds; its slots after `ack_us` (when
-    the jobs were acknowledged) up to the progress instant must all be accounted for.
+    `firing` maps each scheduled job to its period in seconds; its slots after `ack_us` (the
+    replicated time when the jobs were acknowledged) up to the progress instant (replicated
+    time after the heal, less a second) must all be accounted for.
     """
     recorder = scene.recorder
     leader = heal(scene)
     say(f"healed; leader {leader}")
-    until_us = now_us() - SECOND_US
+    until_us = replicated_now_us(scene) - SECOND_US
     progressed = wait_progress(scene, sorted(firing), until_us)
     recorder.expect("progress after heal", progressed, "every job's cursor passed the heal instant")
     scene.stop_clients()

@@ -25,6 +25,8 @@ CI_SCENARIOS = [
     "cut_worker",
     "kill_worker",
     "rolling_restart",
+    "disk_full",
+    "clock_skew",
 ]
 
 

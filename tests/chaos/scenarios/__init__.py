@@ -14,7 +14,7 @@ class Scenario:
 
 
 def _registry() -> dict[str, Scenario]:
-    from tests.chaos.scenarios import leader, network, restart, soak, workers
+    from tests.chaos.scenarios import clock, disk, leader, network, restart, soak, workers
 
     return {
         "kill_leader_enqueue": Scenario(leader.kill_leader_enqueue),
@@ -30,6 +30,8 @@ def _registry() -> dict[str, Scenario]:
         "cut_worker": Scenario(workers.cut_worker),
         "kill_worker": Scenario(workers.kill_worker),
         "rolling_restart": Scenario(workers.rolling_restart),
+        "disk_full": Scenario(disk.disk_full),
+        "clock_skew": Scenario(clock.clock_skew),
         "soak": Scenario(soak.soak),
     }
 

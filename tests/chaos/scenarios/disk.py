@@ -1,0 +1,80 @@
+"""A full disk: each node's Raft directory is a small tmpfs, mounted in the scenario's private
+mount namespace (it vanishes with it). Fill it on a follower, then on the leader; free it;
+restart whatever died; the cluster must recover and the replicas agree."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from scheduler.localcluster import wait_until
+from tests.chaos.harness import Scene, say
+from tests.chaos.observe import finale
+from tests.chaos.scenarios.load import start_load
+
+TMPFS_SIZE = "8m"
+LEFT_FREE_KB = 32
+
+
+def _raft_dir(scene: Scene, node_id: str):
+    return scene.cluster.lc.member(node_id).config_path.parent / "raft"
+
+
+def _mount_small_disks(scene: Scene) -> None:
+    for node_id in scene.cluster.ids:
+        path = _raft_dir(scene, node_id)
+        path.mkdir(mode=0o700, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE},mode=0700", "tmpfs", str(path)],
+                       check=True, capture_output=True, timeout=10)
+
+
+def _fill(scene: Scene, node_id: str) -> None:
+    """Leave only a few KB free on the node's Raft disk."""
+    path = _raft_dir(scene, node_id)
+    filler = path / "filler"
+    subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True, timeout=30)  # ENOSPC
+    subprocess.run(["truncate", "-s", f"-{LEFT_FREE_KB}K", str(filler)], check=True, capture_output=True, timeout=10)
+
+
+def _free(scene: Scene, node_id: str) -> None:
+    (_raft_dir(scene, node_id) / "filler").unlink(missing_ok=True)
+
+
+def _leader(scene: Scene, exclude=()) -> str:
+    return wait_until(lambda: scene.cluster.leader(exclude=tuple(exclude)), 30, "a leader", interval_s=0.2)
+
+
+def _episode(scene: Scene, node_id: str, role: str) -> None:
+    cluster, recorder = scene.cluster, scene.recorder
+    before = cluster.status(_leader(scene)).applied_index
+    _fill(scene, node_id)
+    say(f"{role} {node_id}: disk full")
+    time.sleep(6)
+    alive = cluster.alive(node_id)
+    exit_code = None if alive else cluster.lc.member(node_id).process.returncode
+    other = _leader(scene, exclude=(node_id,) if not alive or role == "leader" else ())
+    progressed = cluster.status(other).applied_index > before
+    say(f"{role} {node_id} alive={alive} exit={exit_code}; cluster applied {before} -> "
+        f"{cluster.status(other).applied_index}")
+    recorder.expect(f"the cluster goes on while the {role}'s disk is full", progressed, f"leader {other}")
+    _free(scene, node_id)
+    if not alive:
+        cluster.start(node_id)
+    cluster.wait_caught_up(node_id, timeout_s=30)
+    say(f"{role} {node_id}: space freed, caught up")
+
+
+def disk_full(scene: Scene, options):
+    """(8) Disk full on a follower, then on the leader; space freed; the cluster recovers."""
+    cluster = scene.cluster
+    _mount_small_disks(scene)
+    cluster.start()
+    leader = _leader(scene)
+    load = start_load(scene, herd=100, raw_jobs=10, raw_workers=2, triggers=100_000)
+    time.sleep(2)
+    follower = scene.rng.choice([n for n in cluster.ids if n != leader])
+    _episode(scene, follower, "follower")
+    time.sleep(2)
+    _episode(scene, _leader(scene), "leader")
+    time.sleep(2)
+    return finale(scene, load.firing, load.ack_us, keep_specs=load.keep)
