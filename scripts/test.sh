@@ -5,4 +5,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 bootstrap_venv "test"
+# System packages for the chaos tests (network namespaces, iptables); with CI=true a missing
+# prerequisite fails the run instead of skipping those tests.
+bash scripts/chaos-prereqs.sh
 exec .venv/bin/python -m pytest -q -ra "$@"
