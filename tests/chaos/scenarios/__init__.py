@@ -24,6 +24,7 @@ def _registry() -> dict[str, Scenario]:
         "kill_leader_repeatedly": Scenario(leader.kill_leader_repeatedly),
         "partitions": Scenario(network.partitions),
         "lossy_links": Scenario(network.lossy_links),
+        "minority_partition": Scenario(network.minority_partition, nodes=5),
         "lossy_until_truncation": Scenario(network.lossy_until_truncation),
         "restart_all": Scenario(restart.restart_all),
         "pause_worker": Scenario(workers.pause_worker),

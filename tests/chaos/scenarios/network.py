@@ -12,7 +12,7 @@ import itertools
 import time
 
 from tests.chaos.harness import Scene, say
-from tests.chaos.observe import finale
+from tests.chaos.observe import finale, runs_on
 from tests.chaos.scenarios.load import start_load
 
 
@@ -91,4 +91,31 @@ def lossy_until_truncation(scene: Scene, options, phases: int = 6):
         if _truncation_logged(scene):
             say(f"truncation logged after {phase + 1} lossy phases")
             break
+    return finale(scene, load.firing, load.ack_us, keep_specs=load.keep)
+
+
+def minority_partition(scene: Scene, options):
+    """Five nodes: the leader and one follower are cut off from the other three. The minority
+    side must not commit (its leader steps down); the majority elects a leader and goes on."""
+    cluster, recorder, rng = scene.cluster, scene.recorder, scene.rng
+    cluster.start()
+    old = cluster.wait_for_leader()
+    load = start_load(scene, herd=50, raw_jobs=10, raw_workers=2, triggers=100_000)
+    time.sleep(2)
+    minority = [old, rng.choice([n for n in cluster.ids if n != old])]
+    majority = [n for n in cluster.ids if n not in minority]
+    for a in minority:
+        for b in majority:
+            scene.firewall.cut(a, b)
+    say(f"partitioned {minority} | {majority}")
+    new = cluster.wait_for_leader(timeout_s=15, exclude=tuple(minority))
+    applied = {n: cluster.status(n).applied_index for n in minority}
+    time.sleep(3)
+    grown = {n: cluster.status(n).applied_index - applied[n] for n in minority}
+    recorder.interim.update({n: runs_on(scene, n) for n in minority})
+    recorder.expect("the majority elected its own leader", new in majority, new)
+    recorder.expect("the minority applied nothing new", not any(grown.values()), str(grown))
+    scene.firewall.heal()
+    say("healed")
+    time.sleep(2)
     return finale(scene, load.firing, load.ack_us, keep_specs=load.keep)
