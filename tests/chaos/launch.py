@@ -14,7 +14,6 @@ import random
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from tests.chaos.netns import HOST_NETNS_ENV, netns_inode

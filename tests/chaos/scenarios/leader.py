@@ -8,7 +8,7 @@ import time
 
 from scheduler.localcluster import wait_until
 from tests.chaos.clients import RawWorker, TriggerWriter
-from tests.chaos.harness import Scene, now_us, say
+from tests.chaos.harness import Scene, say
 from tests.chaos.jobs import apply_specs, every, manual, run_count
 from tests.chaos.observe import finale, runs_on
 from tests.chaos.scenarios.load import start_load

@@ -108,7 +108,7 @@ def soak(scene: Scene, options):
     load.firing.update(sink_jobs)
     workers.start("w1", concurrency=8)
     workers.start("w2", concurrency=8)
-    scene.firewall  # set up before faults need it
+    _ = scene.firewall  # set up before the first fault needs it
     stop = time.monotonic() + options.minutes * 60
     faults = 0
     while time.monotonic() < stop:

@@ -137,7 +137,7 @@ def kill_worker(scene: Scene, options):
 def rolling_restart(scene: Scene, options):
     """(12) Restart every node in turn (SIGTERM, start, catch up) while two workers keep
     running every-second jobs; every success left its effect in the sink."""
-    cluster, recorder, workers = scene.cluster, scene.recorder, scene.with_workers()
+    cluster, workers = scene.cluster, scene.with_workers()
     cluster.start()
     cluster.wait_for_leader()
     firing, keep, ack_us = _setup(scene, 20, [])
