@@ -388,7 +388,10 @@ def summarize(report: dict) -> list[list]:
         rows.append([f"compaction (forked child), s per node", comp.get("compaction_s_median"),
                      " ".join(fmt(e["seconds"]) for e in comp["events"])])
         rows.append(["  snapshot file (MB)", (comp.get("dump_bytes") or 0) / 1e6, ""])
-        rows.append(["  election during compaction", "yes" if comp.get("election") else "no", ""])
+        every = c.get("compactions", [])
+        rows.append([f"  every compaction of the run ({len(every)}), s", median([e["seconds"] for e in every]),
+                     " ".join(f"{e['node']}:{e['seconds']:.0f}" for e in every)[:60]])
+        rows.append(["  election during the provoked compaction", "yes" if comp.get("election") else "no", ""])
         rows.append(["  slowest probe commit during compaction (ms)", comp.get("probe_max_ms_during_compaction"), ""])
         rows.append(["  slowest probe commit outside compaction (ms)", comp.get("probe_max_ms_outside"), ""])
     if c.get("elections") is not None:
