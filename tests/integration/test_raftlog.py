@@ -193,13 +193,14 @@ def test_replicas_agree_on_indices_and_state_across_compaction_and_restart(clust
     followers = [node for node in nodes if node is not leader]
 
     # Leadership epoch and jobs.
-    result = submit(nodes, ClaimLeadership(issued_at_us=clock.tick(), node_id=leader.settings.self_address, term=leader.term))
+    opened_at_us = clock.tick()
+    result = submit(nodes, ClaimLeadership(issued_at_us=opened_at_us, node_id=leader.settings.self_address, term=leader.term))
     assert result.accepted, result
     (claimed,) = result.events
     assert isinstance(claimed, LeadershipClaimed) and claimed.epoch == 1
     epoch = claimed.epoch
     jobs = ApplyJobs(
-        issued_at_us=clock.tick(),
+        issued_at_us=opened_at_us,  # stamped with replicated time, as the API does
         author="test",
         request_id="jobs-1",
         upserts=tuple(JobUpsert(spec(job_id), 0, slot(1)) for job_id in JOBS),
