@@ -91,7 +91,8 @@ class Node:
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ]
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="grpc"), options=options)
+        pool = futures.ThreadPoolExecutor(max_workers=self.config.grpc_threads, thread_name_prefix="grpc")
+        server = grpc.server(pool, options=options)
         timeout_s = self.config.propose_timeout_s
         reader = Reader(self.raftlog, self.config.node_id, self._leader_id_of, self.clock_us, timeout_s)
         jobs_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.raftlog, reader, self.clock_us, timeout_s), server)
