@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from scheduler.core import commands as cmds
 from scheduler.core import results as ev
 from scheduler.core.jobs import restarted_cursor
-from scheduler.core.model import JobSpec, MisfirePolicy, RetryPolicy
+from scheduler.core.model import JobSpec, MisfirePolicy, Resource, RetryPolicy
 from scheduler.leader.planner import first_due_after, plan_due_slots
 from scheduler.leader.reaper import overdue
 from tests.sim.oracle import SECOND_US
@@ -20,6 +20,8 @@ LEASE_TTL_US = 2 * SECOND_US
 JOB_IDS = [f"j{i}" for i in range(6)]
 CLASSES = ("default", "batch")
 PERIODS = (1, 2, 3, 5, 10)
+# A dependency budget some jobs use: at most 2 leased runs at once, at most 3 lease starts a second.
+DB = Resource("db", max_concurrent=2, max_starts_per_s=3)
 
 
 # -- the leader's loops -----------------------------------------------------------
@@ -170,12 +172,18 @@ def random_spec(world: World, job_id: str, period: int) -> JobSpec:
         overlap=rng.choice(("allow", "forbid", "queue", "replace")),
         jitter="pinned",
         payload_json=f'{{"v": {rng.randrange(100)}}}',
+        uses=("db",) if rng.random() < 0.5 else (),
     )
 
 
-def apply_jobs(world: World, node, specs: list[JobSpec], removals: tuple[str, ...], request_id: str):
-    """Plan like JobServicer: versions and first slots from this node's (maybe stale) view."""
-    state, issued_us = node.state, node.wall(world.t_us)
+def apply_jobs(world: World, node, specs: list[JobSpec], removals: tuple[str, ...], request_id: str,
+               resources: tuple = ()):
+    """Plan like JobServicer: versions, first slots and the stamp from this node's (maybe stale)
+    replica, in replicated time; None before any epoch (the servicer answers UNAVAILABLE)."""
+    state = node.state
+    if state.epoch == 0:
+        return None
+    issued_us = state.now_us
     upserts = []
     for spec in specs:
         current = state.jobs.get(spec.id)
@@ -183,14 +191,19 @@ def apply_jobs(world: World, node, specs: list[JobSpec], removals: tuple[str, ..
         after_us = restarted_cursor(state, current, upsert, issued_us)
         next_due_us = first_due_after(spec, after_us) if after_us is not None else current.next_due_us
         upserts.append(cmds.JobUpsert(spec, upsert.expected_version, next_due_us))
-    return cmds.ApplyJobs(issued_us, "sim", request_id, tuple(upserts), removals)
+    return cmds.ApplyJobs(issued_us, "sim", request_id, tuple(upserts), removals, resources)
 
 
 def setup(world: World, jobs: int = 4) -> None:
-    """A few jobs from the start, applied through the first leader's node."""
-    node = world.rng.choice(world.nodes)
+    """A few jobs and the budget they use, once the first leader's epoch is open (never lost)."""
+    if world.setup_done or world.leader is None or world.leader.epoch is None:
+        return
+    node = world.leader_node(world.leader)
     specs = [random_spec(world, job_id, world.rng.choice(PERIODS)) for job_id in JOB_IDS[:jobs]]
-    world.propose(apply_jobs(world, node, specs, (), "setup"), max_delay=0)
+    command = apply_jobs(world, node, specs, (), "setup", resources=(DB,))
+    if command is not None:
+        world.propose(command, max_delay=0, reliable=True)
+        world.setup_done = True
 
 
 def clients(world: World) -> None:

@@ -53,6 +53,7 @@ class Oracle:
         self.claimed: set[tuple[str, int]] = set()
         self.manual_requests: dict[str, tuple[str, int]] = {}
         self.highest_token: dict[tuple[str, int], int] = {}
+        self.starts: dict[str, list[int]] = {}  # resource -> replicated instants of lease starts
         self.seen: Counter = Counter()  # event and rejection kinds, to show what a run exercised
 
     def apply(self, index: int, command) -> object:
@@ -130,6 +131,15 @@ class Oracle:
         if event.fencing_token != index or event.fencing_token <= self.highest_token.get(key, 0):
             raise Violation(f"{where}: {key} granted token {event.fencing_token}, not a fresh log index")
         self.highest_token[key] = event.fencing_token
+        for name in self.state.get_run(*key).resources:
+            resource = self.state.resources.get(name)
+            starts = self.starts.setdefault(name, [])
+            starts.append(self.state.now_us)
+            recent = [t for t in starts if t > self.state.now_us - SECOND_US]
+            self.starts[name] = recent
+            if resource is not None and resource.max_starts_per_s and len(recent) > resource.max_starts_per_s:
+                raise Violation(f"{where}: {len(recent)} leases of {name} started within a second "
+                                f"(budget {resource.max_starts_per_s})")
 
     def _current(self, where: str, what: str, job_id: str, scheduled_us: int, token: int, before: dict) -> None:
         status, current, _, _ = before.get((job_id, scheduled_us), ("missing", 0, 0, 0))
@@ -148,6 +158,9 @@ class Oracle:
 
     def _job_changed(self, where: str, event) -> None:
         job = self.state.jobs[event.job_id]
+        if job.cursor_us > self.state.now_us:
+            raise Violation(f"{where}: {event.job_id} starts owing slots from {job.cursor_us}, after replicated "
+                            f"time {self.state.now_us}: the slots in between would vanish")
         if isinstance(event, ev.JobAdded) or event.job_id not in self.expected_next:
             expected = next_slot(period_s(job.spec.schedule), job.cursor_us)
             if job.next_due_us != expected:
@@ -165,8 +178,11 @@ class Oracle:
                 derived[job_id] = live
         if derived != state.live_runs:
             raise Violation(f"live-run index {state.live_runs} disagrees with the runs {derived}")
+        leased: Counter = Counter()
         for job_id, runs in state.runs.items():
             for run in runs:
+                if run.status == "leased":
+                    leased.update(run.resources)
                 tokens = [a.fencing_token for a in run.attempts]
                 if any(b <= a for a, b in zip(tokens, tokens[1:])):
                     raise Violation(f"({job_id}, {run.scheduled_us}): attempt tokens {tokens} do not grow")
@@ -174,6 +190,13 @@ class Oracle:
                     raise Violation(f"({job_id}, {run.scheduled_us}): an earlier attempt never ended")
                 if run.status == "leased" and (run.attempts[-1].outcome or run.fencing_token != tokens[-1]):
                     raise Violation(f"({job_id}, {run.scheduled_us}): leased without its live attempt")
+        counted = {name: count for name, count in state.resource_leased.items() if count}
+        if counted != dict(leased):
+            raise Violation(f"resource use counted {counted}, leased runs use {dict(leased)}")
+        for name, count in leased.items():
+            resource = state.resources.get(name)
+            if resource is not None and resource.max_concurrent and count > resource.max_concurrent:
+                raise Violation(f"{count} leased runs use {name}, budget {resource.max_concurrent}")
 
 
 def command_item(command, position: int):

@@ -40,7 +40,7 @@ class Outcome:
 
 # Whole-state checks (encoding every replica, scanning every run) every few steps: a replica
 # that diverged or a broken record stays so, and is caught a few steps later with the same seed.
-WHOLE_STATE_EVERY = 4
+WHOLE_STATE_EVERY = 6
 
 
 def step(world: World, quiet: bool = False, fast: bool = False) -> None:
@@ -53,6 +53,7 @@ def step(world: World, quiet: bool = False, fast: bool = False) -> None:
     for worker in world.workers:
         worker.act(world, quiet)
     if not quiet:
+        setup(world)
         clients(world)
     world.commit_ready()
     whole = world.step_no % WHOLE_STATE_EVERY == 0
@@ -123,7 +124,6 @@ def simulate(seed: int, steps: int = 300, nodes: int = 3, workers: int = 3, faul
     world.workers = [Worker(f"w{i}") for i in range(workers)]
     world.dispatching = True
     try:
-        setup(world)
         for _ in range(steps):
             step(world)
         quiesce(world)

@@ -10,7 +10,7 @@ import pytest
 from tests.sim.planted import PLANTED
 from tests.sim.simulate import SimulationFailure, simulate
 
-CI_SEEDS = 150  # ~60,000 steps, ~7 s on an idle 2-core machine
+CI_SEEDS = 100  # ~40,000 steps, ~20 s on a 2-core machine
 PLANT_BUDGET_SEEDS = 40
 
 
@@ -20,7 +20,7 @@ def test_many_seeds_keep_every_invariant():
     steps = 0
     for seed in range(first, first + CI_SEEDS):
         steps += simulate(seed).steps  # SimulationFailure names the seed
-    assert steps > 40_000
+    assert steps > 30_000
 
 
 def test_a_seed_replays_exactly():
@@ -47,7 +47,8 @@ def test_faults_reach_every_kind_of_answer():
         for key, count in simulate(seed).seen.items():
             seen[key] = seen.get(key, 0) + count
     wanted = ["rejected:stale_epoch", "LeaseFenced:stale_token", "RunAlreadyClaimed:", "LeaseGranted:",
-              "RunSucceeded:", "RunRetryScheduled:", "CompletionRepeated:", "LeaseStillLive:", "RunClaimed:"]
+              "RunSucceeded:", "RunRetryScheduled:", "CompletionRepeated:", "LeaseStillLive:", "RunClaimed:",
+              "JobAdded:", "JobRemoved:", "LeaseNotGranted:resource_busy:db"]
     assert [key for key in wanted if not seen.get(key)] == [], seen
 
 

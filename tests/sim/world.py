@@ -90,21 +90,23 @@ class World:
         self.leader: LeaderView | None = None
         self.deposed: list[LeaderView] = []
         self.stats: dict[str, int] = {}
+        self.setup_done = False
 
     # -- proposals and the log -------------------------------------------------
     def count(self, name: str) -> None:
         self.stats[name] = self.stats.get(name, 0) + 1
 
-    def propose(self, command, on_applied: Callable | None = None, max_delay: int | None = None) -> None:
+    def propose(self, command, on_applied: Callable | None = None, max_delay: int | None = None,
+                reliable: bool = False) -> None:
         """Send `command` towards the log: maybe lost, maybe delayed, maybe duplicated."""
         faults, rng = self.faults, self.rng
-        if rng.random() < faults.lost:
+        if not reliable and rng.random() < faults.lost:
             self.count("lost")
             return
         data = encode_command(command)
         delay = rng.randint(0, faults.max_delay_steps if max_delay is None else max_delay)
         self.inflight.append(Proposal(data, self.step_no + delay, on_applied))
-        if rng.random() < faults.duplicated:
+        if not reliable and rng.random() < faults.duplicated:
             self.count("duplicated")
             self.inflight.append(Proposal(data, self.step_no + delay + rng.randint(0, 3)))
 
