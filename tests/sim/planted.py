@@ -62,8 +62,16 @@ def expiries_trust_the_proposer():
         yield
 
 
+@contextlib.contextmanager
+def grants_ignore_the_budget():
+    """GrantLeases never finds a dependency budget full."""
+    with mock.patch.object(execution, "_resource_without_room", lambda state, uses: ""):
+        yield
+
+
 PLANTED = {
     "completions_ignore_the_token": completions_ignore_the_token,
     "grants_ignore_a_live_lease": grants_ignore_a_live_lease,
     "expiries_trust_the_proposer": expiries_trust_the_proposer,
+    "grants_ignore_the_budget": grants_ignore_the_budget,
 }
