@@ -153,7 +153,8 @@ class LocalCluster:
         """One node's status, or None when it does not answer."""
         member = self.member(node_id)
         try:
-            with self.client(node_id, timeout_s=2.0) as client:
+            # A digest encodes the whole state: give a large one time.
+            with self.client(node_id, timeout_s=30.0 if include_digest else 2.0) as client:
                 return client.status(address=member.grpc_address, include_digest=include_digest)
         except grpc.RpcError:
             return None
