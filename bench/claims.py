@@ -36,8 +36,8 @@ import scheduler
 from bench.common import (
     PortAllocator,
     code_revision,
-    load_average,
     fmt,
+    load_average,
     local_cluster_ports,
     machine_info,
     median,

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import shutil
 import sys
 import tempfile
 import time
@@ -40,14 +39,13 @@ from pathlib import Path
 from bench.common import (
     PortAllocator,
     fmt,
-    local_cluster_ports,
     load_average,
+    local_cluster_ports,
     machine_info,
     median,
     percentile,
     print_table,
     raise_on_sigterm,
-    write_json,
 )
 from bench.grpc_raw import EchoServer, measure_unary
 from bench.harness import (
@@ -55,6 +53,7 @@ from bench.harness import (
     apply_specs,
     bench_cluster,
     code_info,
+    finish,
     instant_ahead,
     list_runs,
     log,
@@ -440,16 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     report["table"] = print_table(["figure", "median", "runs", "vs raw unary"], rows,
                                   title="execution: 3 nodes + worker processes on loopback")
     report["summary"] = {r[0]: r[1] for r in rows}
-    path = write_json("execution.json", report)
-    log(f"wrote {path}")
-    problems = report["problems"]
-    if problems:
-        print("\nFAILED checks:", *(f"  - {p}" for p in problems), sep="\n", file=sys.stderr)
-    if problems or interrupted or args.keep:
-        log(f"data directories and logs kept under {root}")
-    else:
-        shutil.rmtree(root, ignore_errors=True)
-    return 130 if interrupted else (1 if problems or interrupted else 0)
+    return finish("execution", report, root, interrupted, args.keep)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ already-applied" line in node logs. Output: bench/out/failover.json.
 from __future__ import annotations
 
 import argparse
-import shutil
 import signal
 import sys
 import tempfile
@@ -50,7 +49,6 @@ from bench.common import (
     median,
     print_table,
     raise_on_sigterm,
-    write_json,
 )
 from bench.harness import (
     StatusPoller,
@@ -58,6 +56,7 @@ from bench.harness import (
     apply_specs,
     bench_cluster,
     code_info,
+    finish,
     index_times,
     list_runs,
     log,
@@ -247,16 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     if res:
         print(f"slots checked {res.get('runs_checked')}: lost {res.get('slots_lost')}, doubled {res.get('slots_doubled')}, "
               f"runs with more than one attempt {res.get('multi_attempt_runs')}")
-    path = write_json("failover.json", report)
-    log(f"wrote {path}")
-    problems = report["problems"]
-    if problems:
-        print("\nFAILED checks:", *(f"  - {p}" for p in problems), sep="\n", file=sys.stderr)
-    if problems or interrupted or args.keep:
-        log(f"data directories and logs kept under {root}")
-    else:
-        shutil.rmtree(root, ignore_errors=True)
-    return 130 if interrupted else (1 if problems else 0)
+    return finish("failover", report, root, interrupted, args.keep)
 
 
 if __name__ == "__main__":

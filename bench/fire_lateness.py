@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import shutil
 import sys
 import tempfile
 import time
@@ -50,13 +49,13 @@ from bench.common import (
     percentile,
     print_table,
     raise_on_sigterm,
-    write_json,
 )
 from bench.harness import (
     StatusPoller,
     apply_specs,
     bench_cluster,
     code_info,
+    finish,
     index_times,
     instant_ahead,
     list_runs,
@@ -307,16 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             report["herd_p99_vs_apscheduler_default_p99"] = ours / theirs
             print(f"herd p99: raftcron / APScheduler (default grace) = {ours / theirs:.2f} "
                   f"(target: 0.33 or less, and every key within 1,000 ms)")
-    path = write_json("fire_lateness.json", report)
-    log(f"wrote {path}")
-    problems = report["problems"]
-    if problems:
-        print("\nFAILED checks:", *(f"  - {p}" for p in problems), sep="\n", file=sys.stderr)
-    if problems or interrupted or args.keep:
-        log(f"data directories and logs kept under {root}")
-    else:
-        shutil.rmtree(root, ignore_errors=True)
-    return 130 if interrupted else (1 if problems else 0)
+    return finish("fire_lateness", report, root, interrupted, args.keep)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ import sys
 import time
 import traceback
 from concurrent import futures
-from pathlib import Path
 
 from bench.common import (
     PortAllocator,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,6 +35,23 @@ from scheduler.rpc.convert import resource_to_pb, spec_to_pb, timestamp_us
 
 ROOT = Path(__file__).resolve().parents[1]
 JOBS_PER_APPLY = 2_000  # an ApplyJobs entry is ~410 B per job; entries are capped at 1 MiB
+
+
+def finish(name: str, report: dict, root, interrupted: bool, keep: bool) -> int:
+    """Write the JSON, list the failed checks, keep the run's data when something went wrong
+    (or when asked to), and give the exit status: 130 interrupted, 1 failed, 0 clean."""
+    from bench.common import write_json
+
+    path = write_json(f"{name}.json", report)
+    log(f"wrote {path}")
+    problems = report["problems"]
+    if problems:
+        print("\nFAILED checks:", *(f"  - {p}" for p in problems), sep="\n", file=sys.stderr)
+    if problems or interrupted or keep:
+        log(f"data directories and logs kept under {root}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+    return 130 if interrupted else (1 if problems else 0)
 
 
 def log(text: str) -> None:

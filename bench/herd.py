@@ -27,7 +27,6 @@ Output: bench/out/herd.json and, without --quick, bench/out/herd.png (fires per 
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import tempfile
 import time
@@ -45,7 +44,6 @@ from bench.common import (
     median,
     print_table,
     raise_on_sigterm,
-    write_json,
 )
 from bench.harness import (
     StatusPoller,
@@ -53,6 +51,7 @@ from bench.harness import (
     apply_specs,
     bench_cluster,
     code_info,
+    finish,
     instant_ahead,
     list_runs,
     log,
@@ -265,16 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         note = plot(report, png)
         report["plot"] = note or str(png)
         log(note or f"plot: {png}")
-    path = write_json("herd.json", report)
-    log(f"wrote {path}")
-    problems = report["problems"]
-    if problems:
-        print("\nFAILED checks:", *(f"  - {p}" for p in problems), sep="\n", file=sys.stderr)
-    if problems or interrupted or args.keep:
-        log(f"data directories and logs kept under {root}")
-    else:
-        shutil.rmtree(root, ignore_errors=True)
-    return 130 if interrupted else (1 if problems else 0)
+    return finish("herd", report, root, interrupted, args.keep)
 
 
 def summarize(report: dict) -> list[list]:

@@ -36,7 +36,6 @@ Output: bench/out/scale.json.
 from __future__ import annotations
 
 import argparse
-import shutil
 import signal
 import sys
 import tempfile
@@ -57,9 +56,8 @@ from bench.common import (
     median,
     print_table,
     raise_on_sigterm,
-    write_json,
 )
-from bench.harness import apply_specs, bench_cluster, code_info, log, rss_kib, ts
+from bench.harness import apply_specs, bench_cluster, code_info, finish, log, rss_kib, ts
 from scheduler.core.model import JobSpec
 
 ZONES = ["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata", "Australia/Sydney"]
@@ -368,7 +366,7 @@ def summarize(report: dict) -> list[list]:
     rows = []
     c = report.get("cluster", {})
     if c.get("rss_jobs_kib"):
-        rows.append([f"RSS per node, idle (MiB, median of 3)", mib(c["rss_idle_kib"]), ""])
+        rows.append(["RSS per node, idle (MiB, median of 3)", mib(c["rss_idle_kib"]), ""])
         rows.append([f"RSS per node with {c['jobs']:,} jobs (MiB)", mib(c["rss_jobs_kib"]),
                      " ".join(fmt((v or 0) / 1024) for v in c["rss_jobs_kib"].values())])
         rows.append([f"  apply {c['jobs']:,} jobs (s)", c.get("apply_s"), ""])
@@ -385,7 +383,7 @@ def summarize(report: dict) -> list[list]:
         rows.append(["  s to ready", r["s_to_ready"], ""])
     comp = c.get("compaction")
     if comp:
-        rows.append([f"compaction (forked child), s per node", comp.get("compaction_s_median"),
+        rows.append(["compaction (forked child), s per node", comp.get("compaction_s_median"),
                      " ".join(fmt(e["seconds"]) for e in comp["events"])])
         rows.append(["  snapshot file (MB)", (comp.get("dump_bytes") or 0) / 1e6, ""])
         every = c.get("compactions", [])
@@ -443,16 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = summarize(report)
     report["table"] = print_table(["figure", "value", "detail"], rows, title="scale: 3 nodes on loopback; planning in-process")
     report["summary"] = {r[0]: r[1] for r in rows}
-    path = write_json("scale.json", report)
-    log(f"wrote {path}")
-    problems = report["problems"]
-    if problems:
-        print("\nFAILED checks:", *(f"  - {p}" for p in problems), sep="\n", file=sys.stderr)
-    if problems or interrupted or args.keep:
-        log(f"data directories and logs kept under {root}")
-    else:
-        shutil.rmtree(root, ignore_errors=True)
-    return 130 if interrupted else (1 if problems else 0)
+    return finish("scale", report, root, interrupted, args.keep)
 
 
 if __name__ == "__main__":
