@@ -169,10 +169,8 @@ def expire_leases(state: State, cmd: ExpireLeases, index: int) -> Result:
 def extend_all_live_leases(state: State) -> None:
     """A new epoch gives every live lease one full TTL from now: heartbeats sent to the old
     leader may not have committed, and a new leader must not expire healthy workers."""
-    for job_id in state.live_runs:
-        for run in state.live(job_id):
-            if run.status == LEASED:
-                run.lease_expires_us = max(run.lease_expires_us, state.now_us + run.lease_ttl_us)
+    for run in state.leased():
+        run.lease_expires_us = max(run.lease_expires_us, state.now_us + run.lease_ttl_us)
 
 
 def cancel_live_runs(state: State, job_id: str, reason: str) -> list[ev.Event]:

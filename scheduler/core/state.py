@@ -34,6 +34,17 @@ def _scheduled(run: Run) -> int:
     return run.scheduled_us
 
 
+def _index(index: dict[str, list[int]], run: Run, add: bool) -> None:
+    """Add or remove a run's instant in a job_id -> sorted instants index."""
+    if add:
+        bisect.insort(index.setdefault(run.job_id, []), run.scheduled_us)
+        return
+    instants = index[run.job_id]
+    instants.remove(run.scheduled_us)
+    if not instants:
+        del index[run.job_id]
+
+
 class State(msgspec.Struct, forbid_unknown_fields=True):
     applied_index: int = 0
     # Replicated time: assigned by the epoch's leader, never backwards (see clock.py).
@@ -51,6 +62,9 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
     # job_id -> sorted scheduled instants of its queued or leased runs: overlap decisions,
     # the leader's queue and lease extension on a new epoch never scan all history.
     live_runs: dict[str, list[int]] = msgspec.field(default_factory=dict)
+    # job_id -> sorted scheduled instants of its leased runs: what the reaper and a new epoch
+    # look at, bounded by worker capacity rather than by the queued backlog.
+    leased_runs: dict[str, list[int]] = msgspec.field(default_factory=dict)
     # Dependency budgets: declarations, leases currently counted, recent lease starts.
     resources: dict[str, Resource] = msgspec.field(default_factory=dict)
     resource_leased: dict[str, int] = msgspec.field(default_factory=dict)
@@ -75,7 +89,9 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
 
     def add_run(self, run: Run) -> None:
         if run.status in LIVE_STATUSES:
-            bisect.insort(self.live_runs.setdefault(run.job_id, []), run.scheduled_us)
+            _index(self.live_runs, run, add=True)
+        if run.status == LEASED:
+            _index(self.leased_runs, run, add=True)
         job_runs = self.runs.setdefault(run.job_id, [])
         if not job_runs or job_runs[-1].scheduled_us < run.scheduled_us:
             job_runs.append(run)
@@ -90,24 +106,24 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
             step = 1 if status == LEASED else -1
             for name in run.resources:
                 self.resource_leased[name] = self.resource_leased.get(name, 0) + step
+            _index(self.leased_runs, run, add=status == LEASED)
         run.status = status
-        if was_live == is_live:
-            return
-        live = self.live_runs.setdefault(run.job_id, [])
-        if is_live:
-            bisect.insort(live, run.scheduled_us)
-        else:
-            live.remove(run.scheduled_us)
-            if not live:
-                del self.live_runs[run.job_id]
+        if was_live != is_live:
+            _index(self.live_runs, run, add=is_live)
 
     def rebuild_live_index(self) -> None:
-        """Derive live_runs from the runs themselves (snapshots written before the index existed)."""
-        self.live_runs = {}
+        """Derive the live and leased indexes from the runs (snapshots written before they existed)."""
+        self.live_runs, self.leased_runs = {}, {}
         for job_id in sorted(self.runs):
             live = [run.scheduled_us for run in self.runs[job_id] if run.status in LIVE_STATUSES]
+            leased = [run.scheduled_us for run in self.runs[job_id] if run.status == LEASED]
             if live:
                 self.live_runs[job_id] = live
+            if leased:
+                self.leased_runs[job_id] = leased
+
+    def leased(self) -> list[Run]:
+        return [self.get_run(job_id, s) for job_id, instants in self.leased_runs.items() for s in instants]
 
     def live(self, job_id: str) -> list[Run]:
         return [self.get_run(job_id, scheduled_us) for scheduled_us in self.live_runs.get(job_id, ())]

@@ -11,7 +11,7 @@ import random
 
 from scheduler.core.commands import AdvanceTime, ExpireLeases, Expiry, LeaseRef
 from scheduler.core.execution import DEADLINE_PASSED, LEASE_EXPIRED
-from scheduler.core.model import LEASED, SECOND_US
+from scheduler.core.model import SECOND_US
 from scheduler.leader.lifecycle import LeaderTerm
 from scheduler.replication import RaftLog, ReplicationError
 
@@ -27,18 +27,14 @@ def overdue(state, now_us: int) -> tuple[list[Expiry], int]:
     """Leases to end now, and the next instant one falls due (pure: tests call it directly)."""
     expiries: list[Expiry] = []
     next_due_us = now_us + MAX_SLEEP_US
-    for job_id, instants in state.live_runs.items():
-        for scheduled_us in instants:
-            run = state.get_run(job_id, scheduled_us)
-            if run.status != LEASED:
-                continue
-            lease = LeaseRef(job_id, scheduled_us, run.fencing_token)
-            if run.deadline_us <= now_us:
-                expiries.append(Expiry(lease, DEADLINE_PASSED, random.randrange(1_000_000)))
-            elif run.lease_expires_us <= now_us:
-                expiries.append(Expiry(lease, LEASE_EXPIRED, random.randrange(1_000_000)))
-            else:
-                next_due_us = min(next_due_us, run.deadline_us, run.lease_expires_us)
+    for run in state.leased():  # leased runs only: the queued backlog may be far larger
+        lease = LeaseRef(run.job_id, run.scheduled_us, run.fencing_token)
+        if run.deadline_us <= now_us:
+            expiries.append(Expiry(lease, DEADLINE_PASSED, random.randrange(1_000_000)))
+        elif run.lease_expires_us <= now_us:
+            expiries.append(Expiry(lease, LEASE_EXPIRED, random.randrange(1_000_000)))
+        else:
+            next_due_us = min(next_due_us, run.deadline_us, run.lease_expires_us)
     return expiries, next_due_us
 
 

@@ -36,13 +36,14 @@ def test_every_slot_of_an_outage_is_accounted_by_policy(make_cluster):
     cluster = make_cluster(3)
     cluster.start()
     cluster.wait_for_leader()
+    # Paused from the start (in its spec), so no slot of it can be claimed before the pause.
     specs = [
-        JobSpec(id=job_id, schedule="* * * * * *", target_kind="handler", target="noop", jitter="pinned", misfire=policy)
+        JobSpec(id=job_id, schedule="* * * * * *", target_kind="handler", target="noop", jitter="pinned", misfire=policy,
+                paused=job_id == "paused")
         for job_id, policy in JOBS.items()
     ]
     with cluster.client() as client:
         client.apply_jobs(jobs=[spec_to_pb(s) for s in specs], author="test")
-        client.pause_job(job_id="paused", author="test", reason="maintenance window")
     wait_until(lambda: all(len(_runs(cluster, j)) >= 2 for j in JOBS), 20, "slots before the outage")
 
     for member in cluster.members:

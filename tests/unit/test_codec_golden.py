@@ -249,6 +249,7 @@ def golden_state() -> State:
         jobs={"nightly-backup": backup, "hello": hello},
         runs={"nightly-backup": [skipped], "hello": [finished, retrying, leased]},
         live_runs={"hello": [T + 300_000_000, T + 600_000_000]},
+        leased_runs={"hello": [T + 600_000_000]},
         request_results={
             "req-1": Result(index=38, events=(JobAdded("hello", 1), JobAdded("nightly-backup", 1))),
             "req-2": Result(index=39, rejection=Rejection(code="not_found", message="job 'x' does not exist")),
