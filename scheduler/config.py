@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from scheduler.replication import RaftSettings
+from scheduler.replication import RaftSettings, RaftTuning
 
 
 class ConfigError(ValueError):
@@ -37,18 +37,6 @@ class Peer:
         if not (sep and slash and node_id and raft and grpc_address):
             raise ConfigError(f"peer {text!r} is not ID=RAFT_HOST:PORT/GRPC_HOST:PORT")
         return cls(node_id.strip(), _check_address(raft.strip()), _check_address(grpc_address.strip()))
-
-
-@dataclass(frozen=True)
-class RaftTuning:
-    election_timeout_min_s: float = 0.5
-    election_timeout_max_s: float = 1.5
-    append_entries_period_s: float = 0.01
-    tick_period_s: float = 0.005
-    leader_fallback_timeout_s: float = 1.5
-    connection_retry_s: float = 1.0
-    compaction_min_entries: int = 50_000
-    compaction_min_time_s: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -91,7 +79,7 @@ class NodeConfig:
             partner_addresses=tuple(p.raft_address for p in self.peers if p.node_id != self.node_id),
             data_dir=self.data_dir / "raft",
             password=self.cluster_secret,
-            **{f.name: getattr(self.raft, f.name) for f in fields(RaftTuning)},
+            tuning=self.raft,
         )
 
 

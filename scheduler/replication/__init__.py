@@ -7,7 +7,7 @@ from scheduler.replication.errors import (
     ReplicationError,
     ReplicationTimeout,
 )
-from scheduler.replication.raftlog import RaftLog, RaftSettings
+from scheduler.replication.raftlog import RaftLog, RaftSettings, RaftTuning
 
 __all__ = [
     "NotLeader",
@@ -15,6 +15,7 @@ __all__ = [
     "Overloaded",
     "RaftLog",
     "RaftSettings",
+    "RaftTuning",
     "ReplicationError",
     "ReplicationTimeout",
 ]

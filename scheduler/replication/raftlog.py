@@ -42,13 +42,9 @@ ROLE_NAMES = {_RAFT_STATE.FOLLOWER: "follower", _RAFT_STATE.CANDIDATE: "candidat
 
 
 @dataclass(frozen=True)
-class RaftSettings:
-    """pysyncobj settings, in our units. Defaults were measured on a 2-core machine (bench/)."""
+class RaftTuning:
+    """pysyncobj timing and compaction, in our units. Defaults were measured on a 2-core machine (bench/)."""
 
-    self_address: str
-    partner_addresses: tuple[str, ...]
-    data_dir: Path
-    password: str | None
     election_timeout_min_s: float = 0.5
     election_timeout_max_s: float = 1.5
     # Batched appends every 10 ms with a 5 ms tick: ~11 ms per commit, large batches stay cheap.
@@ -60,27 +56,39 @@ class RaftSettings:
     compaction_min_entries: int = 50_000
     compaction_min_time_s: float = 600.0
 
+
+@dataclass(frozen=True)
+class RaftSettings:
+    """Where this node's Raft lives and who its partners are, plus the tuning."""
+
+    self_address: str
+    partner_addresses: tuple[str, ...]
+    data_dir: Path
+    password: str | None
+    tuning: RaftTuning = RaftTuning()
+
     def to_conf(self, on_state_changed: Callable[[int, int], None]) -> SyncObjConf:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.data_dir, 0o700)  # journal and dump files are pickles
+        tuning = self.tuning
         return SyncObjConf(
             password=self.password,
             bindAddress=self.self_address,
             journalFile=str(self.data_dir / "raft.journal"),
             fullDumpFile=str(self.data_dir / "raft.dump"),
-            raftMinTimeout=self.election_timeout_min_s,
-            raftMaxTimeout=self.election_timeout_max_s,
-            appendEntriesPeriod=self.append_entries_period_s,
-            autoTickPeriod=self.tick_period_s,
-            leaderFallbackTimeout=self.leader_fallback_timeout_s,
-            connectionRetryTime=self.connection_retry_s,
-            connectionTimeout=max(3.5, self.election_timeout_max_s),
+            raftMinTimeout=tuning.election_timeout_min_s,
+            raftMaxTimeout=tuning.election_timeout_max_s,
+            appendEntriesPeriod=tuning.append_entries_period_s,
+            autoTickPeriod=tuning.tick_period_s,
+            leaderFallbackTimeout=tuning.leader_fallback_timeout_s,
+            connectionRetryTime=tuning.connection_retry_s,
+            connectionTimeout=max(3.5, tuning.election_timeout_max_s),
             # pysyncobj caches peer DNS for 600 s (30 s on failure): too long for a replaced
             # container that comes back with a new address.
             dnsCacheTime=30.0,
             dnsFailCacheTime=2.0,
-            logCompactionMinEntries=self.compaction_min_entries,
-            logCompactionMinTime=self.compaction_min_time_s,
+            logCompactionMinEntries=tuning.compaction_min_entries,
+            logCompactionMinTime=tuning.compaction_min_time_s,
             # pysyncobj splits an entry of at least this size into "transmissions" and
             # reassembles it wrongly (it compares chunk offsets with the unpickled length).
             # Entries are capped far below it (MAX_ENTRY_BYTES), so that path never runs.

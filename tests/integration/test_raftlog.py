@@ -21,7 +21,7 @@ import pytest
 from scheduler.core.commands import ApplyJobs, ClaimLeadership, ClaimRuns, JobUpsert, ReadBarrier, SlotClaim
 from scheduler.core.model import SECOND_US
 from scheduler.core.results import JobAdded, LeadershipClaimed, Result, RunClaimed
-from scheduler.replication import NotLeader, RaftLog, RaftSettings
+from scheduler.replication import NotLeader, RaftLog, RaftSettings, RaftTuning
 from scheduler.replication.raftlog import MAX_ENTRY_BYTES
 
 from tests.fakes import T0_US, FakeClock, spec
@@ -71,8 +71,7 @@ def settings_for(address: str, addresses: list[str], data_dir: Path, **overrides
         partner_addresses=tuple(a for a in addresses if a != address),
         data_dir=data_dir,
         password=None,  # loopback-only test cluster
-        connection_retry_s=0.2,
-        **overrides,
+        tuning=RaftTuning(connection_retry_s=0.2, **overrides),
     )
 
 
