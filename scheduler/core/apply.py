@@ -13,6 +13,7 @@ from scheduler.core.claims import claim_runs
 from scheduler.core.clock import advance_epoch_clock, clock_reading, open_epoch_clock, restore_clock
 from scheduler.core.commands import (
     EPOCH_COMMANDS,
+    AddMember,
     AdvanceTime,
     ApplyJobs,
     BackfillRuns,
@@ -26,6 +27,7 @@ from scheduler.core.commands import (
     KillClass,
     MarkAlertsDelivered,
     ReadBarrier,
+    RemoveMember,
     ReviveClass,
     SetJobPaused,
     TriggerRun,
@@ -39,8 +41,10 @@ from scheduler.core.execution import (
 )
 from scheduler.core.jobs import apply_jobs, set_job_paused
 from scheduler.core.manual import backfill_runs, trigger_run
+from scheduler.core.membership import add_member, remove_member
 from scheduler.core.ops import kill_class, mark_alerts_delivered, revive_class
 from scheduler.core.results import Result, rejected
+from scheduler.core.retention import sweep_orphaned_histories
 from scheduler.core.state import State
 
 Handler = Callable[[State, object, int], Result]
@@ -57,7 +61,13 @@ def _claim_leadership(state: State, cmd: ClaimLeadership, index: int) -> Result:
     return Result(index=index, events=(ev.LeadershipClaimed(cmd.node_id, state.epoch, cmd.term),))
 
 
-def _no_change(state: State, cmd: ReadBarrier | AdvanceTime, index: int) -> Result:
+def _no_change(state: State, cmd: ReadBarrier, index: int) -> Result:
+    return Result(index=index)
+
+
+def _advance_time(state: State, cmd: AdvanceTime, index: int) -> Result:
+    """Time moved (in apply, before this handler): deleted jobs' histories age out with it."""
+    sweep_orphaned_histories(state)
     return Result(index=index)
 
 
@@ -83,7 +93,7 @@ HANDLERS: dict[type, Handler] = {
     SetJobPaused: _with_request_memory(set_job_paused),
     ClaimRuns: claim_runs,
     ReadBarrier: _no_change,
-    AdvanceTime: _no_change,
+    AdvanceTime: _advance_time,
     KillClass: _with_request_memory(kill_class),
     ReviveClass: _with_request_memory(revive_class),
     MarkAlertsDelivered: mark_alerts_delivered,
@@ -93,6 +103,8 @@ HANDLERS: dict[type, Handler] = {
     ExpireLeases: expire_leases,
     TriggerRun: _with_request_memory(trigger_run),
     BackfillRuns: _with_request_memory(backfill_runs),
+    AddMember: _with_request_memory(add_member),
+    RemoveMember: _with_request_memory(remove_member),
 }
 
 

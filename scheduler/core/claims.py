@@ -8,6 +8,7 @@ from scheduler.core.commands import ClaimRuns, SlotClaim
 from scheduler.core.execution import cancel_live_runs
 from scheduler.core.model import CLAIM_STATUSES, MISSED, QUEUED, SECOND_US, SKIPPED, Run, format_run_key
 from scheduler.core.results import Result
+from scheduler.core.retention import horizon_us, prune_history
 from scheduler.core.state import State
 
 
@@ -58,6 +59,9 @@ def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.Event:
     job = state.jobs.get(claim.job_id)
     if job is not None and claim.scheduled_us <= job.cursor_us:
         return ev.SlotAlreadyAccounted(claim.job_id, claim.scheduled_us, job.cursor_us)
+    if claim.scheduled_us <= horizon_us(state, claim.job_id):
+        # Its run may have been pruned from history: the key counts as claimed.
+        return ev.SlotAlreadyAccounted(claim.job_id, claim.scheduled_us, horizon_us(state, claim.job_id))
     reason = _out_of_plan(state, claim)
     if reason:
         return ev.ClaimOutOfPlan(claim.job_id, claim.scheduled_us, reason)
@@ -87,7 +91,7 @@ def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.Event:
     job.next_due_us = claim.next_due_us
     job.last_status = status
     job.last_scheduled_us = claim.scheduled_us
-    state.prune_runs(claim.job_id)
+    prune_history(state, claim.job_id)
     return ev.RunClaimed(claim.job_id, claim.scheduled_us, status, index)
 
 

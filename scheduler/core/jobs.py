@@ -7,6 +7,7 @@ from scheduler.core.commands import ApplyJobs, JobUpsert, SetJobPaused
 from scheduler.core.execution import cancel_live_runs
 from scheduler.core.model import Job
 from scheduler.core.results import Result, rejected
+from scheduler.core.retention import adopt_job, forget_job, horizon_us
 from scheduler.core.state import State
 
 # How far a proposer's view of replicated time may be from the applying replica's when it
@@ -27,7 +28,7 @@ def restarted_cursor(state: State, current: Job | None, upsert: JobUpsert, issue
     start_us = min(issued_at_us, state.now_us)
     if current is None:
         retained = state.runs.get(upsert.spec.id)
-        return max(start_us, retained[-1].scheduled_us if retained else 0)
+        return max(start_us, retained[-1].scheduled_us if retained else 0, horizon_us(state, upsert.spec.id))
     if any(getattr(current.spec, name) != getattr(upsert.spec, name) for name in _SCHEDULE_FIELDS):
         return max(current.cursor_us, start_us)
     return None
@@ -99,6 +100,7 @@ def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert) -> ev.Event:
         last_scheduled_us=current.last_scheduled_us if current else 0,
     )
     state.jobs[spec.id] = job
+    adopt_job(state, spec.id)
     return ev.JobChanged(spec.id, version) if current else ev.JobAdded(spec.id, version)
 
 
@@ -123,6 +125,7 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
     for job_id in cmd.removals:
         events.extend(cancel_live_runs(state, job_id, "job deleted"))
         removed = state.jobs.pop(job_id)
+        forget_job(state, job_id, removed.spec.history)
         events.append(ev.JobRemoved(job_id, removed.version))
     for resource in cmd.resources:
         state.resources[resource.name] = resource

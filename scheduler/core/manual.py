@@ -7,6 +7,7 @@ from scheduler.core.commands import BackfillRuns, TriggerRun
 from scheduler.core.execution import cancel_live_runs
 from scheduler.core.model import MISSED, QUEUED, SKIPPED, Run
 from scheduler.core.results import Result, rejected
+from scheduler.core.retention import horizon_us, prune_history
 from scheduler.core.state import State
 
 MAX_BACKFILL_SLOTS = 10_000
@@ -24,7 +25,8 @@ def trigger_run(state: State, cmd: TriggerRun, index: int) -> Result:
             return rejected(index, "overlap_forbid", f"job {cmd.job_id!r} has a live run and overlap is forbid")
         if job.spec.overlap == "replace":
             cancel_live_runs(state, cmd.job_id, f"replaced by a manual run from {cmd.author}")
-    instant_us = state.now_us  # replicated time: a follower's clock must not decide when it is due
+    # Replicated time: a follower's clock must not decide when it is due; never a pruned key.
+    instant_us = max(state.now_us, horizon_us(state, cmd.job_id) + 1)
     while state.get_run(cmd.job_id, instant_us) is not None:
         instant_us += 1  # a run key of its own: never the key of an existing run
     state.add_run(
@@ -40,7 +42,7 @@ def trigger_run(state: State, cmd: TriggerRun, index: int) -> Result:
             spec_version=job.version,
         )
     )
-    state.prune_runs(cmd.job_id)
+    prune_history(state, cmd.job_id)
     return Result(index=index, events=(ev.RunClaimed(cmd.job_id, instant_us, QUEUED, index),))
 
 
@@ -48,6 +50,9 @@ def _backfill_one(state: State, cmd: BackfillRuns, slot_us: int, due_us: int, in
     job = state.jobs[cmd.job_id]
     if slot_us > job.cursor_us:
         return ev.ClaimOutOfPlan(cmd.job_id, slot_us, "not_yet_due")
+    if slot_us <= horizon_us(state, cmd.job_id):
+        # Pruned from history: whether it ran can no longer be told, so it is not fired again.
+        return ev.ClaimOutOfPlan(cmd.job_id, slot_us, "history_pruned")
     run = state.get_run(cmd.job_id, slot_us)
     if run is not None and run.status not in (SKIPPED, MISSED):
         return ev.RunAlreadyClaimed(cmd.job_id, slot_us)
@@ -76,5 +81,5 @@ def backfill_runs(state: State, cmd: BackfillRuns, index: int) -> Result:
         if isinstance(event, ev.RunClaimed):
             due_us += cmd.interval_us
         events.append(event)
-    state.prune_runs(cmd.job_id)
+    prune_history(state, cmd.job_id)
     return Result(index=index, events=tuple(events))

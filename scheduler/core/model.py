@@ -46,6 +46,25 @@ class MisfirePolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_catch_up: int = 10
 
 
+# Statuses kept longer by retention: what an owner investigates after the fact.
+FAILURE_STATUSES = frozenset({FAILED, TIMED_OUT, MISSED, CANCELLED})
+DAY_US = 86_400 * SECOND_US
+
+
+class HistoryPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How many final runs of a job are retained, and for how long (by scheduled instant).
+
+    Failures (failed, timed out, missed, cancelled) are counted and aged apart from the
+    rest, so a flood of successes never pushes out the failure someone must look at.
+    Live runs are never pruned. 0 for an age means no age limit.
+    """
+
+    keep_runs: int = 1000
+    max_age_us: int = 30 * DAY_US
+    keep_failed_runs: int = 1000
+    failed_max_age_us: int = 90 * DAY_US
+
+
 class Resource(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A shared dependency (a database, an API) whose load the cluster budgets. 0 = no limit."""
 
@@ -76,6 +95,7 @@ class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     paused: bool = False
     # Named resources this job's runs use; a run is leased only while all have room.
     uses: tuple[str, ...] = ()
+    history: HistoryPolicy = HistoryPolicy()
 
 
 class Attempt(msgspec.Struct, forbid_unknown_fields=True):

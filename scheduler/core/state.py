@@ -11,23 +11,21 @@ import bisect
 import msgspec
 
 from scheduler.core.model import (
-    FINAL_STATUSES,
     LEASED,
     LIVE_STATUSES,
     Alert,
+    HistoryPolicy,
     Job,
     KillRecord,
     KillSwitch,
     Resource,
     Run,
 )
+from scheduler.core.commands import Member
 from scheduler.core.results import Result
 
 # How many client request ids are remembered for deduplicating retried writes.
 REQUEST_MEMORY = 10_000
-# How many runs are retained per job before the oldest final ones are pruned.
-RUNS_RETAINED_PER_JOB = 1_000
-_PRUNE_LOOKAHEAD = 16
 
 
 def _scheduled(run: Run) -> int:
@@ -43,6 +41,19 @@ def _index(index: dict[str, list[int]], run: Run, add: bool) -> None:
     instants.remove(run.scheduled_us)
     if not instants:
         del index[run.job_id]
+
+
+class HistoryMark(msgspec.Struct, forbid_unknown_fields=True):
+    """Retention bookkeeping of one job's history (see retention.py)."""
+
+    # The newest pruned scheduled instant: keys at or before it are accounted for.
+    horizon_us: int = 0
+    # The next pruning pass runs once the history has this many runs...
+    recheck_len: int = 0
+    # ...or once replicated time reaches this instant (0: no age limit pending).
+    recheck_us: int = 0
+    # The policy of a deleted job whose history remains; None while the job exists.
+    policy: HistoryPolicy | None = None
 
 
 class State(msgspec.Struct, forbid_unknown_fields=True):
@@ -77,6 +88,12 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
     request_results: dict[str, Result] = msgspec.field(default_factory=dict)
     request_fifo: list[str] = msgspec.field(default_factory=list)
     run_count: int = 0
+    # node id -> member, once the membership changed at least once (empty: configured peers).
+    members: dict[str, Member] = msgspec.field(default_factory=dict)
+    # Retention: per job marks, deleted jobs whose history remains, next orphan sweep.
+    history: dict[str, HistoryMark] = msgspec.field(default_factory=dict)
+    orphaned_histories: dict[str, bool] = msgspec.field(default_factory=dict)
+    history_sweep_us: int = 0
 
     def get_run(self, job_id: str, scheduled_us: int) -> Run | None:
         job_runs = self.runs.get(job_id)
@@ -127,24 +144,6 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
 
     def live(self, job_id: str) -> list[Run]:
         return [self.get_run(job_id, scheduled_us) for scheduled_us in self.live_runs.get(job_id, ())]
-
-    def prune_runs(self, job_id: str, keep: int = RUNS_RETAINED_PER_JOB) -> None:
-        """Drop the oldest final runs beyond `keep`; live runs are never pruned.
-
-        Looks at a bounded prefix so a job with many live runs costs O(1) per claim;
-        a live run at the front delays pruning behind it until it ends.
-        """
-        job_runs = self.runs.get(job_id, [])
-        excess = len(job_runs) - keep
-        if excess <= 0:
-            return
-        window = job_runs[:_PRUNE_LOOKAHEAD]
-        doomed = [run for run in window if run.status in FINAL_STATUSES][:excess]
-        if not doomed:
-            return
-        doomed_ids = {id(run) for run in doomed}
-        job_runs[: len(window)] = [run for run in window if id(run) not in doomed_ids]
-        self.run_count -= len(doomed)
 
     def kill_of(self, job_class: str) -> KillSwitch | None:
         kill = self.kills.get(job_class)

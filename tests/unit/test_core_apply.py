@@ -1,4 +1,4 @@
-"""apply(): log index discipline, replicated time (the leader's, never backwards), bounded run retention."""
+"""apply(): log index discipline and replicated time (the leader's, never backwards)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,9 @@ from scheduler.core.commands import (
     GrantLeases,
     ReadBarrier,
 )
-from scheduler.core.model import FINAL_STATUSES, QUEUED, SECOND_US, SKIPPED
-from scheduler.core.results import JobAdded, JobChanged, SlotAlreadyAccounted
-from scheduler.core.state import RUNS_RETAINED_PER_JOB, State
-
+from scheduler.core.model import SECOND_US
+from scheduler.core.results import JobAdded, JobChanged
+from scheduler.core.state import State
 from tests.fakes import T0_US, Core, FakeClock, claim, clock_of, spec, upsert
 
 TEN_S = 10 * SECOND_US
@@ -280,82 +279,6 @@ def test_a_rejected_epoch_command_restores_time_and_the_clock_anchor_exactly(rea
     else:
         assert clock_of(core.state) == (bound, anchor_now, anchor_mono, issued - bound)
         assert bound > now and issued - bound != ignored
-
-
-# -- retention -----------------------------------------------------------------------
-
-
-def _claim_many(core: Core, statuses: list[str], job_id: str = "a") -> None:
-    """Claim consecutive slots starting at the job's next due one, 500 per entry."""
-    for start in range(0, len(statuses), 500):
-        job = core.state.jobs[job_id]
-        first = (job.next_due_us - T0_US) // TEN_S
-        batch = statuses[start : start + 500]
-        claims = [
-            claim(job_id, slot(first + i), slot(first + i + 1), status=status, reason="test" if status != QUEUED else "")
-            for i, status in enumerate(batch)
-        ]
-        result = core.claim_runs(*claims)
-        assert result.accepted and all(e.__class__.__name__ == "RunClaimed" for e in result.events)
-
-
-def _retained(state: State, job_id: str = "a") -> list[int]:
-    return [(run.scheduled_us - T0_US) // TEN_S for run in state.runs[job_id]]
-
-
-@pytest.fixture
-def core() -> Core:
-    core = Core()
-    core.lead()
-    core.apply_jobs((upsert(spec("a"), next_due_us=slot(1)), upsert(spec("b"), next_due_us=slot(1))))
-    return core
-
-
-def test_oldest_final_runs_are_pruned_beyond_the_limit(core: Core) -> None:
-    extra = 7
-    _claim_many(core, [SKIPPED] * (RUNS_RETAINED_PER_JOB + extra))
-    kept = _retained(core.state)
-    assert len(kept) == RUNS_RETAINED_PER_JOB
-    assert kept == list(range(1 + extra, RUNS_RETAINED_PER_JOB + extra + 1))
-    assert core.state.run_count == RUNS_RETAINED_PER_JOB
-
-
-def test_no_pruning_up_to_the_limit(core: Core) -> None:
-    _claim_many(core, [SKIPPED] * RUNS_RETAINED_PER_JOB)
-    assert len(core.state.runs["a"]) == RUNS_RETAINED_PER_JOB
-
-
-def test_live_runs_are_never_pruned(core: Core) -> None:
-    _claim_many(core, [QUEUED] * (RUNS_RETAINED_PER_JOB + 20))
-    assert len(core.state.runs["a"]) == RUNS_RETAINED_PER_JOB + 20
-    assert core.state.run_count == RUNS_RETAINED_PER_JOB + 20
-
-
-def test_pruning_skips_live_runs_and_removes_the_oldest_final_ones(core: Core) -> None:
-    statuses = [QUEUED, SKIPPED, QUEUED] + [SKIPPED] * (RUNS_RETAINED_PER_JOB + 2)
-    _claim_many(core, statuses)
-    kept = _retained(core.state)
-    assert len(kept) == RUNS_RETAINED_PER_JOB
-    assert kept[:2] == [1, 3]  # both live runs stay
-    # The five pruned runs are the oldest final ones: slots 2, 4, 5, 6, 7.
-    assert set(range(1, len(statuses) + 1)) - set(kept) == {2, 4, 5, 6, 7}
-    assert all(run.status in FINAL_STATUSES for run in core.state.runs["a"][2:])
-    assert core.state.run_count == RUNS_RETAINED_PER_JOB
-
-
-def test_pruning_is_per_job(core: Core) -> None:
-    _claim_many(core, [SKIPPED] * (RUNS_RETAINED_PER_JOB + 3), job_id="a")
-    _claim_many(core, [SKIPPED] * 10, job_id="b")
-    assert len(core.state.runs["a"]) == RUNS_RETAINED_PER_JOB
-    assert len(core.state.runs["b"]) == 10
-    assert core.state.run_count == RUNS_RETAINED_PER_JOB + 10
-
-
-def test_a_pruned_slot_cannot_be_claimed_again(core: Core) -> None:
-    _claim_many(core, [SKIPPED] * (RUNS_RETAINED_PER_JOB + 1))
-    assert core.state.get_run("a", slot(1)) is None
-    result = core.claim_runs(claim("a", slot(1), slot(2)))
-    assert result.events == (SlotAlreadyAccounted("a", slot(1), slot(RUNS_RETAINED_PER_JOB + 1)),)
 
 
 def test_apply_on_a_plain_state_object() -> None:
