@@ -181,6 +181,34 @@ class MarkAlertsDelivered(_Command, frozen=True):
     monotonic_us: int = 0
 
 
+class Member(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A node of the cluster: its id, where its Raft listens, where its gRPC listens."""
+
+    node_id: str
+    raft_address: str
+    grpc_address: str
+
+
+class AddMember(_Command, frozen=True):
+    """Record a node that pysyncobj has made a voter (its own membership entry committed first)."""
+
+    member: Member
+    author: str
+    request_id: str
+    # The proposer's view of the membership before this change. It seeds an empty table: until
+    # the first change, a cluster's members come from each node's configuration only.
+    known_members: tuple[Member, ...] = ()
+
+
+class RemoveMember(_Command, frozen=True):
+    """Forget a node that pysyncobj no longer counts as a voter."""
+
+    node_id: str
+    author: str
+    request_id: str
+    known_members: tuple[Member, ...] = ()
+
+
 class ReadBarrier(_Command, frozen=True):
     """Changes nothing: once applied locally, a read reflects every write committed before it."""
 
@@ -201,6 +229,8 @@ Command = (
     | KillClass
     | ReviveClass
     | MarkAlertsDelivered
+    | AddMember
+    | RemoveMember
 )
 
 # Commands stamped with the leader's epoch: the only ones that move replicated time.

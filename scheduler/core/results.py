@@ -154,6 +154,22 @@ class CompletionRepeated(Event, frozen=True):
     fencing_token: int
 
 
+class MemberAdded(Event, frozen=True):
+    node_id: str
+    raft_address: str
+    grpc_address: str
+
+
+class MemberRemoved(Event, frozen=True):
+    node_id: str
+
+
+class MemberUnchanged(Event, frozen=True):
+    """The node is already a member with these addresses: a repeated add, answered as before."""
+
+    node_id: str
+
+
 AnyEvent = (
     LeadershipClaimed
     | JobAdded
@@ -175,6 +191,9 @@ AnyEvent = (
     | RunRetryScheduled
     | RunEnded
     | CompletionRepeated
+    | MemberAdded
+    | MemberRemoved
+    | MemberUnchanged
 )
 
 

@@ -10,6 +10,7 @@ import bisect
 
 import msgspec
 
+from scheduler.core.commands import Member
 from scheduler.core.model import (
     LEASED,
     LIVE_STATUSES,
@@ -21,7 +22,6 @@ from scheduler.core.model import (
     Resource,
     Run,
 )
-from scheduler.core.commands import Member
 from scheduler.core.results import Result
 
 # How many client request ids are remembered for deduplicating retried writes.

@@ -22,35 +22,37 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from scheduler.core import CodecError, decode_command, decode_snapshot, encode_command, encode_snapshot
+from scheduler.core import CodecError, apply, decode_command, decode_snapshot, encode_command, encode_snapshot
 from scheduler.core.codec import COMMAND_FORMAT_VERSION, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_MAGIC
-from scheduler.core import apply
 from scheduler.core.commands import (
+    AddMember,
+    AdvanceTime,
     ApplyJobs,
+    BackfillRuns,
     ClaimLeadership,
     ClaimRuns,
     Command,
     CompleteRuns,
     Completion,
-    AdvanceTime,
-    BackfillRuns,
     ExpireLeases,
-    KillClass,
-    MarkAlertsDelivered,
-    ReviveClass,
-    ExtendLeases,
     Expiry,
+    ExtendLeases,
     GrantLeases,
-    TriggerRun,
     JobUpsert,
+    KillClass,
     LeaseRef,
+    MarkAlertsDelivered,
+    Member,
     ReadBarrier,
+    RemoveMember,
+    ReviveClass,
     RunRef,
     SetJobPaused,
     SlotClaim,
+    TriggerRun,
 )
 from scheduler.core.model import LIVE_STATUSES, Attempt, Job, JobSpec, MisfirePolicy, RetryPolicy, Run
-from scheduler.core.results import JobAdded, LeadershipClaimed, Rejection, Result, RunClaimed
+from scheduler.core.results import JobAdded, Rejection, Result
 from scheduler.core.state import State
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -158,6 +160,14 @@ COMMANDS: dict[str, Command] = {
         slots=(T - 120_000_000, T - 60_000_000),
         interval_us=1_000_000,
     ),
+    "add_member": AddMember(
+        T + 18,
+        Member("n4", "10.0.0.4:7100", "10.0.0.4:7200"),
+        "alice",
+        "req-8",
+        known_members=(Member("n1", "10.0.0.1:7100", "10.0.0.1:7200"), Member("n2", "[::1]:7100", "[::1]:7200")),
+    ),
+    "remove_member": RemoveMember(T + 19, "n2", "alice", "req-9"),
 }
 
 
