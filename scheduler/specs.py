@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from scheduler.core.model import JobSpec, MisfirePolicy, Resource, RetryPolicy
+from scheduler.core.model import HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
 from scheduler.durations import (
     DAY,
     EXAMPLES,
@@ -53,6 +53,8 @@ MAX_JOBS = 100_000
 MAX_NAME_CHARS = 128
 MAX_OWNER_CHARS = 256
 MAX_SHELL_BYTES = 8 * 1024
+MAX_SCHEDULE_CHARS = 256  # also bounds the memo of compiled schedules
+MAX_TIMEZONE_CHARS = 64
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_PAYLOAD_DEPTH = 32
 MAX_TIMEOUT_US = 7 * DAY
@@ -69,8 +71,15 @@ OVERLAP_RULES = ("allow", "forbid", "queue", "replace")
 
 _JOB_KEYS = (
     "id", "schedule", "timezone", "target", "owner", "class", "timeout", "retry",
-    "priority", "payload", "misfire", "dst", "jitter", "overlap", "paused", "uses",
+    "priority", "payload", "misfire", "dst", "jitter", "overlap", "paused", "uses", "history",
 )  # fmt: skip
+# Run history retention (see scheduler/core/retention.py): YAML key -> HistoryPolicy field.
+_HISTORY_KEYS = {
+    "keep": "keep_runs", "keep_for": "max_age_us", "keep_failed": "keep_failed_runs",
+    "keep_failed_for": "failed_max_age_us",
+}  # fmt: skip
+MAX_HISTORY_RUNS = 1_000_000
+MAX_HISTORY_AGE_US = 3650 * DAY
 _RESOURCE_KEYS = ("max_concurrent", "max_starts_per_s")
 MAX_RESOURCE_LIMIT = 1_000_000
 MAX_USES = 16
@@ -80,6 +89,7 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 _DEFAULT = JobSpec(id="", schedule="", target_kind="handler", target="")
 _DEFAULT_RETRY = RetryPolicy()
+_DEFAULT_HISTORY = HistoryPolicy()
 _DEFAULT_MISFIRE = MisfirePolicy()
 
 
@@ -126,8 +136,8 @@ def _spec_problems(spec: JobSpec) -> list[tuple[str, str]]:
             found.append((field, message))
 
     check("id", _name_problem(spec.id))
-    check("schedule", _string_problem(spec.schedule, allow_empty=False))
-    check("timezone", _string_problem(spec.timezone, allow_empty=False))
+    check("schedule", _string_problem(spec.schedule, allow_empty=False, max_chars=MAX_SCHEDULE_CHARS))
+    check("timezone", _string_problem(spec.timezone, allow_empty=False, max_chars=MAX_TIMEZONE_CHARS))
     if spec.target_kind == "handler":
         check("target", _name_problem(spec.target, what="handler name "))
     elif spec.target_kind == "shell":
@@ -156,6 +166,7 @@ def _spec_problems(spec: JobSpec) -> list[tuple[str, str]]:
     if not isinstance(spec.paused, bool):
         check("paused", f"must be true or false, not {type_name(spec.paused)}")
     check("uses", _uses_problem(spec.uses))
+    found.extend(_history_problems(spec.history))
     # The schedule is compiled only from parts that passed their own checks.
     bad = {field for field, _ in found}
     if not bad & {"schedule", "timezone", "dst.gap", "dst.repeat"}:
@@ -194,6 +205,21 @@ def _schedule_problem(expr: str, timezone: str, gap: str, repeat: str) -> tuple[
     return ("schedule", None)
 
 
+def _history_problems(history: object) -> list[tuple[str, str]]:
+    if not isinstance(history, HistoryPolicy):
+        return [("history", f"must be a retention policy, not {type_name(history)}")]
+    found = []
+    for key, name in _HISTORY_KEYS.items():
+        value = getattr(history, name)
+        if name.endswith("_us"):
+            problem = _duration_problem(value, 0, MAX_HISTORY_AGE_US)
+        else:
+            problem = _int_problem(value, 0, MAX_HISTORY_RUNS)
+        if problem:
+            found.append((f"history.{key}", problem))
+    return found
+
+
 def _retry_problems(retry: RetryPolicy) -> list[tuple[str, str]]:
     found = [
         ("retry.max_attempts", _int_problem(retry.max_attempts, 1, 100)),
@@ -224,6 +250,16 @@ def _string_problem(value: object, *, allow_empty: bool = True, max_chars: int =
         if category == "Cs":
             return f"contains a lone surrogate {char!r}"
     return None
+
+
+def name_problem(value: object) -> str | None:
+    """What is wrong with an id or a name (job, class, handler, resource); None if nothing."""
+    return _name_problem(value)
+
+
+def text_problem(value: object, max_chars: int) -> str | None:
+    """What is wrong with one line of text (bounded, no control characters); None if nothing."""
+    return _string_problem(value, max_chars=max_chars)
 
 
 def _name_problem(value: object, what: str = "") -> str | None:
@@ -661,6 +697,8 @@ def _read_job(entry: object, position: int) -> tuple[str, JobSpec | None, list[t
     if "uses" in fields:
         uses = fields["uses"]
         args["uses"] = tuple(uses) if isinstance(uses, list) else uses
+    if "history" in fields:
+        args["history"] = _read_history(reader, fields["history"])
     args.setdefault("target_kind", "handler")
     args.setdefault("target", "")
     spec = JobSpec(**args)  # type: ignore[arg-type]  # values are checked by validate_spec
@@ -685,6 +723,19 @@ def _read_target(reader: _Reader, target: object) -> dict[str, object]:
     forms = "a handler name, {handler: NAME} or {shell: COMMAND}"
     reader.fail("target", f"must be {forms}, not {type_name(target)}")
     return {}
+
+
+def _read_history(reader: _Reader, value: object) -> HistoryPolicy:
+    """`history: {keep: 1000, keep_for: 30d, keep_failed: 1000, keep_failed_for: 90d}`; 0s: no age limit."""
+    history = reader.mapping(value, "history", tuple(_HISTORY_KEYS))
+    args: dict[str, object] = {}
+    for key, item in history.items():
+        name = _HISTORY_KEYS[key]
+        if name.endswith("_us"):
+            args[name] = reader.duration(item, f"history.{key}", getattr(_DEFAULT_HISTORY, name))
+        else:
+            args[name] = item
+    return HistoryPolicy(**args)  # type: ignore[arg-type]  # counts are checked by validate_spec
 
 
 def _read_retry(reader: _Reader, value: object) -> RetryPolicy:
@@ -793,6 +844,13 @@ def spec_to_document(spec: JobSpec, full: bool = False) -> dict[str, object]:
     put("paused", spec.paused, _DEFAULT.paused)
     if spec.uses or full:
         document["uses"] = list(spec.uses)
+    history = {
+        key: format_duration_us(getattr(spec.history, name)) if name.endswith("_us") else getattr(spec.history, name)
+        for key, name in _HISTORY_KEYS.items()
+        if full or getattr(spec.history, name) != getattr(_DEFAULT_HISTORY, name)
+    }
+    if history:
+        document["history"] = history
     return document
 
 

@@ -91,6 +91,26 @@ def spec_from_pb(spec: pb.JobSpec) -> model.JobSpec:
         overlap=_OVERLAP_FROM_PB.get(spec.overlap, "allow"),
         paused=spec.paused,
         uses=tuple(spec.uses),
+        history=history_from_pb(spec.history),
+    )
+
+
+def history_from_pb(history: pb.HistoryPolicy) -> model.HistoryPolicy:
+    defaults = model.HistoryPolicy()
+    return model.HistoryPolicy(
+        keep_runs=history.keep_runs if history.HasField("keep_runs") else defaults.keep_runs,
+        max_age_us=duration_us(history, "max_age", defaults.max_age_us),
+        keep_failed_runs=history.keep_failed_runs if history.HasField("keep_failed_runs") else defaults.keep_failed_runs,
+        failed_max_age_us=duration_us(history, "failed_max_age", defaults.failed_max_age_us),
+    )
+
+
+def history_to_pb(history: model.HistoryPolicy) -> pb.HistoryPolicy:
+    return pb.HistoryPolicy(
+        keep_runs=history.keep_runs,
+        max_age=duration(history.max_age_us),
+        keep_failed_runs=history.keep_failed_runs,
+        failed_max_age=duration(history.failed_max_age_us),
     )
 
 
@@ -122,6 +142,7 @@ def spec_to_pb(spec: model.JobSpec) -> pb.JobSpec:
         priority=spec.priority,
         overlap=_OVERLAP_TO_PB.get(spec.overlap, pb.OVERLAP_UNSPECIFIED),
         uses=list(spec.uses),
+        history=history_to_pb(spec.history),
     )
 
 

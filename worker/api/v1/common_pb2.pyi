@@ -86,7 +86,7 @@ class DstPolicy(_message.Message):
     def __init__(self, gap: _Optional[str] = ..., repeat: _Optional[str] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("id", "owner", "job_class", "schedule", "timezone", "misfire", "dst", "jitter", "paused", "target", "payload_json", "timeout", "retry", "priority", "overlap", "uses")
+    __slots__ = ("id", "owner", "job_class", "schedule", "timezone", "misfire", "dst", "jitter", "paused", "target", "payload_json", "timeout", "retry", "priority", "overlap", "uses", "history")
     ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     JOB_CLASS_FIELD_NUMBER: _ClassVar[int]
@@ -103,6 +103,7 @@ class JobSpec(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     OVERLAP_FIELD_NUMBER: _ClassVar[int]
     USES_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
     id: str
     owner: str
     job_class: str
@@ -119,7 +120,20 @@ class JobSpec(_message.Message):
     priority: int
     overlap: OverlapPolicy
     uses: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, id: _Optional[str] = ..., owner: _Optional[str] = ..., job_class: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, _Mapping]] = ..., dst: _Optional[_Union[DstPolicy, _Mapping]] = ..., jitter: _Optional[str] = ..., paused: _Optional[bool] = ..., target: _Optional[_Union[Target, _Mapping]] = ..., payload_json: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., priority: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., uses: _Optional[_Iterable[str]] = ...) -> None: ...
+    history: HistoryPolicy
+    def __init__(self, id: _Optional[str] = ..., owner: _Optional[str] = ..., job_class: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, _Mapping]] = ..., dst: _Optional[_Union[DstPolicy, _Mapping]] = ..., jitter: _Optional[str] = ..., paused: _Optional[bool] = ..., target: _Optional[_Union[Target, _Mapping]] = ..., payload_json: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., priority: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., uses: _Optional[_Iterable[str]] = ..., history: _Optional[_Union[HistoryPolicy, _Mapping]] = ...) -> None: ...
+
+class HistoryPolicy(_message.Message):
+    __slots__ = ("keep_runs", "max_age", "keep_failed_runs", "failed_max_age")
+    KEEP_RUNS_FIELD_NUMBER: _ClassVar[int]
+    MAX_AGE_FIELD_NUMBER: _ClassVar[int]
+    KEEP_FAILED_RUNS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_MAX_AGE_FIELD_NUMBER: _ClassVar[int]
+    keep_runs: int
+    max_age: _duration_pb2.Duration
+    keep_failed_runs: int
+    failed_max_age: _duration_pb2.Duration
+    def __init__(self, keep_runs: _Optional[int] = ..., max_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., keep_failed_runs: _Optional[int] = ..., failed_max_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class Resource(_message.Message):
     __slots__ = ("name", "max_concurrent", "max_starts_per_s")
