@@ -14,6 +14,7 @@ BENCHMARKS = {
     "fire_lateness": "bench.fire_lateness",
     "failover": "bench.failover",
     "scale": "bench.scale",
+    "history": "bench.history",
 }
 
 
