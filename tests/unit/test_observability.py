@@ -42,8 +42,9 @@ from scheduler.core.commands import (
     SlotClaim,
     TriggerRun,
 )
-from scheduler.core.model import SECOND_US, JobSpec, Resource, RetryPolicy
+from scheduler.core.model import SECOND_US, HistoryPolicy, JobSpec, Resource, RetryPolicy
 from scheduler.core.results import LeaseGranted
+from scheduler.core.retention import slack
 from scheduler.leader.dispatch import Dispatcher
 from scheduler.logs import JsonFormatter, TextFormatter, configure_logging, run_fields
 from scheduler.observability import (
@@ -60,6 +61,9 @@ from scheduler.observability.tally import RunTally
 
 T0 = 1_700_000_000 * SECOND_US
 S = SECOND_US
+
+# Small caps, so a test of a few hundred runs goes through many pruning passes.
+SMALL_HISTORY = HistoryPolicy(keep_runs=100, max_age_us=0, keep_failed_runs=50, failed_max_age_us=0)
 
 
 def make_config(metrics_address: str = "") -> NodeConfig:
@@ -275,8 +279,9 @@ def test_raft_gauges(setup):
 def test_runs_by_status_stay_exact_through_pruning_backfill_replace_and_removal(setup):
     """Every path the fast path cannot follow is recounted; the totals match a full scan."""
     c, log, registry, tally = setup.cluster, setup.log, setup.registry, setup.observer.tally
-    c.jobs(spec("many", retry=RetryPolicy(max_attempts=1)), spec("gone"), spec("swap", overlap="replace"))
-    for i in range(1_040):  # more than the 1,000 kept per job: the oldest final runs are pruned
+    c.jobs(spec("many", retry=RetryPolicy(max_attempts=1), history=SMALL_HISTORY), spec("gone"),
+           spec("swap", overlap="replace"))
+    for i in range(1_040):  # far more than the job keeps: the oldest final runs are pruned, in passes
         slot = T0 + (10 + i) * S
         c.at(slot)
         status = "skipped" if i % 7 == 0 else "queued"
@@ -288,7 +293,7 @@ def test_runs_by_status_stay_exact_through_pruning_backfill_replace_and_removal(
             assert dict(brute_force_statuses(log._state)) == {
                 s: n for s in brute_force_statuses(log._state) if (n := value(registry, "raftcron_runs", status=s))
             }
-    assert len(log._state.runs["many"]) == 1_000
+    assert len(log._state.runs["many"]) <= SMALL_HISTORY.keep_runs + SMALL_HISTORY.keep_failed_runs + slack(SMALL_HISTORY)
     c.claim(("gone", T0 + 10 * S, T0 + 20 * S), ("swap", T0 + 10 * S, T0 + 20 * S))
     c.claim(("swap", T0 + 20 * S, T0 + 30 * S))  # replace: cancels the live run, an event nobody returns
     assert log._state.get_run("many", T0 + 1_011 * S).status == "skipped"
@@ -324,7 +329,7 @@ def test_steady_state_scrapes_do_not_rescan(setup):
 
 def test_pruning_a_uniform_history_needs_no_recount(setup):
     c, registry, tally = setup.cluster, setup.registry, setup.observer.tally
-    c.jobs(spec("ok"))
+    c.jobs(spec("ok", history=SMALL_HISTORY))
     for i in range(1_010):
         slot = T0 + (10 + i) * S
         c.at(slot)
@@ -332,10 +337,11 @@ def test_pruning_a_uniform_history_needs_no_recount(setup):
         (grant,) = c.grant(("ok", slot))
         c.complete("ok", slot, grant.fencing_token)
         if i == 995:
-            assert value(registry, "raftcron_runs", status="succeeded") == 996
+            assert value(registry, "raftcron_runs", status="succeeded") == len(setup.log._state.runs["ok"])
             recounted = tally.recounted_runs
-    assert len(setup.log._state.runs["ok"]) == 1_000
-    assert value(registry, "raftcron_runs", status="succeeded") == 1_000
+    kept = len(setup.log._state.runs["ok"])
+    assert SMALL_HISTORY.keep_runs <= kept <= SMALL_HISTORY.keep_runs + slack(SMALL_HISTORY)
+    assert value(registry, "raftcron_runs", status="succeeded") == kept
     assert tally.recounted_runs == recounted
 
 
