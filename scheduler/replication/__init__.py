@@ -1,6 +1,7 @@
 """The pysyncobj adapter: a Raft log of bytes feeding the pure core, with propose() futures."""
 
 from scheduler.replication.errors import (
+    EntryTooLarge,
     NotLeader,
     OutcomeUnknown,
     Overloaded,
@@ -10,6 +11,7 @@ from scheduler.replication.errors import (
 from scheduler.replication.raftlog import RaftLog, RaftSettings, RaftTuning
 
 __all__ = [
+    "EntryTooLarge",
     "NotLeader",
     "OutcomeUnknown",
     "Overloaded",

@@ -28,6 +28,12 @@ class Overloaded(ReplicationError):
     retry_safe = True
 
 
+class EntryTooLarge(ReplicationError, ValueError):
+    """The command encodes to more than one log entry may hold; nothing was appended."""
+
+    retry_safe = False  # resending the same command fails the same way
+
+
 class OutcomeUnknown(ReplicationError):
     """Leadership changed while the entry was in flight: it may or may not commit."""
 

@@ -24,6 +24,7 @@ from scheduler.core import Command, Result, State, apply, decode_command, decode
 from scheduler.core.codec import CodecError, encode_snapshot, state_digest
 from scheduler.core.results import rejected
 from scheduler.replication.errors import (
+    EntryTooLarge,
     NotLeader,
     OutcomeUnknown,
     Overloaded,
@@ -211,7 +212,9 @@ class RaftLog:
 
         data = encode_command(command)
         if len(data) > MAX_ENTRY_BYTES:
-            raise ValueError(f"{type(command).__name__} encodes to {len(data)} bytes > {MAX_ENTRY_BYTES}")
+            raise EntryTooLarge(
+                f"{type(command).__name__} encodes to {len(data)} bytes, more than the {MAX_ENTRY_BYTES} a log entry holds"
+            )
         self._consumer.apply_entry(data, callback=on_done)
         return future
 

@@ -6,6 +6,7 @@ import grpc
 
 from scheduler.core.results import Rejection
 from scheduler.replication import (
+    EntryTooLarge,
     NotLeader,
     OutcomeUnknown,
     Overloaded,
@@ -29,6 +30,7 @@ REJECTION_CODES: dict[str, grpc.StatusCode] = {
 # Most specific first: ReplicationTimeout is an OutcomeUnknown.
 REPLICATION_CODES: tuple[tuple[type[ReplicationError], grpc.StatusCode, str], ...] = (
     (NotLeader, grpc.StatusCode.UNAVAILABLE, "no leader reachable; safe to retry"),
+    (EntryTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED, "request too large for one log entry; send fewer or smaller items"),
     (Overloaded, grpc.StatusCode.RESOURCE_EXHAUSTED, "node overloaded; safe to retry later"),
     (ReplicationTimeout, grpc.StatusCode.DEADLINE_EXCEEDED, "outcome unknown; retry with the same request id"),
     (OutcomeUnknown, grpc.StatusCode.ABORTED, "leadership changed; retry with the same request id"),

@@ -1,0 +1,78 @@
+"""Every limit a node puts on what one client may ask of it, in one place.
+
+Three kinds: sizes and counts of request fields (checked by `scheduler.rpc.validate` before a
+servicer sees the request), the gRPC transport (message size, streams per connection, calls in
+flight), and how long calls may hold a server thread (long polls). The job spec's own value
+rules (durations, priorities, payload depth...) live in `scheduler.specs`; this module reuses
+its bounds so the file reader and the gRPC API refuse the same things.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler import specs
+from scheduler.durations import DAY
+
+# Instants a request may name: 1970-01-01 up to the last second of 9999 (google.protobuf.Timestamp's
+# own documented range ends there; schedules never need more).
+MAX_INSTANT_S = 253_402_300_799
+
+
+@dataclass(frozen=True)
+class RpcLimits:
+    # -- transport -------------------------------------------------------------------------------
+    # Largest request or response message; an ApplyJobs dry run of a big file is the largest call.
+    max_message_bytes: int = 16 << 20
+    # HTTP/2 streams one connection may have open at once (more wait in the client's queue).
+    max_streams_per_connection: int = 256
+    # Calls a node handles or queues at once; beyond, gRPC answers RESOURCE_EXHAUSTED at once.
+    max_concurrent_calls: int = 512
+    # Lease long polls waiting at once on one node: each holds a server thread, so this stays
+    # well below the thread pool (grpc_threads, 64 by default) and other calls keep theirs.
+    max_concurrent_lease_waits: int = 32
+    # A long poll ends this long before its caller's deadline, so its answer still arrives.
+    deadline_margin_s: float = 0.25
+
+    # -- identifiers and text ----------------------------------------------------------------------
+    max_id_chars: int = specs.MAX_NAME_CHARS  # job ids, classes, handler and resource names
+    max_worker_id_chars: int = 256
+    max_request_id_chars: int = 128
+    max_author_chars: int = specs.MAX_OWNER_CHARS
+    max_owner_chars: int = specs.MAX_OWNER_CHARS
+    max_reason_chars: int = 1024
+    max_page_token_chars: int = 512
+    max_run_key_chars: int = specs.MAX_NAME_CHARS + 64
+    max_address_chars: int = 256  # a member's "host:port"
+    # A worker's error message and output tail (the server keeps the first/last 4,096 characters).
+    max_error_bytes: int = 64 * 1024
+    max_output_tail_bytes: int = 64 * 1024
+    # Spec text fields, checked here only for size (validate_spec says what else is wrong).
+    max_schedule_chars: int = 256
+    max_timezone_chars: int = 64
+    max_jitter_chars: int = 64
+    max_policy_chars: int = 64
+    max_shell_bytes: int = specs.MAX_SHELL_BYTES
+    max_payload_bytes: int = specs.MAX_PAYLOAD_BYTES
+    max_payload_depth: int = specs.MAX_PAYLOAD_DEPTH
+
+    # -- counts ----------------------------------------------------------------------------------
+    max_jobs_per_apply: int = 10_000
+    max_resources_per_apply: int = 1_000
+    max_uses_per_job: int = specs.MAX_USES
+    max_targets_per_lease: int = 256
+    max_runs_per_lease: int = 1_000
+    max_leases_per_heartbeat: int = 10_000
+    max_statuses_per_filter: int = 16
+    max_page_size: int = 10_000  # larger asks are refused; up to it, servers cap to their page size
+    max_backfill_runs: int = 10_000
+
+    # -- numbers and durations ---------------------------------------------------------------------
+    max_lease_wait_s: float = 600.0  # refused beyond; the node caps waits lower (max_lease_wait_s in its config)
+    max_retry_after_us: int = DAY
+    max_spec_duration_us: int = 365 * DAY  # any duration in a spec, before validate_spec's own bounds
+    min_backfill_rate_per_s: float = 1 / 86_400
+    max_backfill_rate_per_s: float = 1_000_000.0
+
+
+DEFAULT_LIMITS = RpcLimits()

@@ -1,0 +1,398 @@
+"""Hostile input is refused with the offending field named: job files, gRPC specs, every RPC
+argument; and the core, where it is the last line, rejects instead of raising."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+import pytest
+import yaml
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.core import State, apply, decode_command, encode_command, state_digest
+from scheduler.core.codec import CodecError, encode_snapshot
+from scheduler.core.commands import (
+    ApplyJobs,
+    BackfillRuns,
+    ClaimRuns,
+    CompleteRuns,
+    ExpireLeases,
+    ExtendLeases,
+    GrantLeases,
+    KillClass,
+    ReviveClass,
+    SetJobPaused,
+    TriggerRun,
+)
+from scheduler.core.model import Resource
+from scheduler.rpc.convert import spec_from_pb
+from scheduler.rpc.limits import DEFAULT_LIMITS
+from scheduler.rpc.validate import payload_depth, request_problems
+from scheduler.specs import SpecError, parse_jobs_document, validate_spec
+from tests.fakes import T0_US, Core, FakeClock, claim, completion, expiry, lease_ref, run_ref, spec, upsert
+from worker.api.v1 import cluster_pb2, jobs_pb2, ops_pb2, runs_pb2, worker_pb2
+from worker.api.v1 import common_pb2 as pb
+
+GOOD_JOB = {"id": "ok", "schedule": "*/5 * * * *", "target": "jobs.ok"}
+
+
+def deep(levels: int) -> object:
+    value: object = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+# (case, job fields overriding GOOD_JOB, the field the problem must name)
+JOB_FILE_CASES = [
+    ("cron out of range", {"schedule": "61 * * * *"}, "schedule"),
+    ("cron of four fields", {"schedule": "* * * *"}, "schedule"),
+    ("cron as a number", {"schedule": 5}, "schedule"),
+    ("cron far too long", {"schedule": "* " * 300}, "schedule"),
+    ("unknown time zone", {"timezone": "Mars/Olympus_Mons"}, "timezone"),
+    ("time zone as a path", {"timezone": "../../etc/passwd"}, "timezone"),
+    ("time zone with NUL", {"timezone": "UTC\0"}, "timezone"),
+    ("negative timeout", {"timeout": -5}, "timeout"),
+    ("absurd timeout", {"timeout": "400d"}, "timeout"),
+    ("fractional timeout", {"timeout": 1.5}, "timeout"),
+    ("boolean timeout", {"timeout": True}, "timeout"),
+    ("huge timeout", {"timeout": 10**30}, "timeout"),
+    ("negative attempts", {"retry": {"max_attempts": -1}}, "retry.max_attempts"),
+    ("absurd attempts", {"retry": {"max_attempts": 10**30}}, "retry.max_attempts"),
+    ("boolean attempts", {"retry": {"max_attempts": True}}, "retry.max_attempts"),
+    ("fractional attempts", {"retry": {"max_attempts": 2.5}}, "retry.max_attempts"),
+    ("NaN multiplier", {"retry": {"backoff": {"multiplier": float("nan")}}}, "retry.backoff.multiplier"),
+    ("infinite multiplier", {"retry": {"backoff": {"multiplier": float("inf")}}}, "retry.backoff.multiplier"),
+    ("negative backoff", {"retry": {"backoff": {"initial": -1}}}, "retry.backoff.initial"),
+    ("absurd retry budget", {"retry": {"within": "9999d"}}, "retry.within"),
+    ("infinite priority", {"priority": float("inf")}, "priority"),
+    ("boolean priority", {"priority": True}, "priority"),
+    ("absurd priority", {"priority": 2**63}, "priority"),
+    ("negative catch-up", {"misfire": {"policy": "catch_up", "max_catch_up": -1}}, "misfire.max_catch_up"),
+    ("absurd catch-up", {"misfire": {"policy": "catch_up", "max_catch_up": 10**9}}, "misfire.max_catch_up"),
+    ("negative grace", {"misfire": {"grace": -1}}, "misfire.grace"),
+    ("unknown misfire policy", {"misfire": {"policy": "later"}}, "misfire.policy"),
+    ("paused given as a number", {"paused": 1}, "paused"),
+    ("paused given as text", {"paused": "yes"}, "paused"),
+    ("id with a tab", {"id": "a\tb"}, "id"),
+    ("id with an escape sequence", {"id": "a\x1b[31m"}, "id"),
+    ("id with NUL", {"id": "a\0"}, "id"),
+    ("id with a right-to-left override", {"id": "ab\u202ecd"}, "id"),
+    ("id too long", {"id": "a" * 200}, "id"),
+    ("id as a path", {"id": "../x"}, "id"),
+    ("id as a number", {"id": 7}, "id"),
+    ("owner with a newline", {"owner": "a\nb"}, "owner"),
+    ("owner too long", {"owner": "o" * 300}, "owner"),
+    ("class with a space", {"class": "a b"}, "class"),
+    ("handler with a control character", {"target": "jobs.\x07"}, "target"),
+    ("shell with NUL", {"target": {"shell": "echo \0"}}, "target"),
+    ("shell too long", {"target": {"shell": "x" * 9000}}, "target"),
+    ("payload too large", {"payload": {"blob": "x" * 70_000}}, "payload"),
+    ("payload nested too deeply", {"payload": deep(40)}, "payload"),
+    ("payload with NaN", {"payload": {"x": float("nan")}}, "payload.x"),
+    ("too many resources used", {"uses": [f"r{i}" for i in range(20)]}, "uses"),
+    ("resource with a control character", {"uses": ["db\x7f"]}, "uses"),
+    ("negative jitter", {"jitter": "-5m"}, "jitter"),
+    ("absurd jitter", {"jitter": "400d"}, "jitter"),
+    ("overlap as a number", {"overlap": 3}, "overlap"),
+    ("unknown DST rule", {"dst": {"gap": "maybe"}}, "dst.gap"),
+]
+
+
+@pytest.mark.parametrize(("fields", "field"), [case[1:] for case in JOB_FILE_CASES], ids=[c[0] for c in JOB_FILE_CASES])
+def test_a_hostile_job_file_names_the_field(fields, field):
+    document = yaml.safe_dump({"jobs": [GOOD_JOB, {**GOOD_JOB, "id": "bad", **fields}]})
+    with pytest.raises(SpecError) as raised:
+        parse_jobs_document(document)
+    named = {problem.field for problem in raised.value.problems}
+    assert any(name == field or name.startswith((field + ".", field + "[")) for name in named), raised.value
+    assert all(problem.job_id != "ok" for problem in raised.value.problems)
+
+
+def good_pb_spec(**fields) -> pb.JobSpec:
+    message = pb.JobSpec(id="ok", schedule="*/5 * * * *", target=pb.Target(handler="jobs.ok"))
+    for name, value in fields.items():
+        target = message
+        *path, last = name.split(".")
+        for part in path:
+            target = getattr(target, part)
+        field = getattr(target, last)
+        if isinstance(value, (Duration, pb.Target)):
+            field.CopyFrom(value)
+        elif isinstance(value, list):
+            field.extend(value)
+        else:
+            setattr(target, last, value)
+    return message
+
+
+# A spec that arrives over gRPC: the same rules (validate_spec), the same field names.
+PB_SPEC_CASES = [
+    ("negative timeout", {"timeout": Duration(seconds=-5)}, "timeout"),
+    ("absurd timeout", {"timeout": Duration(seconds=2**62)}, "timeout"),
+    ("NaN multiplier", {"retry.backoff_multiplier": float("nan")}, "retry.backoff.multiplier"),
+    ("negative attempts", {"retry.max_attempts": -3}, "retry.max_attempts"),
+    ("absurd priority", {"priority": 2**31 - 1}, "priority"),
+    ("payload with NaN", {"payload_json": "NaN"}, "payload"),
+    ("payload not JSON", {"payload_json": "{"}, "payload"),
+    ("payload nested too deeply", {"payload_json": "[" * 100 + "]" * 100}, "payload"),
+    ("bad cron", {"schedule": "* * 31 2 *"}, "schedule"),
+    ("bad zone", {"timezone": "Nowhere/Land"}, "timezone"),
+    ("id with a control character", {"id": "x\x01"}, "id"),
+    ("empty handler", {"target": pb.Target(handler="")}, "target"),
+    ("absurd catch-up", {"misfire.max_catch_up": 2**31 - 1}, "misfire.max_catch_up"),
+]
+
+
+@pytest.mark.parametrize(("fields", "field"), [case[1:] for case in PB_SPEC_CASES], ids=[c[0] for c in PB_SPEC_CASES])
+def test_a_hostile_grpc_spec_names_the_field(fields, field):
+    problems = validate_spec(spec_from_pb(good_pb_spec(**fields)))
+    assert field in {problem.field for problem in problems}, problems
+
+
+def test_the_good_specs_are_good():
+    assert parse_jobs_document(json.dumps({"jobs": [GOOD_JOB]}))
+    assert validate_spec(spec_from_pb(good_pb_spec())) == []
+
+
+def ts(seconds: int, nanos: int = 0) -> Timestamp:
+    return Timestamp(seconds=seconds, nanos=nanos)
+
+
+MEMBERSHIP = hasattr(cluster_pb2, "AddMemberRequest")  # calls that arrive with cluster membership changes
+
+
+def MEMBER(**fields) -> cluster_pb2.Member:  # noqa: N802 - reads as the message it builds
+    return cluster_pb2.Member(**{"node_id": "n4", "raft_address": "10.0.0.4:7100", "grpc_address": "[::1]:7200", **fields})
+
+
+REF = worker_pb2.LeaseRef(job_id="a", scheduled_at=ts(1_700_000_000), fencing_token=7)
+
+# (case, request, the field a problem must name)
+RPC_CASES = [
+    ("too many jobs", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec()] * 10_001), "jobs"),
+    ("oversized payload", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(payload_json='"' + "x" * 70_000 + '"')]), "jobs[0].payload_json"),
+    ("deep payload", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(payload_json="[" * 5000 + "]" * 5000)]), "jobs[0].payload_json"),
+    ("unknown overlap", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(overlap=99)]), "jobs[0].overlap"),
+    ("infinite multiplier", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(**{"retry.backoff_multiplier": float("inf")})]), "jobs[0].retry.backoff_multiplier"),
+    ("negative duration", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(timeout=Duration(seconds=-1))]), "jobs[0].timeout"),
+    ("huge schedule", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(schedule="*" * 10_000)]), "jobs[0].schedule"),
+    ("too many uses", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(uses=["r"] * 100)]), "jobs[0].uses"),
+    ("author with a newline", jobs_pb2.ApplyJobsRequest(author="a\nb"), "author"),
+    ("request id too long", jobs_pb2.ApplyJobsRequest(request_id="r" * 1000), "request_id"),
+    ("bad resource name", jobs_pb2.ApplyJobsRequest(resources=[pb.Resource(name="a b")]), "resources[0].name"),
+    ("too many resources", jobs_pb2.ApplyJobsRequest(resources=[pb.Resource(name="r")] * 1001), "resources"),
+    ("job id with NUL", jobs_pb2.GetJobRequest(job_id="a\0"), "job_id"),
+    ("empty job id", jobs_pb2.GetJobRequest(), "job_id"),
+    ("negative page size", jobs_pb2.ListJobsRequest(page_size=-1), "page_size"),
+    ("absurd page size", jobs_pb2.ListJobsRequest(page_size=2**31 - 1), "page_size"),
+    ("page token with control characters", jobs_pb2.ListJobsRequest(page_token="\x00\x01"), "page_token"),
+    ("class with a space", jobs_pb2.ListJobsRequest(job_class="a b"), "job_class"),
+    ("delete: id too long", jobs_pb2.DeleteJobRequest(job_id="j" * 500), "job_id"),
+    ("pause: reason with escape", jobs_pb2.PauseJobRequest(job_id="a", reason="\x1b[2J"), "reason"),
+    ("resume: author too long", jobs_pb2.ResumeJobRequest(job_id="a", author="a" * 1000), "author"),
+    ("trigger: id as a path", jobs_pb2.TriggerJobRequest(job_id="../../x"), "job_id"),
+    ("backfill: no end", jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0)}), "to"),
+    ("backfill: end before start", jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(10)}, to=ts(5)), "from"),
+    ("backfill: instant beyond 9999", jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0)}, to=ts(2**62)), "to"),
+    ("backfill: negative instant", jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(-1)}, to=ts(5)), "from"),
+    ("backfill: bad nanos", jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0, -1)}, to=ts(5)), "from"),
+    ("backfill: NaN rate", jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0)}, to=ts(5), rate_per_s=float("nan")), "rate_per_s"),
+    ("backfill: tiny rate", jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0)}, to=ts(5), rate_per_s=1e-300), "rate_per_s"),
+    ("backfill: negative count", jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0)}, to=ts(5), max_runs=-1), "max_runs"),
+    ("backfill: absurd count", jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0)}, to=ts(5), max_runs=10**9), "max_runs"),
+    ("runs: unknown status", runs_pb2.ListRunsRequest(statuses=[42]), "statuses[0]"),
+    ("runs: too many statuses", runs_pb2.ListRunsRequest(statuses=[1] * 100), "statuses"),
+    ("runs: instant before 1970", runs_pb2.ListRunsRequest(since=ts(-10)), "since"),
+    ("runs: negative page size", runs_pb2.ListRunsRequest(page_size=-5), "page_size"),
+    ("runs: job id with NUL", runs_pb2.ListRunsRequest(job_id="\0"), "job_id"),
+    ("run: key too long", runs_pb2.GetRunRequest(run_key="k" * 10_000), "run_key"),
+    ("run: no instant", runs_pb2.GetRunRequest(job_id="a"), "scheduled_at"),
+    ("lease: no worker id", worker_pb2.LeaseRequest(), "worker_id"),
+    ("lease: worker id with control characters", worker_pb2.LeaseRequest(worker_id="w\r\n"), "worker_id"),
+    ("lease: negative count", worker_pb2.LeaseRequest(worker_id="w", max_runs=-1), "max_runs"),
+    ("lease: absurd count", worker_pb2.LeaseRequest(worker_id="w", max_runs=2**31 - 1), "max_runs"),
+    ("lease: negative wait", worker_pb2.LeaseRequest(worker_id="w", wait=Duration(seconds=-1)), "wait"),
+    ("lease: absurd wait", worker_pb2.LeaseRequest(worker_id="w", wait=Duration(seconds=10**9)), "wait"),
+    ("lease: too many targets", worker_pb2.LeaseRequest(worker_id="w", targets=["t"] * 1000), "targets"),
+    ("lease: bad target", worker_pb2.LeaseRequest(worker_id="w", targets=["t\0"]), "targets[0]"),
+    ("heartbeat: too many leases", worker_pb2.HeartbeatRequest(worker_id="w", leases=[REF] * 10_001), "leases"),
+    ("heartbeat: negative token", worker_pb2.HeartbeatRequest(worker_id="w", leases=[worker_pb2.LeaseRef(job_id="a", scheduled_at=ts(1), fencing_token=-1)]), "leases[0].fencing_token"),
+    ("heartbeat: no instant", worker_pb2.HeartbeatRequest(worker_id="w", leases=[worker_pb2.LeaseRef(job_id="a", fencing_token=1)]), "leases[0].scheduled_at"),
+    ("complete: no lease", worker_pb2.CompleteRequest(worker_id="w", kind=worker_pb2.SUCCESS), "lease"),
+    ("complete: no kind", worker_pb2.CompleteRequest(worker_id="w", lease=REF), "kind"),
+    ("complete: unknown kind", worker_pb2.CompleteRequest(worker_id="w", lease=REF, kind=17), "kind"),
+    ("complete: huge error", worker_pb2.CompleteRequest(worker_id="w", lease=REF, kind=2, error="e" * 100_000), "error"),
+    ("complete: huge output", worker_pb2.CompleteRequest(worker_id="w", lease=REF, kind=2, output_tail="o" * 100_000), "output_tail"),
+    ("complete: negative retry", worker_pb2.CompleteRequest(worker_id="w", lease=REF, kind=3, retry_after=Duration(seconds=-9)), "retry_after"),
+    ("complete: absurd retry", worker_pb2.CompleteRequest(worker_id="w", lease=REF, kind=3, retry_after=Duration(seconds=2**40)), "retry_after"),
+    ("kill: no class", ops_pb2.KillClassRequest(reason="x"), "job_class"),
+    ("kill: until beyond 9999", ops_pb2.KillClassRequest(job_class="c", until=ts(2**40)), "until"),
+    ("kill: reason too long", ops_pb2.KillClassRequest(job_class="c", reason="r" * 5000), "reason"),
+    ("revive: class with NUL", ops_pb2.ReviveClassRequest(job_class="c\0"), "job_class"),
+    ("alerts: negative limit", ops_pb2.ListAlertsRequest(limit=-1), "limit"),
+    ("alerts: owner with escape", ops_pb2.ListAlertsRequest(owner="\x1b"), "owner"),
+]
+if MEMBERSHIP:
+    RPC_CASES += [
+        ("add member: none", cluster_pb2.AddMemberRequest(), "member"),
+        ("add member: bad port", cluster_pb2.AddMemberRequest(member=MEMBER(grpc_address="h:99999")), "member.grpc_address"),
+        ("add member: id with NUL", cluster_pb2.AddMemberRequest(member=MEMBER(node_id="n\0")), "member.node_id"),
+        ("remove member: no id", cluster_pb2.RemoveMemberRequest(), "node_id"),
+    ]
+
+
+@pytest.mark.parametrize(("request_", "field"), [case[1:] for case in RPC_CASES], ids=[c[0] for c in RPC_CASES])
+def test_a_hostile_rpc_argument_names_the_field(request_, field):
+    problems = request_problems(request_, DEFAULT_LIMITS)
+    assert field in {problem.field for problem in problems}, problems
+
+
+GOOD_REQUESTS = [
+    jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(payload_json='{"a":[1,{"b":"[[["}]}')], author="alice", request_id="r1"),
+    jobs_pb2.GetJobRequest(job_id="a"),
+    jobs_pb2.ListJobsRequest(page_size=100, owner="team x"),
+    jobs_pb2.DeleteJobRequest(job_id="a"),
+    jobs_pb2.PauseJobRequest(job_id="a", reason="maintenance"),
+    jobs_pb2.ResumeJobRequest(job_id="a"),
+    jobs_pb2.TriggerJobRequest(job_id="a"),
+    jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0)}, to=ts(5), rate_per_s=2.0, max_runs=10),
+    runs_pb2.ListRunsRequest(statuses=[pb.FAILED], since=ts(1), page_token="5:a"),
+    runs_pb2.GetRunRequest(run_key="a@2026-01-01T00:00:00Z"),
+    runs_pb2.GetRunRequest(job_id="a", scheduled_at=ts(1)),
+    worker_pb2.LeaseRequest(worker_id="host-1/worker 7", targets=["h"], max_runs=8, wait=Duration(seconds=5)),
+    worker_pb2.HeartbeatRequest(worker_id="w", leases=[REF]),
+    worker_pb2.CompleteRequest(worker_id="w", lease=REF, kind=worker_pb2.FAILURE, error="line 1\nline 2\x1b[0m"),
+    ops_pb2.KillClassRequest(job_class="reports", reason="bad data", until=ts(1_800_000_000)),
+    ops_pb2.ReviveClassRequest(job_class="reports"),
+    ops_pb2.ListKillsRequest(),
+    ops_pb2.ListAlertsRequest(limit=10),
+    cluster_pb2.StatusRequest(include_digest=True),
+    *([cluster_pb2.AddMemberRequest(member=MEMBER()), cluster_pb2.RemoveMemberRequest(node_id="n4")] if MEMBERSHIP else []),
+]
+
+
+@pytest.mark.parametrize("request_", GOOD_REQUESTS, ids=[type(r).__name__ for r in GOOD_REQUESTS])
+def test_good_requests_pass(request_):
+    assert request_problems(request_) == []
+
+
+def test_every_request_type_of_the_api_has_its_own_checks():
+    from scheduler.rpc import validate
+
+    requests = {
+        method.input_type.name
+        for module in (jobs_pb2, runs_pb2, worker_pb2, ops_pb2, cluster_pb2)
+        for service in module.DESCRIPTOR.services_by_name.values()
+        for method in service.methods
+    }
+    assert requests <= set(validate._CHECKERS), requests - set(validate._CHECKERS)
+
+
+def test_payload_depth_ignores_brackets_inside_strings():
+    assert payload_depth('{"a":"[[[[\\"[[","b":[[{}]]}') == 4
+    assert payload_depth("") == 0
+    assert payload_depth("[" * 50_000) == 50_000
+
+
+# Any text in any field of a spec: validate_spec answers with problems, never an exception.
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40) | st.sampled_from(
+    ["*/5 * * * *", "0 0 29 2 *", "@daily", "* * * * * * *", "99999999999999999999 * * * *", "*/0 * * * *",
+     "UTC", "Europe/Paris", "America", "zone.tab", "posix/UTC", "auto", "pinned", "30m", "0s", "1e9d"]
+)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schedule=_text, timezone=_text, jitter=_text, gap=_text, repeat=_text, payload=_text, job_id=_text)
+def test_validate_spec_never_raises(schedule, timezone, jitter, gap, repeat, payload, job_id):
+    message = good_pb_spec(id=job_id, schedule=schedule, timezone=timezone, jitter=jitter, payload_json=payload)
+    message.dst.gap, message.dst.repeat = gap, repeat
+    assert isinstance(validate_spec(spec_from_pb(message)), list)
+
+
+# -- the core where it is the last line -------------------------------------------------------
+
+
+def replica() -> Core:
+    core = Core(FakeClock())
+    core.lead()
+    result = core.apply(
+        ApplyJobs(core.state.now_us, "alice", "", (upsert(spec("a"), next_due_us=T0_US + 60_000_000),), (), (Resource("db", 1, 1),))
+    )
+    assert result.accepted
+    return core
+
+
+def hostile_commands(state: State) -> list[tuple[str, object]]:
+    """Commands a servicer or leader could propose with values only the core can judge."""
+    now, epoch = state.now_us, state.epoch
+    ghost = lease_ref("ghost", now, 1)
+    return [
+        ("apply: repeated id", ApplyJobs(now, "x", "", (upsert(spec("b")), upsert(spec("b"))))),
+        ("apply: stale version", ApplyJobs(now, "x", "", (upsert(spec("a"), expected_version=9),))),
+        ("apply: negative next due", ApplyJobs(now, "x", "", (upsert(spec("b"), next_due_us=-1),))),
+        ("apply: removes a missing job", ApplyJobs(now, "x", "", (), ("nope",))),
+        ("apply: undeclared resource", ApplyJobs(now, "x", "", (upsert(spec("b", uses=("nope",))),))),
+        ("apply: negative resource", ApplyJobs(now, "x", "", (), (), (Resource("r", -1, 0),))),
+        ("apply: empty id", ApplyJobs(now, "x", "", (upsert(spec("")),))),
+        ("pause: missing job", SetJobPaused(now, "nope", True, "x", "", "")),
+        ("trigger: missing job", TriggerRun(now, "nope", "x", "")),
+        ("backfill: missing job", BackfillRuns(now, "nope", "x", "", (now,), 1)),
+        ("backfill: negative interval", BackfillRuns(now, "a", "x", "", (now - 10, now - 20), -5)),
+        ("backfill: repeated slots", BackfillRuns(now, "a", "x", "", (now - 10, now - 10), 0)),
+        ("claim: stale epoch", ClaimRuns(now, epoch + 5, (claim("a", now, now + 1),))),
+        ("claim: unknown job", ClaimRuns(now, epoch, (claim("nope", now, now + 1),))),
+        ("claim: stale spec version", ClaimRuns(now, epoch, (claim("a", now, now + 1, spec_version=7),))),
+        ("claim: unknown status", ClaimRuns(now, epoch, (claim("a", now, now + 1, status="exploded"),))),
+        ("grant: run never claimed", GrantLeases(now, epoch, "w", 10_000_000, (run_ref("a", now + 123),))),
+        ("grant: negative ttl", GrantLeases(now, epoch, "w", -1, (run_ref("a", now),))),
+        ("extend: unknown lease", ExtendLeases(now, (ghost,))),
+        ("complete: unknown outcome", CompleteRuns(now, (completion(ghost, outcome="exploded"),))),
+        ("complete: negative retry", CompleteRuns(now, (completion(ghost, outcome="retry_later", retry_after_us=-1),))),
+        ("expire: unknown reason", ExpireLeases(now, epoch, (expiry(ghost, reason="exploded"),))),
+        ("kill: until in the past", KillClass(now, "default", "r", "x", "", until_us=1)),
+        ("revive: not killed", ReviveClass(now, "nope", "x", "")),
+    ]
+
+
+def test_the_core_rejects_or_ignores_hostile_commands_and_replicas_agree():
+    """Each command goes through the codec as a log entry does; two replicas apply the same log.
+    A rejection changes nothing but the applied position; the state stays encodable."""
+    first, second = replica(), replica()
+    rejected = 0
+    for name, command in hostile_commands(first.state):
+        data = encode_command(command)
+        results = []
+        for core in (first, second):
+            before = position_free_snapshot(core.state)
+            try:
+                result = core.apply(decode_command(data))
+            except Exception as error:  # noqa: BLE001 - the point: any exception fails the test, by name
+                pytest.fail(f"{name}: the core raised {error!r}")
+            results.append(result)
+            if not result.accepted:
+                assert position_free_snapshot(core.state) == before, name
+        rejected += not results[0].accepted
+        assert results[0] == results[1], name
+        assert state_digest(first.state) == state_digest(second.state), name
+    assert rejected >= len(hostile_commands(first.state)) // 2
+
+
+def position_free_snapshot(state: State) -> bytes:
+    return encode_snapshot(msgspec.structs.replace(state, applied_index=0))
+
+
+def test_bytes_that_are_not_a_command_are_refused_by_the_codec():
+    for data in (b"", b"\xff" * 10, b"\x92\x01\x02", encode_command(TriggerRun(1, "a", "x", ""))[:-3]):
+        with pytest.raises(CodecError):
+            decode_command(data)
+
+
+def test_the_core_refuses_a_command_type_it_does_not_know():
+    state = State()
+    result = apply(state, object(), 1)  # type: ignore[arg-type]
+    assert not result.accepted and result.rejection.code == "unknown_command"
