@@ -20,15 +20,17 @@ from scheduler.observability import add_health, start_observability
 from scheduler.replication import RaftLog
 from scheduler.rpc.cluster import ClusterServicer
 from scheduler.rpc.jobs import JobServicer
+from scheduler.rpc.limits import DEFAULT_LIMITS
 from scheduler.rpc.ops import OpsServicer
 from scheduler.rpc.reads import Reader
 from scheduler.rpc.runs import RunServicer
+from scheduler.rpc.validate import LimitsInterceptor
 from scheduler.rpc.workers import WorkerServicer
 from worker.api.v1 import cluster_pb2_grpc, jobs_pb2_grpc, ops_pb2_grpc, runs_pb2_grpc, worker_pb2_grpc
 
 log = logging.getLogger("raftcron.node")
 
-MAX_MESSAGE_BYTES = 16 << 20
+LIMITS = DEFAULT_LIMITS
 
 
 def wall_clock_us() -> int:
@@ -87,12 +89,19 @@ class Node:
 
     def _build_server(self) -> grpc.Server:
         options = [
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", LIMITS.max_message_bytes),
+            ("grpc.max_send_message_length", LIMITS.max_message_bytes),
+            ("grpc.max_concurrent_streams", LIMITS.max_streams_per_connection),
             ("grpc.so_reuseport", 0),
         ]
         pool = futures.ThreadPoolExecutor(max_workers=self.config.grpc_threads, thread_name_prefix="grpc")
-        server = grpc.server(pool, options=options)
+        interceptors: list[grpc.ServerInterceptor] = []
+        # After authentication: every call's arguments are checked before a servicer sees them.
+        lease_waits = min(LIMITS.max_concurrent_lease_waits, self.config.grpc_threads // 2)
+        interceptors.append(LimitsInterceptor(LIMITS, max_lease_waits=lease_waits))
+        server = grpc.server(
+            pool, options=options, interceptors=interceptors, maximum_concurrent_rpcs=LIMITS.max_concurrent_calls
+        )
         timeout_s = self.config.propose_timeout_s
         reader = Reader(self.raftlog, self.config.node_id, self._leader_id_of, self.clock_us, timeout_s)
         jobs_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.raftlog, reader, self.clock_us, timeout_s), server)
