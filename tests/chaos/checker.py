@@ -123,6 +123,8 @@ class History:
     log_alerts: list[str] = field(default_factory=list)
     # Scenario-specific facts (name, held, detail): e.g. "a new leader was elected".
     expectations: list[tuple[str, bool, str]] = field(default_factory=list)
+    # node -> (seconds, resident KiB, Raft journal bytes) sampled while the scenario ran.
+    resources: dict[str, list[tuple[float, int, int]]] = field(default_factory=dict)
 
 
 def check(history: History) -> list[Violation]:
@@ -338,6 +340,42 @@ def clean_logs(history: History) -> list[Violation]:
     return [Violation("clean_logs", line) for line in history.log_alerts]
 
 
+# A chaos cluster holds a few dozen jobs and a few thousand runs: about 60 MiB per node idle.
+MAX_RSS_KIB = 512 * 1024
+# Raft log between compactions (the journal file's high-water mark).
+MAX_JOURNAL_BYTES = 256 << 20
+# Runs at least this long must also show no growth trend (a leak) after warming up.
+TREND_MIN_S = 240.0
+TREND_SLACK_KIB = 32 * 1024
+
+
+def memory_and_log_bounded(history: History) -> list[Violation]:
+    """Every node stayed under fixed memory and journal ceilings; a long run does not keep growing."""
+    found = []
+    for node in history.expected_replicas:
+        samples = history.resources.get(node, [])
+        if not samples:
+            found.append(Violation("memory_and_log_bounded", f"{node}: never sampled"))
+            continue
+        at_s, rss, journal = max(samples, key=lambda sample: sample[1])
+        if rss > MAX_RSS_KIB:
+            found.append(Violation("memory_and_log_bounded", f"{node}: {rss // 1024} MiB resident at {at_s:.0f}s "
+                                   f"(ceiling {MAX_RSS_KIB // 1024} MiB)"))
+        journal = max(sample[2] for sample in samples)
+        if journal > MAX_JOURNAL_BYTES:
+            found.append(Violation("memory_and_log_bounded", f"{node}: Raft journal {journal >> 20} MiB "
+                                   f"(ceiling {MAX_JOURNAL_BYTES >> 20} MiB)"))
+        first_s, span_s = samples[0][0], samples[-1][0] - samples[0][0]
+        if span_s >= TREND_MIN_S:
+            # After the first quarter (warm-up), the last quarter's peak may not outgrow the second's.
+            second = [s[1] for s in samples if first_s + span_s / 4 <= s[0] < first_s + span_s / 2]
+            last = [s[1] for s in samples if s[0] >= first_s + 3 * span_s / 4]
+            if second and last and max(last) > 1.25 * max(second) + TREND_SLACK_KIB:
+                found.append(Violation("memory_and_log_bounded", f"{node}: resident memory grew from "
+                                       f"{max(second) // 1024} MiB to {max(last) // 1024} MiB over {span_s:.0f}s"))
+    return found
+
+
 def expectations(history: History) -> list[Violation]:
     return [Violation("scenario", f"{name}: {detail}") for name, held, detail in history.expectations if not held]
 
@@ -352,5 +390,6 @@ CHECKS = (
     acked_durable,
     interim_survives,
     clean_logs,
+    memory_and_log_bounded,
     expectations,
 )

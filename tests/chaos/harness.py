@@ -18,6 +18,7 @@ from pathlib import Path
 from scheduler.localcluster import LocalCluster, wait_until
 from tests.chaos.checker import AckedWrite, Answer, Grant, RunObs, SinkWrite
 from tests.chaos.netns import Firewall
+from tests.chaos.resources import ResourceSampler
 
 NODE_GID_BASE = 2000
 WORKER_GID_BASE = 3000
@@ -253,6 +254,7 @@ class Scene:
         self.workdir = workdir
         self.rng = rng
         self.cluster = ChaosCluster(workdir, nodes, **overrides)
+        self.resources = ResourceSampler(self.cluster.lc).start()
         self.recorder = Recorder()
         self.workers: Workers | None = None
         self.sink = None
@@ -284,6 +286,7 @@ class Scene:
         self.threads = []
 
     def close(self) -> None:
+        self.resources.stop()
         try:
             self.stop_clients()
         finally:

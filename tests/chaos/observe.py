@@ -147,4 +147,5 @@ def finale(scene: Scene, firing: dict[str, int], ack_us: int, keep_specs=(), sin
         acked=recorder.acked,
         log_alerts=scene.cluster.log_alerts(),
         expectations=recorder.expectations,
+        resources=scene.resources.stop(),
     )

@@ -62,6 +62,8 @@ def run(name: str, seed: int, workdir: Path, options: argparse.Namespace) -> dic
             "sink_writes": len(history.sink),
             "acked_writes": len(history.acked),
             "due_slots": sum(len(slots) for slots in history.due.values()),
+            "peak_rss_mib": {n: max(s[1] for s in v) // 1024 for n, v in history.resources.items() if v},
+            "peak_journal_mib": {n: round(max(s[2] for s in v) / 2**20, 1) for n, v in history.resources.items() if v},
         }
     except Exception:  # the verdict carries the failure; cleanup still runs
         verdict["error"] = traceback.format_exc()

@@ -47,7 +47,13 @@ def _clean() -> History:
         sink=[SinkWrite(1, "b", T0, 14, True, "w2"), SinkWrite(2, "b", T0, 12, False, "w1")],
         sink_jobs=frozenset({"b"}),
         acked=[AckedWrite("job", "w", version=2), AckedWrite("run", "m", T0 + 3, request="t-1")],
+        resources={node: _flat_memory(60) for node in NODES},
     )
+
+
+def _flat_memory(seconds: int, mib: int = 70) -> list[tuple[float, int, int]]:
+    """A node sampled every second, its memory flat (a little noise), its journal small."""
+    return [(float(t), (mib + t % 3) * 1024, 1 << 20) for t in range(seconds)]
 
 
 def _checks(history: History) -> set[str]:
@@ -174,3 +180,29 @@ def test_log_alerts_and_failed_expectations_are_reported():
         expectations=[("new leader", False, "no leader after the kill")],
     )
     assert _checks(history) == {"clean_logs", "scenario"}
+
+
+def _with_node_samples(history: History, node: str, samples) -> History:
+    return dataclasses.replace(history, resources={**history.resources, node: samples})
+
+
+def test_a_node_over_its_memory_ceiling_is_caught():
+    samples = _flat_memory(60)
+    samples[30] = (30.0, 900 * 1024, 1 << 20)
+    assert _checks(_with_node_samples(_clean(), "n2", samples)) == {"memory_and_log_bounded"}
+
+
+def test_a_raft_journal_that_keeps_growing_is_caught():
+    samples = [(float(t), 70 * 1024, (1 << 20) * 8 * t) for t in range(60)]
+    assert _checks(_with_node_samples(_clean(), "n1", samples)) == {"memory_and_log_bounded"}
+
+
+def test_memory_growing_through_a_long_run_is_caught_and_a_flat_one_is_not():
+    leaking = [(float(t), (60 + t // 2) * 1024, 1 << 20) for t in range(600)]  # +0.5 MiB/s: 360 MiB at the end
+    assert _checks(_with_node_samples(_clean(), "n3", leaking)) == {"memory_and_log_bounded"}
+    assert _checks(_with_node_samples(_clean(), "n3", _flat_memory(600, mib=300))) == set()
+
+
+def test_a_node_never_sampled_is_caught():
+    history = _clean()
+    assert _checks(dataclasses.replace(history, resources={"n1": history.resources["n1"]})) == {"memory_and_log_bounded"}
