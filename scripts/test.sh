@@ -8,4 +8,5 @@ bootstrap_venv "test"
 # System packages for the chaos tests (network namespaces, iptables); with CI=true a missing
 # prerequisite fails the run instead of skipping those tests.
 bash scripts/chaos-prereqs.sh
+bash scripts/e2e-prereqs.sh  # Chromium for the dashboard's browser tests, same rules
 exec .venv/bin/python -m pytest -q -ra "$@"

@@ -1,6 +1,7 @@
-"""A node's observability: Prometheus metrics on `metrics_address`, and the gRPC health service.
+"""A node's observability: Prometheus metrics and the dashboard on `metrics_address`, and the gRPC
+health service.
 
-    observability = start_observability(node)   # after node.raftlog.start()
+    observability = start_observability(node)   # after node.raftlog.start(); /metrics and the dashboard at /
     ...
     observability.close()
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
 from scheduler.observability.metrics import ApplyObserver, RaftcronCollector, dispatcher_queue_depths, node_ready
 
@@ -30,6 +31,7 @@ __all__ = [
     "RaftcronCollector",
     "add_health",
     "build_registry",
+    "dashboard_url",
     "dispatcher_queue_depths",
     "metrics_url",
     "node_ready",
@@ -61,6 +63,11 @@ def metrics_url(address: str) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics"
 
 
+def dashboard_url(address: str) -> str:
+    """The dashboard of a node whose metrics_address is `address` ('' if off): same port, path /."""
+    return metrics_url(address).removesuffix("metrics")
+
+
 def build_registry(raftlog, config, current_dispatcher=lambda: None, leading_epoch=lambda: 0, observer=None):
     """A registry with the raftcron collector and the process/platform/GC collectors.
 
@@ -80,7 +87,9 @@ class Observability:
     url: str = ""
     registry: CollectorRegistry | None = None
     observer: ApplyObserver | None = None
+    dashboard_url: str = ""
     _raftlog: object = None
+    _dashboard: object = None
     _server: object = None
     _thread: object = None
     _closed: bool = field(default=False, repr=False)
@@ -93,6 +102,8 @@ class Observability:
             self._server.shutdown()
             self._server.server_close()
             self._thread.join(timeout=5)
+        if self._dashboard is not None:
+            self._dashboard.close()
         if self.observer is not None and self._raftlog is not None:
             try:
                 self._raftlog.remove_apply_listener(self.observer)
@@ -105,12 +116,16 @@ def _leading_epoch(node) -> int:
     return term.epoch if term is not None and not term.stopping.is_set() else 0
 
 
-def start_observability(node) -> Observability:
-    """Serve Prometheus metrics for `node` on `node.config.metrics_address` ('' = off).
+def start_observability(node, authorize=None) -> Observability:
+    """Serve Prometheus metrics for `node` on `node.config.metrics_address` ('' = off), at
+    /metrics, and the read-only dashboard under / on the same port.
 
     Call after `node.raftlog.start()`: entries up to the commit index read then are the
-    journal this process replays, and are left out of the counters.
+    journal this process replays, and are left out of the counters. `authorize(headers) -> bool`
+    guards the dashboard pages (not /metrics) when the node has auth on; default: allow all.
     """
+    from scheduler.dashboard.server import Dashboard, serve_http
+
     address = node.config.metrics_address
     if not address:
         return Observability()
@@ -120,11 +135,13 @@ def start_observability(node) -> Observability:
     )
     observer.replayed_until = node.raftlog.commit_index
     node.raftlog.add_apply_listener(observer)
+    dashboard = Dashboard(node.raftlog, node.config, authorize=authorize, clock_us=getattr(node, "clock_us", None))
     try:
-        server, thread = start_http_server(port, addr=host, registry=registry)
+        server, thread = serve_http(host, port, registry, dashboard)
     except OSError:
+        dashboard.close()
         node.raftlog.remove_apply_listener(observer)
         raise
     url = metrics_url(address)
-    log.info("metrics on %s", url)
-    return Observability(url, registry, observer, node.raftlog, server, thread)
+    log.info("metrics on %s, dashboard on %s", url, dashboard_url(address))
+    return Observability(url, registry, observer, dashboard_url(address), node.raftlog, dashboard, server, thread)

@@ -1,0 +1,306 @@
+"""The node's HTTP server: Prometheus metrics on /metrics, the read-only dashboard everywhere else.
+
+    dashboard = Dashboard(node.raftlog, node.config, authorize=None)   # authorize(headers) -> bool
+    server, thread = serve_http("127.0.0.1", 9100, registry, dashboard)
+    ...
+    server.shutdown(); server.server_close(); dashboard.close()
+
+/metrics is prometheus_client's own WSGI app on the node's registry, unauthenticated as it
+always was (scrapers). Dashboard pages pass through `authorize` first, which gets the request
+headers as a mapping of lowercase names: when the node has auth on, the node wires its check
+here. Every page reads the replica under its lock only long enough to copy what it shows, and
+renders after releasing it.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from urllib.parse import parse_qs, unquote
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from prometheus_client import make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
+
+from scheduler.core.model import SECOND_US
+from scheduler.dashboard import data, views
+from scheduler.forecast import MINUTE_US, forecast
+from scheduler.planning import parse_iso_to_us
+from scheduler.replication.raftlog import ROLE_NAMES
+
+log = logging.getLogger("raftcron.dashboard")
+
+Authorize = Callable[[Mapping[str, str]], bool]
+# pysyncobj reports a connected partner with this value.
+_CONNECTED = 2
+FORECAST_HOURS = 24
+# The herd forecast covers every job: computed at most this often, one computation at a time.
+FORECAST_TTL_S = 60.0
+DEFAULT_WINDOW = "1h"
+MAX_WINDOW_US = 31 * 86_400 * SECOND_US
+SECURITY_HEADERS = [
+    ("Cache-Control", "no-store"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    (
+        "Content-Security-Policy",
+        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'",
+    ),
+]
+
+
+class BadRequest(ValueError):
+    pass
+
+
+class NotFound(LookupError):
+    pass
+
+
+def allow_all(headers: Mapping[str, str]) -> bool:
+    return True
+
+
+def request_headers(environ: dict) -> dict[str, str]:
+    """WSGI's HTTP_* variables as lowercase header names (`authorization`, `cookie`, ...)."""
+    headers = {key[5:].replace("_", "-").lower(): value for key, value in environ.items() if key.startswith("HTTP_")}
+    for key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+        if environ.get(key):
+            headers[key.replace("_", "-").lower()] = environ[key]
+    return headers
+
+
+def _int_param(params: dict, name: str, default: int = 0) -> int:
+    value = params.get(name, [""])[0]
+    if not value:
+        return default
+    if not value.isdigit():
+        raise BadRequest(f"{name} must be a whole number, not {value!r}")
+    return int(value)
+
+
+def parse_window(params: dict, now_us: int) -> tuple[int, int, str]:
+    """(from_us, to_us, window label) of a job page's timeline.
+
+    `window=5m|1h|6h|24h|7d` ends a little after replicated now, so the next few slots show as
+    upcoming; `from` and `to` (ISO-8601, UTC unless an offset is given) choose any window.
+    """
+    if "from" in params or "to" in params:
+        try:
+            to_us = parse_iso_to_us(params["to"][0]) if params.get("to", [""])[0] else now_us
+            from_us = parse_iso_to_us(params["from"][0]) if params.get("from", [""])[0] else to_us - 3600 * SECOND_US
+        except ValueError:
+            raise BadRequest("from and to must be ISO-8601 times such as 2026-03-08T02:00:00Z") from None
+        if not 0 < to_us - from_us <= MAX_WINDOW_US:
+            raise BadRequest("the window must end after it starts and span at most 31 days")
+        return from_us, to_us, ""
+    label = params.get("window", [DEFAULT_WINDOW])[0]
+    seconds = dict(views.WINDOWS).get(label)
+    if seconds is None:
+        raise BadRequest(f"window must be one of {', '.join(name for name, _ in views.WINDOWS)}")
+    span_us, end_us = seconds * SECOND_US, now_us - now_us % SECOND_US + SECOND_US
+    return end_us - span_us, end_us + span_us // 12, label
+
+
+class Dashboard:
+    """The dashboard as a WSGI app over one node's replica."""
+
+    def __init__(self, raftlog, config, authorize: Authorize | None = None, clock_us=None) -> None:
+        self._raftlog = raftlog
+        self._config = config
+        self._authorize = authorize or allow_all
+        self._clock_us = clock_us or (lambda: time.time_ns() // 1000)
+        self.index = data.JobIndex()
+        self.watcher = data.NodeWatcher(self.index)
+        raftlog.add_apply_listener(self.watcher)
+        self._forecast_lock = threading.Lock()
+        self._forecast: tuple[float, int, object, int] | None = None  # (monotonic, computed_at_us, result, jobs)
+
+    def close(self) -> None:
+        try:
+            self._raftlog.remove_apply_listener(self.watcher)
+        except ValueError:
+            pass
+
+    @property
+    def _herd_window_us(self) -> int:
+        return int(getattr(self._config, "herd_window_s", 3600.0) * SECOND_US)
+
+    # -- WSGI ----------------------------------------------------------------------------------
+    def __call__(self, environ: dict, start_response):
+        method = environ.get("REQUEST_METHOD", "GET")
+        path = environ.get("PATH_INFO", "/") or "/"
+        if path == "/favicon.ico":
+            start_response("204 No Content", [])
+            return [b""]
+        if method not in ("GET", "HEAD"):
+            return self._respond(start_response, "405 Method Not Allowed", views.error_page(
+                "405 Method Not Allowed", "The dashboard is read-only: use the CLI or the API to change anything."
+            ), method, [("Allow", "GET, HEAD")])
+        if not self._authorize(request_headers(environ)):
+            return self._respond(start_response, "401 Unauthorized", views.error_page(
+                "401 Unauthorized", "This node requires credentials for its dashboard."
+            ), method, [("WWW-Authenticate", 'Bearer realm="raftcron"')])
+        try:
+            status, body = "200 OK", self.render(path, parse_qs(environ.get("QUERY_STRING", "")))
+        except BadRequest as exc:
+            status, body = "400 Bad Request", views.error_page("400 Bad Request", str(exc), self._node_id)
+        except NotFound as exc:
+            status, body = "404 Not Found", views.error_page("404 Not Found", str(exc), self._node_id)
+        except Exception:  # a page bug must not take the metrics endpoint or the node with it
+            log.exception("dashboard page %s failed", path)
+            status, body = "500 Internal Server Error", views.error_page(
+                "500 Internal Server Error", "This page failed; the node's log has the details.", self._node_id
+            )
+        return self._respond(start_response, status, body, method)
+
+    @staticmethod
+    def _respond(start_response, status: str, body: str, method: str, extra: list | None = None):
+        payload = body.encode("utf-8")
+        headers = [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(payload)))]
+        start_response(status, headers + SECURITY_HEADERS + (extra or []))
+        return [b"" if method == "HEAD" else payload]
+
+    @property
+    def _node_id(self) -> str:
+        return getattr(self._config, "node_id", "")
+
+    def render(self, path: str, params: dict) -> str:
+        """The HTML of one page; BadRequest or NotFound for what cannot be shown."""
+        parts = [unquote(part) for part in path.strip("/").split("/")] if path.strip("/") else []
+        if not parts:
+            return self.cluster()
+        if parts == ["jobs"]:
+            return self.jobs(params.get("q", [""])[0], _int_param(params, "page", 1))
+        if len(parts) == 2 and parts[0] == "jobs":
+            return self.job(parts[1], params)
+        if len(parts) == 3 and parts[0] == "runs":
+            if not parts[2].lstrip("-").isdigit():
+                raise BadRequest("a run is /runs/JOB/SCHEDULED_US (microseconds since the epoch)")
+            return self.run(parts[1], int(parts[2]))
+        if parts == ["herd"]:
+            return self.herd()
+        if parts == ["alerts"]:
+            kind = params.get("kind", [""])[0]
+            return self.alerts(params.get("pending", [""])[0] in ("1", "true"), kind, _int_param(params, "page", 1))
+        if parts == ["kills"]:
+            return self.kills()
+        raise NotFound(f"no page at {path}")
+
+    # -- pages ---------------------------------------------------------------------------------
+    def raft_facts(self) -> data.RaftFacts:
+        raftlog, config = self._raftlog, self._config
+        raft = raftlog.raft_status()
+        leader = config.peer_by_raft_address(raftlog.leader_address())
+        peers = tuple(
+            data.PeerRow(
+                peer.node_id,
+                peer.raft_address,
+                peer.grpc_address,
+                peer.node_id == config.node_id or raft.get(f"partner_node_status_server_{peer.raft_address}") == _CONNECTED,
+                raft.get(f"match_idx_server_{peer.raft_address}") or 0,
+            )
+            for peer in config.peers
+        )
+        return data.RaftFacts(
+            config.node_id,
+            ROLE_NAMES.get(raft.get("state"), "unknown"),
+            leader.node_id if leader else "",
+            raftlog.term,
+            raftlog.commit_index,
+            raftlog.applied_index,
+            peers,
+        )
+
+    def cluster(self) -> str:
+        raft = self.raft_facts()
+        with self._raftlog.read() as state:
+            facts = data.cluster_facts(state)
+        return views.cluster_page(data.ClusterPage(raft, facts, tuple(reversed(self.watcher.leaderships))))
+
+    def jobs(self, query: str, page_number: int) -> str:
+        page = max(0, page_number - 1)
+        with self._raftlog.read() as state:
+            self.index.refresh(state)
+        ids, total = self.index.page(query, page, data.JOBS_PAGE_SIZE)
+        with self._raftlog.read() as state:
+            rows = data.job_rows(state, ids, self._herd_window_us)
+            now_us = state.now_us
+        return views.jobs_page(rows, query, page, total, data.JOBS_PAGE_SIZE, now_us, self._node_id)
+
+    def job(self, job_id: str, params: dict) -> str:
+        with self._raftlog.read() as state:
+            now_us = state.now_us
+        from_us, to_us, label = parse_window(params, now_us)
+        with self._raftlog.read() as state:
+            detail = data.job_detail(state, job_id, from_us, to_us, self._herd_window_us)
+        if detail is None:
+            raise NotFound(f"job {job_id!r} does not exist (the history of a deleted job stays under /runs)")
+        slots, cut = data.timeline(detail, from_us, to_us)
+        fires = data.next_fires(detail.row.spec, max(detail.cursor_us, now_us - 1), detail.spread_us)
+        return views.job_page(detail, slots, cut, fires, from_us, to_us, label, self._node_id)
+
+    def run(self, job_id: str, scheduled_us: int) -> str:
+        with self._raftlog.read() as state:
+            detail = data.run_detail(state, job_id, scheduled_us)
+        if detail is None:
+            raise NotFound(f"no retained run {job_id}@{scheduled_us}")
+        return views.run_page(detail, self._node_id)
+
+    def herd(self) -> str:
+        with self._forecast_lock:
+            cached = self._forecast
+            if cached is None or time.monotonic() - cached[0] > FORECAST_TTL_S:
+                with self._raftlog.read() as state:
+                    # Specs are frozen: the list is safe to use after the lock is released.
+                    specs = [job.spec for job in state.jobs.values()]
+                    now_us = state.now_us or self._clock_us()
+                start_us = now_us - now_us % MINUTE_US
+                result = forecast(specs, start_us, FORECAST_HOURS, self._herd_window_us)
+                cached = self._forecast = (time.monotonic(), now_us, result, len(specs))
+        _, computed_at_us, result, jobs = cached
+        return views.herd_page(result, computed_at_us, FORECAST_HOURS, jobs, self._node_id)
+
+    def alerts(self, pending_only: bool, kind: str, page_number: int) -> str:
+        with self._raftlog.read() as state:
+            page = data.alerts_page(state, pending_only, kind, max(0, page_number - 1))
+        return views.alerts_page(page, pending_only, kind, self._node_id)
+
+    def kills(self) -> str:
+        with self._raftlog.read() as state:
+            page = data.kills_page(state)
+        return views.kills_page(page, self._node_id)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args) -> None:  # noqa: A002 - the base class's name
+        """Requests are not logged: Prometheus scrapes every few seconds."""
+
+
+def http_app(registry, dashboard: Dashboard):
+    """/metrics from `registry` exactly as prometheus_client serves it; everything else is the dashboard."""
+    metrics = make_wsgi_app(registry)
+
+    def app(environ, start_response):
+        if environ.get("PATH_INFO") == "/metrics":
+            return metrics(environ, start_response)
+        return dashboard(environ, start_response)
+
+    return app
+
+
+def serve_http(host: str, port: int, registry, dashboard: Dashboard):
+    """Serve `http_app` on a daemon thread; returns (server, thread)."""
+
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+
+    class Server(ThreadingWSGIServer):
+        address_family = family
+
+    server = make_server(host, port, http_app(registry, dashboard), Server, handler_class=_QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
+    thread.start()
+    return server, thread

@@ -1,0 +1,540 @@
+"""Dashboard pages as HTML strings (pure: records in, markup out; every value escaped)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from html import escape
+from urllib.parse import quote, urlencode
+
+from scheduler.core.alerts import KINDS as ALERT_KINDS
+from scheduler.dashboard import data
+from scheduler.dashboard.svg import SERIES_COLOURS, forecast_svg, legend_html, run_href, timeline_svg
+from scheduler.planning import format_us
+from scheduler.planning.timeconv import format_offset
+
+NAV = (("/", "Cluster"), ("/jobs", "Jobs"), ("/herd", "Herd"), ("/alerts", "Alerts"), ("/kills", "Kill switches"))
+# Timeline windows offered on a job page, ending at replicated now (plus a little to show what is next).
+WINDOWS = (("5m", 300), ("1h", 3600), ("6h", 6 * 3600), ("24h", 86400), ("7d", 7 * 86400))
+
+CSS = """
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;color:#1d2330;background:#f4f6f8}
+header{background:#1d2330;color:#fff;padding:0 20px;display:flex;align-items:center;gap:24px;height:46px}
+header .brand{font-weight:700;letter-spacing:.3px}
+header nav a{color:#c9d1de;text-decoration:none;margin-right:16px;padding:13px 0}
+header nav a.active{color:#fff;border-bottom:3px solid #4fa3ff}
+header .node{margin-left:auto;color:#c9d1de;font-size:12px}
+main{padding:18px 20px;max-width:1240px}
+h1{font-size:20px;margin:4px 0 12px}
+h2{font-size:16px;margin:22px 0 8px}
+a{color:#1f63b5}
+table{border-collapse:collapse;background:#fff;width:100%;margin-bottom:8px}
+th,td{text-align:left;padding:5px 9px;border-bottom:1px solid #e3e6ea;vertical-align:top}
+th{background:#eef1f4;font-weight:600;font-size:12px;color:#4a5262}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+dl.facts{display:grid;grid-template-columns:max-content auto;gap:3px 16px;background:#fff;padding:10px 14px;margin:0}
+dl.facts dt{color:#5b6475}
+dl.facts dd{margin:0}
+.card{background:#fff;padding:12px 14px;margin-bottom:12px;border:1px solid #e3e6ea}
+.muted{color:#6b7385}
+.badge{display:inline-block;padding:0 6px;border-radius:9px;font-size:12px;background:#e3e6ea}
+.badge.leader{background:#d7ecff;color:#14508f}
+.badge.bad,.badge.killed,.badge.failed,.badge.timed_out,.badge.missed{background:#fbdada;color:#8f1414}
+.badge.paused,.badge.skipped,.badge.cancelled{background:#eceef1;color:#4a5262}
+.badge.succeeded{background:#daf2e0;color:#14662c}
+.badge.queued,.badge.leased{background:#dde9fb;color:#14508f}
+.badge.pending{background:#fff1c7;color:#7a5800}
+form.search{margin-bottom:10px}
+form.search input[type=search]{padding:5px 8px;width:320px;border:1px solid #c4cad3}
+.pager{margin:8px 0}
+.pager a,.pager span{margin-right:12px}
+.windows a{margin-right:10px}
+.windows a.active{font-weight:700;text-decoration:none;color:#1d2330}
+.legend{margin:6px 0 10px}
+.legend-item{margin-right:14px;white-space:nowrap}
+.swatch{display:inline-block;width:11px;height:11px;border:1px solid #9aa0a8;margin-right:4px;vertical-align:-1px}
+pre{background:#1d2330;color:#e6e9ee;padding:10px;overflow:auto;max-height:360px;margin:0}
+code{font-size:13px}
+svg{max-width:100%;height:auto;background:#fff}
+"""
+
+
+def when(instant_us: int, now_us: int = 0) -> str:
+    """An instant as UTC ISO-8601, with how long ago (or ahead) it is from replicated now."""
+    if not instant_us:
+        return '<span class="muted">—</span>'
+    text = format_us(instant_us)
+    relative = ""
+    if now_us:
+        delta = now_us - instant_us
+        relative = f' <span class="muted">({data.human_duration_us(delta)} ago)</span>' if delta >= 0 else (
+            f' <span class="muted">(in {data.human_duration_us(-delta)})</span>'
+        )
+    return f'<time datetime="{escape(text)}">{escape(text)}</time>{relative}'
+
+
+def job_href(job_id: str, **query) -> str:
+    suffix = f"?{urlencode(query)}" if query else ""
+    return f"/jobs/{quote(job_id, safe='')}{suffix}"
+
+
+def _badge(text: str, kind: str = "") -> str:
+    return f'<span class="badge {escape(kind or text)}">{escape(text)}</span>'
+
+
+def _table(
+    header: list[str], rows: list[list[str]], numeric: frozenset[int] = frozenset(), empty: str = "none", name: str = ""
+) -> str:
+    """Cells are already markup: callers escape values. `name` becomes the table's class."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    opening = f'<table class="{name}">' if name else "<table>"
+    if not rows:
+        return f'{opening}<tr>{head}</tr><tr><td colspan="{len(header)}" class="muted">{escape(empty)}</td></tr></table>'
+    body = "".join(
+        "<tr>" + "".join(f'<td{" class=num" if i in numeric else ""}>{cell}</td>' for i, cell in enumerate(row)) + "</tr>"
+        for row in rows
+    )
+    return f"{opening}<tr>{head}</tr>{body}</table>"
+
+
+def _facts(pairs: list[tuple[str, str]]) -> str:
+    return '<dl class="facts">' + "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in pairs) + "</dl>"
+
+
+def layout(title: str, active: str, body: str, node_id: str = "", now_us: int = 0) -> str:
+    nav = "".join(
+        f'<a href="{href}"{" class=active" if href == active else ""}>{escape(label)}</a>' for href, label in NAV
+    )
+    node = f"node {escape(node_id)}" if node_id else ""
+    clock = f" · replicated time {escape(format_us(now_us))}" if now_us else ""
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape(title)} · raftcron</title><style>{CSS}</style></head><body>"
+        f'<header><span class="brand">raftcron</span><nav>{nav}</nav><span class="node">{node}{clock}</span></header>'
+        f"<main><h1>{escape(title)}</h1>{body}</main></body></html>"
+    )
+
+
+def error_page(status: str, message: str, node_id: str = "") -> str:
+    return layout(status, "", f'<p class="card">{escape(message)}</p>', node_id)
+
+
+# -- cluster -------------------------------------------------------------------------------------
+
+
+def cluster_page(view: data.ClusterPage) -> str:
+    raft, facts = view.raft, view.facts
+    lag = raft.commit_index - raft.applied_index
+    if view.leaderships:
+        epoch, node, term, at_us = view.leaderships[0]
+        failover = f"epoch {epoch}: {escape(node)} took over in term {term}, {when(at_us, facts.now_us)}"
+    else:
+        failover = (
+            f'epoch {facts.epoch} opened by {escape(facts.leader_id or "nobody")} in term {facts.leader_term} '
+            '<span class="muted">(before this process started)</span>'
+        )
+    summary = _facts(
+        [
+            ("this node", f"{escape(raft.node_id)} {_badge(raft.role, 'leader' if raft.role == 'leader' else '')}"),
+            ("leader", escape(raft.leader) if raft.leader else _badge("none known", "bad")),
+            ("term", str(raft.term)),
+            ("commit index", str(raft.commit_index)),
+            ("applied index", f"{raft.applied_index} <span class=muted>(lag {lag})</span>"),
+            ("epoch", f"{facts.epoch} <span class=muted>(opened by {escape(facts.leader_id or '—')})</span>"),
+            ("last failover", failover),
+            ("replicated time", when(facts.now_us)),
+            ("clock reading ignored", data.human_duration_us(facts.clock_ignored_us) if facts.clock_ignored_us else "none"),
+            ("jobs", f'<a href="/jobs">{facts.jobs:,}</a>'),
+            ("runs retained", f"{facts.runs:,} <span class=muted>({facts.leased_runs:,} leased now)</span>"),
+            ("kill switches", f'<a href="/kills">{facts.active_kills} active</a>'),
+            ("alerts retained", f'<a href="/alerts">{facts.alerts:,}</a>'),
+        ]
+    )
+    peers = _table(
+        ["node", "role", "raft", "gRPC", "connected", "match index", "behind commit"],
+        [
+            [
+                escape(p.node_id) + (' <span class="muted">(this node)</span>' if p.node_id == raft.node_id else ""),
+                _badge("leader", "leader") if p.node_id == raft.leader else "follower" if raft.leader else "?",
+                f"<code>{escape(p.raft_address)}</code>",
+                f"<code>{escape(p.grpc_address)}</code>",
+                "yes" if p.connected else _badge("no", "bad"),
+                str(p.match_index) if p.match_index else '<span class="muted">—</span>',
+                str(max(0, raft.commit_index - p.match_index)) if p.match_index else '<span class="muted">—</span>',
+            ]
+            for p in raft.peers
+        ],
+        name="peers",
+    )
+    history = _table(
+        ["epoch", "leader", "term", "at"],
+        [[str(e), escape(n), str(t), when(at, facts.now_us)] for e, n, t, at in view.leaderships],
+        empty="no leadership change applied since this process started",
+    )
+    resources = _table(
+        ["resource", "leased now", "max concurrent", "max starts/s"],
+        [
+            [escape(r.name), str(facts.resource_leased.get(r.name, 0)), str(r.max_concurrent or "∞"), str(r.max_starts_per_s or "∞")]
+            for r in facts.resources
+        ],
+        numeric=frozenset({1, 2, 3}),
+        empty="no resources declared",
+    )
+    note = (
+        '<p class="muted">Match indexes are known on the leader; a follower shows its own view. '
+        "Each node serves this page from its own replica.</p>"
+    )
+    body = f"{summary}<h2>Peers</h2>{peers}{note}<h2>Leadership changes</h2>{history}<h2>Resources</h2>{resources}"
+    return layout("Cluster", "/", body, raft.node_id, facts.now_us)
+
+
+# -- jobs --------------------------------------------------------------------------------------
+
+
+def _last_outcome(row: data.JobRow, now_us: int) -> str:
+    if not row.last_status:
+        return '<span class="muted">never ran</span>'
+    return f"{_badge(row.last_status)} {when(row.last_scheduled_us, now_us)}"
+
+
+def _state_badges(row: data.JobRow) -> str:
+    badges = []
+    if row.paused or row.spec.paused:
+        badges.append(_badge("paused"))
+    if row.killed:
+        badges.append(f'<span class="badge killed" title="{escape(row.killed)}">killed</span>')
+    return " ".join(badges) or '<span class="muted">active</span>'
+
+
+def _pager(path: str, query: dict, page: int, total: int, page_size: int) -> str:
+    pages = max(1, (total + page_size - 1) // page_size)
+    links = []
+    if page > 0:
+        links.append(f'<a rel="prev" href="{path}?{escape(urlencode({**query, "page": page}))}">← previous</a>')
+    links.append(f"<span>page {page + 1} of {pages}</span>")
+    if page + 1 < pages:
+        links.append(f'<a rel="next" href="{path}?{escape(urlencode({**query, "page": page + 2}))}">next →</a>')
+    return f'<div class="pager">{"".join(links)}</div>'
+
+
+def jobs_page(
+    rows: list[data.JobRow], query: str, page: int, total: int, page_size: int, now_us: int, node_id: str = ""
+) -> str:
+    search = (
+        '<form class="search" method="get" action="/jobs">'
+        f'<input type="search" name="q" value="{escape(query)}" placeholder="job id, owner or class" autofocus> '
+        '<button type="submit">Search</button></form>'
+    )
+    count = f'<p class="muted">{total:,} job{"s" if total != 1 else ""}{" match" if query else ""}</p>'
+    table = _table(
+        ["job", "owner", "class", "schedule", "time zone", "next fire", "last outcome", "state"],
+        [
+            [
+                f'<a class="job-link" href="{job_href(row.spec.id)}">{escape(row.spec.id)}</a>',
+                escape(row.spec.owner) or '<span class="muted">—</span>',
+                escape(row.spec.job_class),
+                f"<code>{escape(row.spec.schedule)}</code>",
+                escape(row.spec.timezone),
+                when(row.next_fire_us, now_us),
+                _last_outcome(row, now_us),
+                _state_badges(row),
+            ]
+            for row in rows
+        ],
+        empty="no job matches" if query else "no jobs",
+    )
+    pager = _pager("/jobs", {"q": query} if query else {}, page, total, page_size)
+    return layout("Jobs", "/jobs", search + count + table + pager, node_id, now_us)
+
+
+def _spec_facts(spec, detail: data.JobDetail | None = None) -> list[tuple[str, str]]:
+    retry = spec.retry
+    pairs = [
+        ("schedule", f"<code>{escape(spec.schedule)}</code> in {escape(spec.timezone)}"),
+        ("target", f"{escape(spec.target_kind)}: <code>{escape(spec.target)}</code>"),
+        ("owner / class", f"{escape(spec.owner or '—')} / {escape(spec.job_class)}"),
+        ("timeout", data.human_duration_us(spec.timeout_us)),
+        (
+            "retry",
+            f"{retry.max_attempts} attempt(s), backoff {data.human_duration_us(retry.backoff_initial_us)} "
+            f"×{retry.backoff_multiplier:g} up to {data.human_duration_us(retry.backoff_max_us)}"
+            + (f", within {data.human_duration_us(retry.within_us)}" if retry.within_us else ""),
+        ),
+        (
+            "misfire",
+            f"{escape(spec.misfire.policy)}, grace {data.human_duration_us(spec.misfire.grace_us)}"
+            + (f", catch up at most {spec.misfire.max_catch_up}" if spec.misfire.policy == "catch_up" else ""),
+        ),
+        ("DST", f"gap {escape(spec.dst_gap or 'default')}, repeat {escape(spec.dst_repeat or 'default')}"),
+        ("jitter", escape(spec.jitter) + (f" (this job: +{data.human_duration_us(detail.spread_us)})" if detail else "")),
+        ("overlap / priority", f"{escape(spec.overlap)} / {spec.priority}"),
+        ("uses", escape(", ".join(spec.uses)) or '<span class="muted">—</span>'),
+        ("payload", f"<code>{escape(spec.payload_json)}</code>" if spec.payload_json else '<span class="muted">—</span>'),
+    ]
+    return pairs
+
+
+def _window_links(job_id: str, from_us: int, to_us: int, active: str) -> str:
+    links = []
+    for label, _ in WINDOWS:
+        href = job_href(job_id, window=label)
+        links.append(f'<a href="{escape(href)}"{" class=active" if label == active else ""}>last {label}</a>')
+    form = (
+        f'<form method="get" action="{job_href(job_id)}" style="display:inline;margin-left:14px">'
+        f'from <input name="from" value="{escape(format_us(from_us))}" size="22"> '
+        f'to <input name="to" value="{escape(format_us(to_us))}" size="22"> <button type="submit">Show</button></form>'
+    )
+    return f'<div class="windows">{"".join(links)}{form}</div>'
+
+
+def _next_fires_table(fires: list[data.NextFire], timezone: str, now_us: int) -> str:
+    rows = []
+    for fire in fires:
+        marks = []
+        if fire.adjustment:
+            marks.append(_badge(fire.adjustment.replace("_", " "), "pending"))
+        if fire.due_us != fire.scheduled_us:
+            marks.append(_badge(f"jitter +{data.human_duration_us(fire.due_us - fire.scheduled_us)}", "queued"))
+        rows.append(
+            [
+                escape(fire.nominal_local) + f' <span class="muted">{escape(format_offset(fire.utc_offset_s))}</span>',
+                when(fire.scheduled_us, now_us),
+                when(fire.due_us),
+                " ".join(marks) or '<span class="muted">—</span>',
+            ]
+        )
+    header = [f"wall-clock slot ({timezone})", "instant (UTC)", "due (UTC, with jitter)", "adjustments"]
+    return _table(header, rows, empty="never fires again")
+
+
+def _slot_rows(job_id: str, slots: list[data.Slot], now_us: int, limit: int = 30) -> str:
+    rows = [
+        [
+            (
+                f'<a class="run-link" href="{run_href(job_id, slot.scheduled_us)}">{escape(format_us(slot.scheduled_us))}</a>'
+                if slot.has_run
+                else escape(format_us(slot.scheduled_us))
+            ),
+            f'<span class="fate" data-fate="{slot.fate}">{escape(data.FATE_NAMES[slot.fate])}</span>'
+            + (f' <span class="muted">({escape(slot.kind)})</span>' if slot.kind not in ("scheduled", "") else ""),
+            escape(slot.detail),
+        ]
+        for slot in reversed(slots[-limit:])
+    ]
+    return _table(["slot", "fate", "what happened"], rows, empty="no slots in this window")
+
+
+def job_page(
+    detail: data.JobDetail,
+    slots: list[data.Slot],
+    slots_cut: bool,
+    fires: list[data.NextFire],
+    from_us: int,
+    to_us: int,
+    window: str = "",
+    node_id: str = "",
+) -> str:
+    spec, now_us = detail.row.spec, detail.now_us
+    status = _facts(
+        [
+            ("state", _state_badges(detail.row) + (
+                f' <span class="muted">by {escape(detail.paused_by)}: {escape(detail.paused_reason)}</span>'
+                if detail.row.paused and detail.paused_by else ""
+            ) + (f' <span class="muted">{escape(detail.row.killed)}</span>' if detail.row.killed else "")),
+            ("next fire", when(detail.row.next_fire_us, now_us)),
+            ("last outcome", _last_outcome(detail.row, now_us)),
+            ("accounted up to", when(detail.cursor_us, now_us)),
+            ("runs", f"{detail.retained_runs:,} retained, {detail.live_runs} queued or running"),
+            ("version", f"{detail.version} by {escape(detail.author)}, {when(detail.updated_us, now_us)}"),
+        ]
+    )
+    counts = Counter(slot.fate for slot in slots)
+    cut = (
+        f'<p class="muted">Showing the latest {len(slots)} slots of this window; narrow it to see older ones.</p>'
+        if slots_cut
+        else ""
+    )
+    body = (
+        f"{status}<h2>Timeline</h2>{_window_links(spec.id, from_us, to_us, window)}"
+        f'<p class="muted">{len(slots)} slot(s) from {escape(format_us(from_us))} to {escape(format_us(to_us))}; '
+        "hover a square for what happened, click it for the run.</p>"
+        f"{legend_html(counts)}{timeline_svg(spec.id, slots)}{cut}"
+        f"<h2>Latest slots</h2>{_slot_rows(spec.id, slots, now_us)}"
+        f"<h2>Next fires</h2>{_next_fires_table(fires, spec.timezone, now_us)}"
+        f"<h2>Spec</h2>{_facts(_spec_facts(spec, detail))}"
+    )
+    return layout(f"Job {spec.id}", "/jobs", body, node_id, now_us)
+
+
+# -- runs --------------------------------------------------------------------------------------
+
+
+def run_page(detail: data.RunDetail, node_id: str = "") -> str:
+    run, now_us = detail.run, detail.now_us
+    slot = data.fate_of(run)
+    job_link = (
+        f'<a href="{job_href(run.job_id)}">{escape(run.job_id)}</a>'
+        if detail.spec
+        else f'{escape(run.job_id)} <span class="muted">(deleted; history kept)</span>'
+    )
+    neighbours = " · ".join(
+        link
+        for link in (
+            f'<a rel="prev" href="{run_href(run.job_id, detail.previous_us)}">← previous run</a>' if detail.previous_us else "",
+            f'<a rel="next" href="{run_href(run.job_id, detail.next_us)}">next run →</a>' if detail.next_us else "",
+        )
+        if link
+    )
+    summary = _facts(
+        [
+            ("job", job_link),
+            ("run key", f"<code>{escape(run.job_id)}@{run.scheduled_us}</code>"),
+            ("slot", when(run.scheduled_us, now_us)),
+            ("kind", escape(run.kind)),
+            ("status", f'{_badge(run.status)} <span class="fate" data-fate="{slot.fate}">{escape(slot.detail)}</span>'),
+            ("due", when(run.effective_us or run.scheduled_us, now_us)),
+            ("claimed", f"{when(run.claimed_us, now_us)} <span class=muted>(log index {run.claim_index})</span>"),
+            ("started", when(run.started_us, now_us)),
+            ("finished", when(run.finished_us, now_us)),
+            ("attempt", str(run.attempt)),
+            ("fencing token", f'<span class="token">{run.fencing_token}</span>' if run.fencing_token else "—"),
+            ("worker", escape(run.worker_id) or '<span class="muted">—</span>'),
+            ("exit code", f'<span class="exit-code">{run.exit_code}</span>'),
+            ("error", escape(run.error) or '<span class="muted">—</span>'),
+            ("lease expires", when(run.lease_expires_us, now_us) if run.status == "leased" else "—"),
+            ("deadline", when(run.deadline_us, now_us)),
+        ]
+    )
+    attempts = _table(
+        ["attempt", "worker", "fencing token", "started", "finished", "took", "outcome", "exit code", "error"],
+        [
+            [
+                str(a.number),
+                escape(a.worker_id),
+                str(a.fencing_token),
+                when(a.started_us, now_us),
+                when(a.finished_us),
+                data.human_duration_us(a.finished_us - a.started_us) if a.finished_us and a.started_us else "—",
+                _badge(a.outcome or "running", {"success": "succeeded", "failure": "failed"}.get(a.outcome, "queued")),
+                str(a.exit_code),
+                escape(a.error),
+            ]
+            for a in run.attempts
+        ],
+        numeric=frozenset({0, 2, 7}),
+        empty="no attempt started (the slot was accounted without running)",
+        name="attempts",
+    )
+    tail = (
+        f'<pre class="output-tail">{escape(run.output_tail)}</pre>'
+        if run.output_tail
+        else '<p class="muted">No output recorded.</p>'
+    )
+    body = (
+        f'<p>{neighbours}</p>{summary}<h2>Attempts</h2>{attempts}<h2>Output tail</h2>{tail}'
+    )
+    return layout(f"Run {run.job_id} @ {format_us(run.scheduled_us)}", "/jobs", body, node_id, now_us)
+
+
+# -- herd, alerts, kills -----------------------------------------------------------------------
+
+
+def herd_page(result, computed_at_us: int, hours: float, jobs: int, node_id: str = "") -> str:
+    """`result` is a scheduler.forecast.Forecast."""
+    series = [("all jobs", result.series())] + [
+        (f"uses {name}", result.series(counter)) for name, counter in sorted(result.by_resource.items())
+    ]
+    peaks = result.peaks(5)
+    peak_rows = [[when(at), f'<span class="peak-fires">{fires}</span>'] for at, fires in peaks if fires]
+    resource_rows = [
+        [escape(name), str(sum(counter.values())), str(max(counter.values(), default=0))]
+        for name, counter in sorted(result.by_resource.items())
+    ]
+    legend = "".join(
+        f'<span class="legend-item"><span class="swatch" style="background:{colour}"></span>{escape(name)}</span>'
+        for (name, _), colour in zip(series, SERIES_COLOURS * 8)
+    )
+    truncated = (
+        f'<p class="muted">Fires of {len(result.truncated_jobs)} job(s) were capped per job: '
+        f"{escape(', '.join(result.truncated_jobs[:10]))}</p>"
+        if result.truncated_jobs
+        else ""
+    )
+    body = (
+        f'<p class="muted">Fires per minute over the next {hours:g} hours from {escape(format_us(result.start_us))}, '
+        f"for {jobs:,} jobs (paused ones left out), with each job's herd spread; computed {when(computed_at_us)}.</p>"
+        f'<div class="legend">{legend}</div>'
+        f"{forecast_svg(result.start_us, series, peaks[:3])}{truncated}"
+        f'<h2>Busiest minutes</h2>{_table(["minute", "fires"], peak_rows, numeric=frozenset({1}), empty="nothing fires")}'
+        f'<h2>Per resource</h2>{_table(["resource", "fires", "busiest minute"], resource_rows, numeric=frozenset({1, 2}), empty="no job uses a declared resource")}'
+    )
+    return layout("Herd forecast", "/herd", body, node_id)
+
+
+def alerts_page(page: data.AlertsPage, pending_only: bool, kind: str, node_id: str = "") -> str:
+    filters = ['<a href="/alerts">all</a>', '<a href="/alerts?pending=1">pending only</a>'] + [
+        f'<a href="/alerts?{escape(urlencode({"kind": k}))}">{escape(k)}</a>' for k in ALERT_KINDS
+    ]
+    summary = (
+        f'<p>{page.total:,} retained, <span class="pending-count">{page.pending:,}</span> pending delivery; '
+        f'showing {"pending " if pending_only else ""}{escape(kind + " ") if kind else ""}alerts, newest first '
+        f'({page.matching:,}).</p><p class="windows">{" ".join(filters)}</p>'
+    )
+    rows = [
+        [
+            when(a.created_us, page.now_us),
+            _badge(a.kind, "bad" if a.kind in ("failed", "timed_out", "missed", "fenced") else ""),
+            f'<a href="{job_href(a.job_id)}">{escape(a.job_id)}</a>',
+            escape(a.owner) or '<span class="muted">—</span>',
+            escape(a.job_class),
+            (f'<a href="{run_href(a.job_id, a.scheduled_us)}">{escape(format_us(a.scheduled_us))}</a>'),
+            escape(a.message),
+            when(a.delivered_us, page.now_us) if a.delivered_us else _badge("pending"),
+        ]
+        for a in page.alerts
+    ]
+    table = _table(["raised", "kind", "job", "owner", "class", "slot", "message", "delivered"], rows, empty="no alerts")
+    query = {k: v for k, v in (("pending", "1" if pending_only else ""), ("kind", kind)) if v}
+    body = summary + table + _pager("/alerts", query, page.page, page.matching, data.ALERTS_PAGE_SIZE)
+    return layout("Alerts", "/alerts", body, node_id, page.now_us)
+
+
+def kills_page(page: data.KillsPage, node_id: str = "") -> str:
+    active = _table(
+        ["class", "reason", "by", "since", "until", "running runs"],
+        [
+            [
+                f'<a href="/jobs?{escape(urlencode({"q": k.job_class}))}">{escape(k.job_class)}</a>',
+                escape(k.reason),
+                escape(k.author),
+                when(k.killed_us, page.now_us),
+                when(k.until_us, page.now_us) if k.until_us else "until revived",
+                "cancelled" if k.cancel_running else "left to finish",
+            ]
+            for k in page.active
+        ],
+        empty="no class is killed",
+        name="kills",
+    )
+    audit = _table(
+        ["at", "action", "class", "by", "reason", "until"],
+        [
+            [
+                when(r.at_us, page.now_us),
+                _badge(r.action, "killed" if r.action == "kill" else "succeeded"),
+                escape(r.job_class),
+                escape(r.author),
+                escape(r.reason),
+                when(r.until_us) if r.until_us else "—",
+            ]
+            for r in page.audit
+        ],
+        empty="no kill switch was ever used",
+    )
+    note = (
+        '<p class="muted">Read-only: <code>raftcron kill CLASS --reason R [--until T]</code> and '
+        "<code>raftcron revive CLASS</code> change them.</p>"
+    )
+    body = f"{note}<h2>Active</h2>{active}<h2>Audit trail</h2>{audit}"
+    return layout("Kill switches", "/kills", body, node_id, page.now_us)
