@@ -100,6 +100,62 @@ def cmd_status(args) -> int:
     return 0
 
 
+def cmd_cluster_add(args) -> int:
+    from worker.api.v1 import cluster_pb2
+
+    peer = args.member
+    member = cluster_pb2.Member(node_id=peer.node_id, raft_address=peer.raft_address, grpc_address=peer.grpc_address)
+    with _client(args) as client:
+        response = client.add_member(member=member, author=args.author, timeout_s=max(args.timeout, 30.0))
+        print(f"{peer.node_id} is a member (entry {response.index}){'' if response.changed else ', already'}")
+        if args.wait > 0:
+            _wait_caught_up(client, peer, response.index, args.wait)
+    _print_members(response)
+    return 0
+
+
+def _wait_caught_up(client, peer, index: int, wait_s: float) -> None:
+    """Until the new member has applied the entry that added it: then it holds the full state."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    applied = 0
+    while time.monotonic() < deadline:
+        try:
+            applied = client.status(address=peer.grpc_address).applied_index
+        except grpc.RpcError:
+            applied = 0
+        if applied >= index:
+            print(f"{peer.node_id} has caught up (applied {applied})")
+            return
+        time.sleep(0.2)
+    print(f"{peer.node_id} has not caught up within {wait_s:g}s (applied {applied} of {index}); "
+          f"watch `raftcron status --node {peer.grpc_address}`", file=sys.stderr)
+
+
+def member_argument(text: str):
+    """`ID=RAFT_HOST:PORT/GRPC_HOST:PORT` as a Peer; argparse reports a malformed one."""
+    from scheduler.config import ConfigError, Peer
+
+    try:
+        return Peer.parse(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def cmd_cluster_remove(args) -> int:
+    with _client(args) as client:
+        response = client.remove_member(node_id=args.node_id, author=args.author, timeout_s=max(args.timeout, 30.0))
+    print(f"{args.node_id} {'removed' if response.changed else 'was already removed'} (entry {response.index})")
+    _print_members(response)
+    return 0
+
+
+def _print_members(response) -> None:
+    for member in response.members:
+        print(f"  {member.node_id}  raft {member.raft_address}  grpc {member.grpc_address}")
+
+
 def cmd_pause(args, paused: bool = True) -> int:
     with _client(args) as client:
         call = client.pause_job if paused else client.resume_job
@@ -299,6 +355,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node", help="ask this host:port only")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("cluster", help="membership: add or remove a node (admin)")
+    cluster_sub = p.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
+    c = cluster_sub.add_parser(
+        "add", help="make a node started with `raftcron serve --join` a voting member, and wait until it caught up"
+    )
+    c.add_argument(
+        "member", type=member_argument, metavar="ID=RAFT_HOST:PORT/GRPC_HOST:PORT", help="the new node and its addresses"
+    )
+    c.add_argument("--wait", type=float, default=120.0, help="seconds to wait for it to catch up; 0: do not wait")
+    c.add_argument("--author", default=author)
+    c.set_defaults(func=cmd_cluster_add)
+    c = cluster_sub.add_parser("remove", help="remove a member, dead or alive (a leader hands over first)")
+    c.add_argument("node_id", metavar="ID")
+    c.add_argument("--author", default=author)
+    c.set_defaults(func=cmd_cluster_remove)
 
     for name, paused in (("pause", True), ("resume", False)):
         p = sub.add_parser(name, help=f"{name} a job (slots while paused are recorded as skipped)")

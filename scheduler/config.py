@@ -62,6 +62,9 @@ class NodeConfig:
     alert_routes: dict = field(default_factory=dict, hash=False)
     log_level: str = "INFO"
     log_format: str = "text"  # text | json
+    # This node joins a running cluster (`raftcron cluster add` makes it a voter): its peers are
+    # the current members plus itself, so their count may be even. Kept after joining: harmless.
+    join: bool = False
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -109,8 +112,12 @@ def _validate(config: NodeConfig) -> None:
         raise ConfigError("peer ids and addresses must be unique")
     if config.node_id not in ids:
         raise ConfigError(f"node id {config.node_id!r} is not among the peers {ids}")
-    if len(config.peers) % 2 == 0:
-        raise ConfigError(f"{len(config.peers)} members: use an odd number (3 or 5) so a majority survives")
+    # Only a cluster's first configuration must be odd; membership changes pass through even sizes.
+    if len(config.peers) % 2 == 0 and not config.join:
+        raise ConfigError(
+            f"{len(config.peers)} members: use an odd number (3 or 5) so a majority survives "
+            "(a node joining a running cluster is started with --join)"
+        )
     every_address = addresses + ([config.metrics_address] if config.metrics_address else [])
     if config.cluster_secret is None and not all(_is_loopback(a) for a in every_address):
         raise ConfigError(
@@ -150,6 +157,12 @@ def add_node_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics", help="HOST:PORT for Prometheus metrics (env RAFTCRON_METRICS)")
     parser.add_argument(
         "--cluster-secret-file", help="file holding the cluster secret (env RAFTCRON_CLUSTER_SECRET_FILE)"
+    )
+    parser.add_argument(
+        "--join",
+        action="store_true",
+        default=None,
+        help="join a running cluster: --peer lists its current members and this node (env RAFTCRON_JOIN)",
     )
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING... (env RAFTCRON_LOG_LEVEL)")
     parser.add_argument("--log-format", help="text or json (env RAFTCRON_LOG_FORMAT; default text)")
@@ -215,8 +228,18 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
         raft=RaftTuning(**raft_doc),
         log_level=str(pick(args.log_level, "RAFTCRON_LOG_LEVEL", "log_level", "INFO")).upper(),
         log_format=str(pick(args.log_format, "RAFTCRON_LOG_FORMAT", "log_format", "text")).lower(),
+        join=_join_flag(pick(getattr(args, "join", None), "RAFTCRON_JOIN", "join", False)),
         **extra,
     )
+
+
+def _join_flag(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("1", "true", "yes", "0", "false", "no", ""):
+        raise ConfigError(f"join must be true or false, got {value!r}")
+    return text in ("1", "true", "yes")
 
 
 def _peer_from(item) -> Peer:

@@ -26,6 +26,8 @@ class Member:
     config_path: Path
     process: subprocess.Popen | None = None
     metrics_address: str = ""
+    # Removed from the cluster (`raftcron cluster remove`): no longer listed or asked.
+    removed: bool = False
 
     @property
     def metrics_url(self) -> str:
@@ -98,9 +100,48 @@ class LocalCluster:
             config_path.write_text(yaml.safe_dump(config, sort_keys=False))
             self.members.append(Member(peer["id"], peer["raft"], peer["grpc"], config_path, metrics_address=metrics_address))
 
+    def add_node(self, host: str | None = None) -> Member:
+        """Configure and start one more node with `join: true`, its peers being the current members
+        and itself, numbered like the others (node i on port_base + i); `raftcron cluster add`
+        makes it a voter. Its config is a copy of the first member's with its own id, data
+        directory, addresses and peers."""
+        i = len(self.members) + 1
+        host = host or self.host
+        raft, grpc_address = f"{host}:{self.port_base + i}", f"{host}:{self.port_base + 100 + i}"
+        node_id = f"n{i}"
+        config = yaml.safe_load(self.members[0].config_path.read_text())
+        node_dir = self.data_dir / node_id
+        node_dir.mkdir(exist_ok=True)
+        metrics_address = f"{host}:{self.port_base + 200 + i}" if self.metrics else ""
+        config.pop("metrics", None)
+        config.update(
+            node_id=node_id,
+            data_dir=str(node_dir),
+            peers=[
+                *({"id": m.node_id, "raft": m.raft_address, "grpc": m.grpc_address} for m in self.current_members),
+                {"id": node_id, "raft": raft, "grpc": grpc_address},
+            ],
+            join=True,
+            **({"metrics": metrics_address} if metrics_address else {}),
+        )
+        config_path = node_dir / "node.yaml"
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        member = Member(node_id, raft, grpc_address, config_path, metrics_address=metrics_address)
+        self.members.append(member)
+        self.start(node_id)
+        return member
+
+    def forget(self, node_id: str) -> None:
+        """Stop counting a node that `raftcron cluster remove` took out (kill it first if it runs)."""
+        self.member(node_id).removed = True
+
+    @property
+    def current_members(self) -> list[Member]:
+        return [m for m in self.members if not m.removed]
+
     @property
     def addresses(self) -> list[str]:
-        return [m.grpc_address for m in self.members]
+        return [m.grpc_address for m in self.current_members]
 
     @property
     def cluster_arg(self) -> str:
@@ -161,7 +202,7 @@ class LocalCluster:
 
     def leader(self, exclude: tuple[str, ...] = ()) -> str | None:
         """The node that is leader, has opened its epoch, and is seen so by itself."""
-        for member in self.members:
+        for member in self.current_members:
             if member.node_id in exclude or not member.alive():
                 continue
             status = self.status(member.node_id)
@@ -182,7 +223,7 @@ class LocalCluster:
     def digests(self) -> dict[str, tuple[int, str]]:
         """(applied index, state digest) of every live node."""
         result = {}
-        for member in self.members:
+        for member in self.current_members:
             if member.alive():
                 status = self.status(member.node_id, include_digest=True)
                 if status is not None:
@@ -195,7 +236,7 @@ class LocalCluster:
         def check():
             seen = self.digests()
             values = set(seen.values())
-            alive = sum(1 for m in self.members if m.alive())
+            alive = sum(1 for m in self.current_members if m.alive())
             return next(iter(values))[1] if len(seen) == alive and len(values) == 1 else None
 
         return wait_until(check, timeout_s, "replicas to converge to one digest", interval_s=0.2)

@@ -10,12 +10,13 @@ from concurrent import futures
 
 import grpc
 
-from scheduler.config import NodeConfig
+from scheduler.config import NodeConfig, Peer
 from scheduler.leader.alerting import AlertDispatcher
 from scheduler.leader.dispatch import Dispatcher
 from scheduler.leader.lifecycle import LeaderLifecycle, LeaderTerm
 from scheduler.leader.reaper import Reaper
 from scheduler.leader.trigger import TriggerLoop
+from scheduler.membership import MembershipChanger, peer_by_raft_address
 from scheduler.observability import add_health, start_observability
 from scheduler.replication import RaftLog
 from scheduler.rpc.cluster import ClusterServicer
@@ -79,12 +80,17 @@ class Node:
         term = self.lifecycle.current
         return term.services.get("dispatcher") if term is not None and not term.stopping.is_set() else None
 
+    def _peer_at(self, raft_address: str) -> Peer | None:
+        """The member on `raft_address`: the replicated member table knows members that joined later."""
+        with self.raftlog.read() as state:
+            return peer_by_raft_address(self.config, state, raft_address)
+
     def _leader_grpc_address(self) -> str:
-        peer = self.config.peer_by_raft_address(self.raftlog.leader_address())
+        peer = self._peer_at(self.raftlog.leader_address())
         return peer.grpc_address if peer is not None and peer.node_id != self.config.node_id else ""
 
     def _leader_id_of(self, raft_address: str) -> str:
-        peer = self.config.peer_by_raft_address(raft_address)
+        peer = self._peer_at(raft_address)
         return peer.node_id if peer else ""
 
     def _build_server(self) -> grpc.Server:
@@ -106,7 +112,8 @@ class Node:
         reader = Reader(self.raftlog, self.config.node_id, self._leader_id_of, self.clock_us, timeout_s)
         jobs_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.raftlog, reader, self.clock_us, timeout_s), server)
         runs_pb2_grpc.add_RunServiceServicer_to_server(RunServicer(self.raftlog, reader), server)
-        cluster_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(self.raftlog, self.config), server)
+        changer = MembershipChanger(self.raftlog, self.config, self.clock_us, timeout_s)
+        cluster_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(self.raftlog, self.config, changer), server)
         self.workers = WorkerServicer(
             self.raftlog,
             self.current_dispatcher,

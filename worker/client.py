@@ -207,6 +207,18 @@ class ClusterClient:
         """One node's view (that node only when `address` is given); the state digest on request."""
         return self._call("ClusterService", "Status", None, {"include_digest": include_digest}, address=address)
 
+    def add_member(
+        self, request: cluster_pb2.AddMemberRequest | None = None, /, *, timeout_s: float | None = None, **fields: Any
+    ) -> cluster_pb2.MembershipResponse:
+        """Make a running node (`raftcron serve --join`) a voter; admin only. Any node forwards it to the leader."""
+        return self._call("ClusterService", "AddMember", request, fields, timeout_s=timeout_s)
+
+    def remove_member(
+        self, request: cluster_pb2.RemoveMemberRequest | None = None, /, *, timeout_s: float | None = None, **fields: Any
+    ) -> cluster_pb2.MembershipResponse:
+        """Remove a member, dead or alive (a leader hands over first); admin only."""
+        return self._call("ClusterService", "RemoveMember", request, fields, timeout_s=timeout_s)
+
     # WorkerService. `timeout_s` overrides the per-call timeout for one call: a long-poll Lease
     # needs more than its `wait`, a heartbeat less than the interval between two heartbeats.
     def lease(

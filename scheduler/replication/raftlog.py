@@ -280,3 +280,75 @@ class RaftLog:
 
     def force_compaction(self) -> None:
         self._syncobj.forceLogCompaction()
+
+    # -- membership: pysyncobj's own voter set ------------------------------------
+    # pysyncobj applies a membership entry as soon as it is appended (leader) or received
+    # (follower), replays it from the journal on restart and stores the voter set in its dump,
+    # so a restarted node ends with the replicated membership whatever its configured
+    # partners were. It does not refuse a second change while one is uncommitted (its guard
+    # is never armed in 0.3.17), nor changes before a new leader committed its first entry
+    # (that one it refuses): callers run one change at a time, on the leader.
+    def raft_members(self) -> frozenset[str]:
+        """Raft addresses pysyncobj counts as voters, this node included, as this node sees them."""
+        others = self._syncobj.otherNodes if self._syncobj is not None else set(self.settings.partner_addresses)
+        return frozenset({self.settings.self_address, *(getattr(n, "address", n) for n in others)})
+
+    def connected_members(self) -> frozenset[str]:
+        """Voters this node has a live connection to, itself included."""
+        status = self.raft_status()
+        prefix = "partner_node_status_server_"
+        connected = {key[len(prefix) :] for key, value in status.items() if key.startswith(prefix) and value == 2}
+        return frozenset({self.settings.self_address, *connected})
+
+    def change_membership(self, add: bool, raft_address: str, timeout_s: float) -> None:
+        """Append pysyncobj's add (or remove) entry for `raft_address` and wait until it commits."""
+        future: Future[None] = Future()
+        future.set_running_or_notify_cancel()
+
+        def on_done(_result, error: int) -> None:
+            if error == FAIL_REASON.SUCCESS:
+                future.set_result(None)
+            elif error == FAIL_REASON.REQUEST_DENIED:
+                future.set_exception(
+                    MembershipChangeRefused(
+                        f"Raft refused to {'add' if add else 'remove'} {raft_address}: not leading, a new leader's "
+                        "first entry is not committed yet, or the change is already in place",
+                        self.leader_address(),
+                    )
+                )
+            else:
+                failure = _FAILURES.get(error, OutcomeUnknown)
+                future.set_exception(failure(f"membership change failed: reason {error}", self.leader_address()))
+
+        change = self._syncobj.addNodeToCluster if add else self._syncobj.removeNodeFromCluster
+        change(raft_address, callback=on_done)
+        try:
+            future.result(timeout=timeout_s)
+        except TimeoutError:
+            raise ReplicationTimeout(f"membership change not committed within {timeout_s}s", self.leader_address()) from None
+
+    def transfer_leadership(self) -> bool:
+        """Ask the most caught-up connected voter to take over; True if the request was sent."""
+        syncobj = self._syncobj
+        sent: Future[bool] = Future()
+        sent.set_running_or_notify_cancel()
+
+        def on_tick() -> None:
+            # pysyncobj's transport belongs to its tick thread; tick callbacks run there, under a
+            # lock that removeOnTickCallback also takes: so this only runs once, and is removed below.
+            if not sent.done():
+                syncobj.transferLeadership(callback=lambda _r, error: sent.set_result(error == FAIL_REASON.SUCCESS))
+
+        syncobj.addOnTickCallback(on_tick)
+        try:
+            return sent.result(timeout=5.0)
+        except TimeoutError:
+            return False
+        finally:
+            syncobj.removeOnTickCallback(on_tick)
+
+
+class MembershipChangeRefused(ReplicationError):
+    """pysyncobj did not append the membership entry; nothing changed."""
+
+    retry_safe = True

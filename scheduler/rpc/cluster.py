@@ -1,35 +1,67 @@
-"""ClusterService: this node's view of the Raft group, answered locally."""
+"""ClusterService: this node's view of the Raft group (answered locally), and membership changes
+(run on the leader; other nodes forward them)."""
 
 from __future__ import annotations
 
-from scheduler.config import NodeConfig
-from scheduler.core import state_digest
-from scheduler.replication import RaftLog
+import time
+from collections.abc import Callable
+
+import grpc
+
+from scheduler.config import ConfigError, NodeConfig, Peer
+from scheduler.core import Result, state_digest
+from scheduler.core import results as ev
+from scheduler.membership import ChangeInFlight, MembershipChanger, Refusal, members_view, peer_by_raft_address
+from scheduler.replication import RaftLog, ReplicationError
 from scheduler.replication.raftlog import ROLE_NAMES
 from scheduler.rpc.convert import timestamp
+from scheduler.rpc.errors import abort_rejected, abort_replication
 from worker.api.v1 import cluster_pb2, cluster_pb2_grpc
 
 # pysyncobj reports a connected partner with this value.
 _CONNECTED = 2
 
+REFUSAL_CODES = {
+    "invalid": grpc.StatusCode.INVALID_ARGUMENT,
+    "member_exists": grpc.StatusCode.ALREADY_EXISTS,
+    "not_found": grpc.StatusCode.NOT_FOUND,
+    "no_majority": grpc.StatusCode.FAILED_PRECONDITION,
+}
+# How long a leader asked to remove itself waits for another node to take over.
+HANDOVER_TIMEOUT_S = 10.0
+
 
 def node_ready(raftlog: RaftLog, config: NodeConfig) -> bool:
     """A leader is known, and it has opened an epoch this node has applied."""
-    leader = config.peer_by_raft_address(raftlog.leader_address())
-    if leader is None:
-        return False
+    leader_address = raftlog.leader_address()
     with raftlog.read() as state:
-        return state.leader_id == leader.node_id
+        leader = peer_by_raft_address(config, state, leader_address) if leader_address else None
+        return leader is not None and state.leader_id == leader.node_id
+
+
+def _member_pb(peer: Peer) -> cluster_pb2.Member:
+    return cluster_pb2.Member(node_id=peer.node_id, raft_address=peer.raft_address, grpc_address=peer.grpc_address)
 
 
 class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
-    def __init__(self, raftlog: RaftLog, config: NodeConfig) -> None:
+    def __init__(
+        self,
+        raftlog: RaftLog,
+        config: NodeConfig,
+        changer: MembershipChanger | None = None,
+        channel_to: Callable[[str], grpc.Channel] = grpc.insecure_channel,
+    ) -> None:
         self._raftlog = raftlog
         self._config = config
+        self._changer = changer
+        # Opens a channel to another node, for forwarding a change to the leader.
+        self._channel_to = channel_to
 
     def Status(self, request, context):
         raft = self._raftlog.raft_status()
-        leader_peer = self._config.peer_by_raft_address(self._raftlog.leader_address())
+        with self._raftlog.read() as state:
+            members = members_view(self._config, state)
+            leader_peer = peer_by_raft_address(self._config, state, self._raftlog.leader_address())
         peers = [
             cluster_pb2.PeerStatus(
                 node_id=peer.node_id,
@@ -40,7 +72,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
                 match_index=raft.get(f"match_idx_server_{peer.raft_address}") or 0,
                 next_index=raft.get(f"next_node_idx_server_{peer.raft_address}") or 0,
             )
-            for peer in self._config.peers
+            for peer in members
         ]
         with self._raftlog.read() as state:
             epoch, now_us = state.epoch, state.now_us
@@ -58,9 +90,124 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
             epoch=epoch,
             peers=peers,
             ready=node_ready(self._raftlog, self._config),
+            raft_voters=sorted(self._raftlog.raft_members()),
             replicated_time=timestamp(now_us),
             job_count=job_count,
             run_count=run_count,
             state_digest=digest,
             digest_index=digest_index if digest else 0,
         )
+
+    # -- membership ---------------------------------------------------------------
+    def AddMember(self, request, context):
+        member = request.member
+        try:
+            new = Peer.parse(f"{member.node_id}={member.raft_address}/{member.grpc_address}")
+        except ConfigError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        if not self._raftlog.is_leader():
+            return self._forward("AddMember", request, context)
+        if self._changer is not None:
+            refusal = self._changer.add_refusal(new)
+            if refusal is not None:
+                context.abort(REFUSAL_CODES.get(refusal.code, grpc.StatusCode.FAILED_PRECONDITION), refusal.message)
+            if not self._changer.is_voter(new.raft_address):
+                self._check_running(new, context)
+        return self._change(context, lambda: self._changer.add(new, request.author or "anonymous", request.request_id))
+
+    def RemoveMember(self, request, context):
+        if not request.node_id:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "name the node id to remove")
+        if not self._raftlog.is_leader():
+            return self._forward("RemoveMember", request, context)
+        with self._raftlog.read() as state:
+            target = next((p for p in members_view(self._config, state) if p.node_id == request.node_id), None)
+        if target is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"{request.node_id!r} is not a member")
+        if target.raft_address == self._config.me.raft_address:
+            # pysyncobj cannot remove its own leader: hand leadership over, then ask the new leader.
+            self._hand_over(context)
+            return self._forward("RemoveMember", request, context)
+        return self._change(
+            context, lambda: self._changer.remove(target, request.author or "anonymous", request.request_id)
+        )
+
+    def _change(self, context, run: Callable[[], Result | Refusal]) -> cluster_pb2.MembershipResponse:
+        if self._changer is None:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "this node cannot change membership")
+        try:
+            outcome = run()
+        except ChangeInFlight as exc:
+            context.abort(grpc.StatusCode.ABORTED, str(exc))
+        except ReplicationError as exc:
+            abort_replication(context, exc)
+        if isinstance(outcome, Refusal):
+            context.abort(REFUSAL_CODES.get(outcome.code, grpc.StatusCode.FAILED_PRECONDITION), outcome.message)
+        if not outcome.accepted:
+            abort_rejected(context, outcome.rejection)
+        with self._raftlog.read() as state:
+            members = members_view(self._config, state)
+        changed = any(isinstance(event, (ev.MemberAdded, ev.MemberRemoved)) for event in outcome.events)
+        return cluster_pb2.MembershipResponse(
+            members=[_member_pb(p) for p in members], index=outcome.index, changed=changed
+        )
+
+    def _check_running(self, new: Peer, context) -> None:
+        """A node is made a voter only once it runs and says it is that node: a voter that
+        never comes up would count against every quorum from then on."""
+        try:
+            with self._channel_to(new.grpc_address) as channel:
+                status = cluster_pb2_grpc.ClusterServiceStub(channel).Status(
+                    cluster_pb2.StatusRequest(), timeout=3.0, metadata=_authorization(context)
+                )
+        except grpc.RpcError as exc:
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"{new.node_id} does not answer on {new.grpc_address} ({exc.code().name}): start it first with "
+                "`raftcron serve --join`, its peers being the current members and itself",
+            )
+        if status.node_id != new.node_id:
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"the node on {new.grpc_address} is {status.node_id!r}, not {new.node_id!r}",
+            )
+
+    def _hand_over(self, context) -> None:
+        if not self._raftlog.transfer_leadership():
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "this node leads and no other voter is caught up to take over; retry shortly",
+            )
+        deadline = time.monotonic() + HANDOVER_TIMEOUT_S
+        while time.monotonic() < deadline:
+            leader = self._raftlog.leader_address()
+            if leader and leader != self._config.me.raft_address:
+                return
+            time.sleep(0.05)
+        context.abort(grpc.StatusCode.UNAVAILABLE, "leadership was not handed over in time; retry")
+
+    def _forward(self, method: str, request, context):
+        """Ask the leader; a change never runs on a follower."""
+        deadline = time.monotonic() + HANDOVER_TIMEOUT_S
+        address = ""
+        while not address and time.monotonic() < deadline:
+            with self._raftlog.read() as state:
+                leader = peer_by_raft_address(self._config, state, self._raftlog.leader_address())
+            address = leader.grpc_address if leader is not None and leader.node_id != self._config.node_id else ""
+            if not address:
+                time.sleep(0.05)
+        if not address:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "no leader known; retry shortly")
+        remaining_s = context.time_remaining() if context.time_remaining() is not None else 30.0
+        with self._channel_to(address) as channel:
+            try:
+                return getattr(cluster_pb2_grpc.ClusterServiceStub(channel), method)(
+                    request, timeout=max(1.0, remaining_s), metadata=_authorization(context)
+                )
+            except grpc.RpcError as exc:
+                context.abort(exc.code(), f"via leader {address}: {exc.details()}")
+
+
+def _authorization(context) -> tuple[tuple[str, str], ...]:
+    """The caller's bearer token, passed on when this node asks another on the caller's behalf."""
+    return tuple((k, v) for k, v in context.invocation_metadata() or () if k == "authorization")

@@ -39,6 +39,16 @@ class ClusterServiceStub:
                 request_serializer=worker_dot_api_dot_v1_dot_cluster__pb2.StatusRequest.SerializeToString,
                 response_deserializer=worker_dot_api_dot_v1_dot_cluster__pb2.StatusResponse.FromString,
                 _registered_method=True)
+        self.AddMember = channel.unary_unary(
+                '/raftcron.v1.ClusterService/AddMember',
+                request_serializer=worker_dot_api_dot_v1_dot_cluster__pb2.AddMemberRequest.SerializeToString,
+                response_deserializer=worker_dot_api_dot_v1_dot_cluster__pb2.MembershipResponse.FromString,
+                _registered_method=True)
+        self.RemoveMember = channel.unary_unary(
+                '/raftcron.v1.ClusterService/RemoveMember',
+                request_serializer=worker_dot_api_dot_v1_dot_cluster__pb2.RemoveMemberRequest.SerializeToString,
+                response_deserializer=worker_dot_api_dot_v1_dot_cluster__pb2.MembershipResponse.FromString,
+                _registered_method=True)
 
 
 class ClusterServiceServicer:
@@ -51,6 +61,25 @@ class ClusterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddMember(self, request, context):
+        """Make a running node (started with `raftcron serve --join`) a voting member. Admin only.
+        Runs on the leader (other nodes forward it), one change at a time: FAILED_PRECONDITION
+        when the voters that are up would not be a majority of the grown cluster, ABORTED while
+        another change runs, ALREADY_EXISTS when the id or an address belongs to another member.
+        Repeating a completed add changes nothing; repeating an interrupted one finishes it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveMember(self, request, context):
+        """Remove a member (dead or alive); the leader itself hands leadership over first. Admin only.
+        FAILED_PRECONDITION when the voters left that are up would not be a majority.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -58,6 +87,16 @@ def add_ClusterServiceServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=worker_dot_api_dot_v1_dot_cluster__pb2.StatusRequest.FromString,
                     response_serializer=worker_dot_api_dot_v1_dot_cluster__pb2.StatusResponse.SerializeToString,
+            ),
+            'AddMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddMember,
+                    request_deserializer=worker_dot_api_dot_v1_dot_cluster__pb2.AddMemberRequest.FromString,
+                    response_serializer=worker_dot_api_dot_v1_dot_cluster__pb2.MembershipResponse.SerializeToString,
+            ),
+            'RemoveMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveMember,
+                    request_deserializer=worker_dot_api_dot_v1_dot_cluster__pb2.RemoveMemberRequest.FromString,
+                    response_serializer=worker_dot_api_dot_v1_dot_cluster__pb2.MembershipResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -87,6 +126,60 @@ class ClusterService:
             '/raftcron.v1.ClusterService/Status',
             worker_dot_api_dot_v1_dot_cluster__pb2.StatusRequest.SerializeToString,
             worker_dot_api_dot_v1_dot_cluster__pb2.StatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftcron.v1.ClusterService/AddMember',
+            worker_dot_api_dot_v1_dot_cluster__pb2.AddMemberRequest.SerializeToString,
+            worker_dot_api_dot_v1_dot_cluster__pb2.MembershipResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftcron.v1.ClusterService/RemoveMember',
+            worker_dot_api_dot_v1_dot_cluster__pb2.RemoveMemberRequest.SerializeToString,
+            worker_dot_api_dot_v1_dot_cluster__pb2.MembershipResponse.FromString,
             options,
             channel_credentials,
             insecure,
