@@ -2,7 +2,10 @@
 
 Callers submit items and wait on a future; one flusher thread proposes every
 pending item as a single command, then hands each caller the event at its
-position (the core returns exactly one event per item, in order).
+position (the core returns exactly one event per item, in order). A batch stops
+at `max_items` items or `max_bytes` of encoded items, whichever comes first, so
+large items (completions with long error texts) never add up to an entry the
+log refuses: one caller's large items cannot fail another caller's batch.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
+import msgspec
+
 from scheduler.core import Command
 from scheduler.replication import RaftLog, ReplicationError
+from scheduler.replication.raftlog import MAX_ENTRY_BYTES
 
 log = logging.getLogger("raftcron.batcher")
 
@@ -27,13 +33,15 @@ class Coalescer:
         timeout_s: float,
         max_items: int = 2000,
         linger_s: float = 0.002,
+        max_bytes: int = MAX_ENTRY_BYTES // 2,
     ) -> None:
         self._raftlog = raftlog
         self._make_command = make_command
         self._timeout_s = timeout_s
         self._max_items = max_items
+        self._max_bytes = max_bytes
         self._linger_s = linger_s
-        self._pending: list[tuple[object, Future]] = []
+        self._pending: list[tuple[object, Future, int]] = []  # item, its caller's future, its encoded size
         self._lock = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"coalesce-{name}", daemon=True)
@@ -41,10 +49,11 @@ class Coalescer:
 
     def submit(self, items: Sequence[object]) -> list[Future]:
         futures = [Future() for _ in items]
+        sizes = [len(msgspec.msgpack.encode(item)) for item in items]  # in the caller's thread
         with self._lock:
             if self._closed:
                 raise RuntimeError("coalescer closed")
-            self._pending.extend(zip(items, futures))
+            self._pending.extend(zip(items, futures, sizes))
             self._lock.notify()
         return futures
 
@@ -63,8 +72,13 @@ class Coalescer:
         # A short linger lets concurrent callers join the same entry.
         threading.Event().wait(self._linger_s)
         with self._lock:
-            batch, self._pending = self._pending[: self._max_items], self._pending[self._max_items :]
-        return batch
+            taken, total = 0, 0
+            for _, _, size in self._pending[: self._max_items]:
+                if taken and total + size > self._max_bytes:
+                    break
+                taken, total = taken + 1, total + size
+            batch, self._pending = self._pending[:taken], self._pending[taken:]
+        return [(item, future) for item, future, _ in batch]
 
     def _run(self) -> None:
         while True:

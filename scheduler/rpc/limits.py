@@ -31,6 +31,8 @@ class RpcLimits:
     # Lease long polls waiting at once on one node: each holds a server thread, so this stays
     # well below the thread pool (grpc_threads, 64 by default) and other calls keep theirs.
     max_concurrent_lease_waits: int = 32
+    # Status calls computing a state digest at once (each encodes the whole state under its lock).
+    max_concurrent_digests: int = 1
     # A long poll ends this long before its caller's deadline, so its answer still arrives.
     deadline_margin_s: float = 0.25
 

@@ -3,8 +3,8 @@
 `request_problems(request, limits)` is pure: one checker per request type lists what is wrong,
 each problem naming the field as the proto does ("jobs[3].payload_json", "leases[0].scheduled_at").
 `LimitsInterceptor` runs it on every call and answers INVALID_ARGUMENT with the list, caps the
-long polls waiting at once (RESOURCE_EXHAUSTED beyond) and ends a long poll before its caller's
-deadline. A job spec is checked here for sizes, counts and enum values only: what its values
+long polls waiting at once and the state digests computed at once (RESOURCE_EXHAUSTED beyond),
+and ends a long poll before its caller's deadline. A job spec is checked here for sizes, counts and enum values only: what its values
 mean (cron, time zone, durations, payload) is `scheduler.specs.validate_spec`'s, which the
 ApplyJobs servicer runs next, exactly as on a job file.
 
@@ -33,6 +33,7 @@ __all__ = ["LimitsInterceptor", "Problem", "describe", "payload_depth", "request
 
 _PACKAGE = "raftcron.v1."
 _LEASE_METHOD = "/raftcron.v1.WorkerService/Lease"
+_STATUS_METHOD = "/raftcron.v1.ClusterService/Status"
 _MAX_LISTED = 20  # problems named in one error message
 
 
@@ -416,11 +417,12 @@ _CHECKERS: dict[str, Callable[[_Found, Message], None]] = {
 
 
 class LimitsInterceptor(grpc.ServerInterceptor):
-    """Refuses invalid requests, caps concurrent long polls, keeps long polls inside deadlines."""
+    """Refuses invalid requests, caps concurrent long polls and digests, keeps long polls inside deadlines."""
 
     def __init__(self, limits: RpcLimits = DEFAULT_LIMITS, max_lease_waits: int | None = None) -> None:
         self._limits = limits
         self._lease_waits = threading.BoundedSemaphore(max_lease_waits or limits.max_concurrent_lease_waits)
+        self._digests = threading.BoundedSemaphore(limits.max_concurrent_digests)
 
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
@@ -428,24 +430,24 @@ class LimitsInterceptor(grpc.ServerInterceptor):
         if handler is None or handler.unary_unary is None or not method.startswith("/" + _PACKAGE):
             return handler
         behavior = handler.unary_unary
-        long_poll = method == _LEASE_METHOD
 
         def checked(request, context):
             problems = request_problems(request, self._limits)
             if problems:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, describe(problems))
-            if not long_poll or not request.HasField("wait") or request.wait.ToNanoseconds() == 0:
+            if method == _LEASE_METHOD and request.HasField("wait") and request.wait.ToNanoseconds() > 0:
+                self._fit_wait(request, context)
+                gate, busy = self._lease_waits, "too many Lease calls are waiting on this node; retry after a pause"
+            elif method == _STATUS_METHOD and request.include_digest:
+                gate, busy = self._digests, "include_digest: another digest is being computed on this node; retry"
+            else:
                 return behavior(request, context)
-            self._fit_wait(request, context)
-            if not self._lease_waits.acquire(blocking=False):
-                context.abort(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    "too many Lease calls are waiting on this node; retry after a pause or without `wait`",
-                )
+            if not gate.acquire(blocking=False):
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, busy)
             try:
                 return behavior(request, context)
             finally:
-                self._lease_waits.release()
+                gate.release()
 
         return grpc.unary_unary_rpc_method_handler(
             checked,

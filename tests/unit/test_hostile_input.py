@@ -3,8 +3,9 @@ argument; and the core, where it is the last line, rejects instead of raising.""
 
 from __future__ import annotations
 
-import json
+import threading
 
+import grpc
 import msgspec
 import pytest
 import yaml
@@ -29,9 +30,13 @@ from scheduler.core.commands import (
     TriggerRun,
 )
 from scheduler.core.model import Resource
+from scheduler.core.results import Result
+from scheduler.leader.batcher import Coalescer
+from scheduler.replication import EntryTooLarge
+from scheduler.replication.raftlog import MAX_ENTRY_BYTES
 from scheduler.rpc.convert import spec_from_pb
 from scheduler.rpc.limits import DEFAULT_LIMITS
-from scheduler.rpc.validate import payload_depth, request_problems
+from scheduler.rpc.validate import LimitsInterceptor, payload_depth, request_problems
 from scheduler.specs import SpecError, parse_jobs_document, validate_spec
 from tests.fakes import T0_US, Core, FakeClock, claim, completion, expiry, lease_ref, run_ref, spec, upsert
 from worker.api.v1 import cluster_pb2, jobs_pb2, ops_pb2, runs_pb2, worker_pb2
@@ -155,7 +160,7 @@ def test_a_hostile_grpc_spec_names_the_field(fields, field):
 
 
 def test_the_good_specs_are_good():
-    assert parse_jobs_document(json.dumps({"jobs": [GOOD_JOB]}))
+    assert parse_jobs_document(yaml.safe_dump({"jobs": [GOOD_JOB]}))
     assert validate_spec(spec_from_pb(good_pb_spec())) == []
 
 
@@ -396,3 +401,119 @@ def test_the_core_refuses_a_command_type_it_does_not_know():
     state = State()
     result = apply(state, object(), 1)  # type: ignore[arg-type]
     assert not result.accepted and result.rejection.code == "unknown_command"
+
+
+# -- one caller's large items never fail another caller's batch -------------------------------
+
+
+class EntryCheckingLog:
+    """Stands in for the Raft log: refuses an entry over the limit, as the real one does."""
+
+    def __init__(self) -> None:
+        self.entry_sizes: list[int] = []
+
+    def submit(self, command, timeout_s: float):
+        data = encode_command(command)
+        self.entry_sizes.append(len(data))
+        if len(data) > MAX_ENTRY_BYTES:
+            raise EntryTooLarge(f"{len(data)} bytes")
+        return Result(index=len(self.entry_sizes), events=tuple(range(len(command.completions))))
+
+
+def test_coalesced_completions_with_long_texts_are_split_below_the_entry_limit():
+    raftlog = EntryCheckingLog()
+    coalescer = Coalescer("complete", raftlog, lambda items: CompleteRuns(T0_US, tuple(items)), timeout_s=5.0)
+    try:
+        # The servicer keeps 4,096 characters of each text; two-byte characters double the bytes.
+        chatty = completion(lease_ref("a", T0_US, 1), outcome="failure", error="é" * 4096, output_tail="ü" * 4096)
+        futures = coalescer.submit([chatty] * 300)
+        positions = [future.result(timeout=10) for future in futures]  # raises if a batch was refused
+    finally:
+        coalescer.close()
+    assert sum(1 for position in positions if position == 0) == len(raftlog.entry_sizes) > 1
+    assert max(raftlog.entry_sizes) <= MAX_ENTRY_BYTES
+
+
+
+# -- the interceptor, with a fake call context --------------------------------------------------
+
+
+class Aborted(Exception):
+    def __init__(self, code, details: str) -> None:
+        super().__init__(f"{code}: {details}")
+        self.code, self.details = code, details
+
+
+class FakeContext:
+    def __init__(self, remaining_s: float | None = None) -> None:
+        self.remaining_s = remaining_s
+
+    def time_remaining(self):
+        return self.remaining_s
+
+    def abort(self, code, details):
+        raise Aborted(code, details)
+
+
+class CallDetails:
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.invocation_metadata = ()
+
+
+def intercepted(interceptor: LimitsInterceptor, method: str, behavior):
+    handler = interceptor.intercept_service(lambda details: grpc.unary_unary_rpc_method_handler(behavior), CallDetails(method))
+    return handler.unary_unary
+
+
+def test_the_interceptor_refuses_an_invalid_request_before_the_servicer():
+    seen = []
+    call = intercepted(LimitsInterceptor(), "/raftcron.v1.JobService/GetJob", lambda request, context: seen.append(request))
+    with pytest.raises(Aborted) as raised:
+        call(jobs_pb2.GetJobRequest(job_id="a\0"), FakeContext())
+    assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT and "job_id" in raised.value.details
+    assert seen == []
+    call(jobs_pb2.GetJobRequest(job_id="a"), FakeContext())
+    assert len(seen) == 1
+
+
+def test_the_interceptor_ends_a_long_poll_inside_its_callers_deadline():
+    waits = []
+    call = intercepted(LimitsInterceptor(), "/raftcron.v1.WorkerService/Lease", lambda r, c: waits.append(r.wait.ToNanoseconds()))
+    call(worker_pb2.LeaseRequest(worker_id="w", wait=Duration(seconds=25)), FakeContext(remaining_s=2.0))
+    call(worker_pb2.LeaseRequest(worker_id="w", wait=Duration(seconds=1)), FakeContext(remaining_s=60.0))
+    assert waits == [1_750_000_000, 1_000_000_000]
+
+
+@pytest.mark.parametrize(
+    ("method", "request_", "limit"),
+    [
+        ("/raftcron.v1.WorkerService/Lease", worker_pb2.LeaseRequest(worker_id="w", wait=Duration(seconds=5)), 3),
+        ("/raftcron.v1.ClusterService/Status", cluster_pb2.StatusRequest(include_digest=True), 1),
+    ],
+)
+def test_the_interceptor_caps_calls_that_hold_a_thread_or_the_state(method, request_, limit):
+    release, entered = threading.Event(), threading.Semaphore(0)
+
+    def hold(request, context):
+        entered.release()
+        release.wait(10)
+        return "done"
+
+    call = intercepted(LimitsInterceptor(max_lease_waits=3), method, hold)
+    holders = [threading.Thread(target=call, args=(request_, FakeContext())) for _ in range(limit)]
+    for thread in holders:
+        thread.start()
+    for _ in holders:
+        assert entered.acquire(timeout=10)
+    with pytest.raises(Aborted) as raised:
+        call(request_, FakeContext())
+    assert raised.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    plain = type(request_)()  # no wait, no digest: never capped
+    plain.MergeFrom(request_)
+    plain.ClearField("wait" if "wait" in plain.DESCRIPTOR.fields_by_name else "include_digest")
+    release.set()
+    assert call(plain, FakeContext()) == "done"
+    for thread in holders:
+        thread.join(10)
+    assert call(request_, FakeContext()) == "done"  # the slots are given back
