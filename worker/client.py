@@ -19,6 +19,7 @@ instead of being applied twice.
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
@@ -118,8 +119,8 @@ class ClusterClient:
         if not self._addresses:
             raise ValueError("at least one node address is required")
         _check_unique(self._addresses)
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
+        if not 0 < timeout_s < math.inf:  # every call gets a deadline: no NaN, no infinity
+            raise ValueError(f"timeout_s must be a positive, finite number of seconds, got {timeout_s!r}")
         self._timeout_s = float(timeout_s)
         items = metadata.items() if isinstance(metadata, Mapping) else (metadata or ())
         self._metadata = tuple((str(k), str(v)) for k, v in items) or None
@@ -268,8 +269,8 @@ class ClusterClient:
         request = self._request(service, method, request, fields)
         if timeout_s is None:
             timeout_s = self._timeout_s
-        elif timeout_s <= 0:
-            raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
+        elif not 0 < timeout_s < math.inf:
+            raise ValueError(f"timeout_s must be a positive, finite number of seconds, got {timeout_s!r}")
         if address is not None:
             return self._invoke(_check_address(address), service, method, request, timeout_s)
         with self._lock:

@@ -41,6 +41,7 @@ from scheduler.specs import SpecError, parse_jobs_document, validate_spec
 from tests.fakes import T0_US, Core, FakeClock, claim, completion, expiry, lease_ref, run_ref, spec, upsert
 from worker.api.v1 import cluster_pb2, jobs_pb2, ops_pb2, runs_pb2, worker_pb2
 from worker.api.v1 import common_pb2 as pb
+from worker.client import ClusterClient
 
 GOOD_JOB = {"id": "ok", "schedule": "*/5 * * * *", "target": "jobs.ok"}
 
@@ -517,3 +518,11 @@ def test_the_interceptor_caps_calls_that_hold_a_thread_or_the_state(method, requ
     for thread in holders:
         thread.join(10)
     assert call(request_, FakeContext()) == "done"  # the slots are given back
+
+
+@pytest.mark.parametrize("timeout_s", [0, -1, float("nan"), float("inf")])
+def test_every_client_call_has_a_finite_deadline(timeout_s):
+    with pytest.raises(ValueError, match="timeout_s"):
+        ClusterClient(["127.0.0.1:1"], timeout_s=timeout_s)
+    with ClusterClient(["127.0.0.1:1"], timeout_s=1.0) as client, pytest.raises(ValueError, match="timeout_s"):
+        client.lease(worker_id="w", timeout_s=timeout_s)
