@@ -19,10 +19,31 @@ from scheduler import cli_output as out
 DEFAULT_CLUSTER = "127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203"
 
 
-def _client(args):
-    from worker.client import ClusterClient, parse_cluster
+# Global credential flags and the variables they override (`raftcron dev` prints the variables).
+CREDENTIAL_FLAGS = (
+    ("ca", "RAFTCRON_CA"),
+    ("token_file", "RAFTCRON_TOKEN_FILE"),
+    ("client_cert", "RAFTCRON_CLIENT_CERT"),
+    ("client_key", "RAFTCRON_CLIENT_KEY"),
+)
 
-    return ClusterClient(parse_cluster(args.cluster), timeout_s=args.timeout)
+
+def credential_environ(args, environ=os.environ) -> dict[str, str]:
+    """The environment with the credential flags given on the command line written over it."""
+    merged = dict(environ)
+    for flag, name in CREDENTIAL_FLAGS:
+        if getattr(args, flag, None):
+            merged[name] = getattr(args, flag)
+            if name == "RAFTCRON_TOKEN_FILE":
+                merged.pop("RAFTCRON_TOKEN", None)
+    return merged
+
+
+def _client(args):
+    from worker.client import ClusterClient, Credentials, parse_cluster
+
+    credentials = Credentials.from_env(credential_environ(args))
+    return ClusterClient(parse_cluster(args.cluster), timeout_s=args.timeout, credentials=credentials)
 
 
 def cmd_serve(args) -> int:
@@ -299,6 +320,15 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def add_credential_flags(parser: argparse.ArgumentParser) -> None:
+    """TLS and token flags; each overrides its RAFTCRON_* variable (the token itself only comes
+    from RAFTCRON_TOKEN or a file: a flag would show it in the process list)."""
+    parser.add_argument("--ca", help="PEM CA that signs the nodes' certificates; turns TLS on (env RAFTCRON_CA)")
+    parser.add_argument("--token-file", help="file holding a bearer token (env RAFTCRON_TOKEN_FILE or RAFTCRON_TOKEN)")
+    parser.add_argument("--client-cert", help="PEM client certificate for mutual TLS (env RAFTCRON_CLIENT_CERT)")
+    parser.add_argument("--client-key", help="its PEM private key (env RAFTCRON_CLIENT_KEY)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from scheduler.config import add_node_flags
 
@@ -309,6 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="gRPC addresses host:port,... of any nodes (env RAFTCRON_CLUSTER; default %(default)s)",
     )
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default %(default)s)")
+    add_credential_flags(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("serve", help="run one node")
@@ -469,6 +500,10 @@ def cmd_worker(args) -> int:
     worker_args = list(args.worker_args)
     if "--cluster" not in worker_args and os.environ.get("RAFTCRON_CLUSTER") is None:
         worker_args = ["--cluster", args.cluster, *worker_args]
+    # Credential flags given before `worker` reach the worker as the variables they stand for.
+    for flag, name in CREDENTIAL_FLAGS:
+        if getattr(args, flag, None):
+            worker_args = [f"--{flag.replace('_', '-')}", getattr(args, flag), *worker_args]
     return worker_main(worker_args)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from scheduler.replication import RaftSettings, RaftTuning
+from scheduler.security.tls import TlsFiles
 
 
 class ConfigError(ValueError):
@@ -62,6 +63,14 @@ class NodeConfig:
     alert_routes: dict = field(default_factory=dict, hash=False)
     log_level: str = "INFO"
     log_format: str = "text"  # text | json
+    # gRPC security: TLS (with client certificates when tls_client_auth) and bearer tokens of the
+    # principals file. Required off loopback unless insecure_grpc says otherwise, explicitly.
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_ca_file: str = ""
+    tls_client_auth: bool = False
+    principals_file: str = ""
+    insecure_grpc: bool = False
     # This node joins a running cluster (`raftcron cluster add` makes it a voter): its peers are
     # the current members plus itself, so their count may be even. Kept after joining: harmless.
     join: bool = False
@@ -75,6 +84,11 @@ class NodeConfig:
 
     def peer_by_raft_address(self, raft_address: str) -> Peer | None:
         return next((peer for peer in self.peers if peer.raft_address == raft_address), None)
+
+    def tls_files(self) -> TlsFiles | None:
+        if not self.tls_cert_file:
+            return None
+        return TlsFiles(self.tls_cert_file, self.tls_key_file, self.tls_ca_file, self.tls_client_auth)
 
     def raft_settings(self) -> RaftSettings:
         return RaftSettings(
@@ -125,6 +139,17 @@ def _validate(config: NodeConfig) -> None:
             "reach the Raft port could run code here. Set RAFTCRON_CLUSTER_SECRET or cluster_secret_file "
             "(only an all-loopback development cluster may run without one)."
         )
+    if bool(config.tls_cert_file) != bool(config.tls_key_file):
+        raise ConfigError("tls cert_file and key_file go together")
+    if config.tls_client_auth and not (config.tls_cert_file and config.tls_ca_file):
+        raise ConfigError("tls client_auth needs cert_file, key_file and the ca_file that signs client certificates")
+    grpc_exposed = [a for a in (p.grpc_address for p in config.peers) if not _is_loopback(a)]
+    if grpc_exposed and not (config.tls_cert_file and config.principals_file) and not config.insecure_grpc:
+        raise ConfigError(
+            f"refusing to serve gRPC on {grpc_exposed[0]} without TLS and bearer tokens: anyone who can reach "
+            "it could change jobs and lease runs. Set tls.cert_file, tls.key_file and principals_file (see the "
+            "README, Security), or insecure_grpc: true to accept that on a network you trust."
+        )
     if config.cluster_secret is not None and len(config.cluster_secret) < 16:
         raise ConfigError("the cluster secret must be at least 16 characters")
     positive = ("claim_batch_size", "trigger_max_sleep_s", "propose_timeout_s", "lease_ttl_s", "max_lease_wait_s")
@@ -164,6 +189,10 @@ def add_node_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="join a running cluster: --peer lists its current members and this node (env RAFTCRON_JOIN)",
     )
+    parser.add_argument("--tls-cert", help="PEM certificate served on gRPC (env RAFTCRON_TLS_CERT_FILE)")
+    parser.add_argument("--tls-key", help="its PEM private key (env RAFTCRON_TLS_KEY_FILE)")
+    parser.add_argument("--tls-ca", help="PEM CA of nodes and client certificates (env RAFTCRON_TLS_CA_FILE)")
+    parser.add_argument("--principals-file", help="YAML principals with hashed tokens (env RAFTCRON_PRINCIPALS_FILE)")
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING... (env RAFTCRON_LOG_LEVEL)")
     parser.add_argument("--log-format", help="text or json (env RAFTCRON_LOG_FORMAT; default text)")
 
@@ -210,6 +239,9 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
     data_dir = pick(args.data_dir, "RAFTCRON_DATA_DIR", "data_dir")
     if not node_id or not data_dir:
         raise ConfigError("node_id and data_dir are required (flags, RAFTCRON_* env or config file)")
+    tls_doc = doc.get("tls", {}) or {}
+    if not isinstance(tls_doc, dict) or (unknown := set(tls_doc) - {"cert_file", "key_file", "ca_file", "client_auth"}):
+        raise ConfigError("tls takes cert_file, key_file, ca_file and client_auth")
     known = {f.name for f in fields(RaftTuning)}
     raft_doc = doc.get("raft", {}) or {}
     if unknown := set(raft_doc) - known:
@@ -229,6 +261,14 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
         log_level=str(pick(args.log_level, "RAFTCRON_LOG_LEVEL", "log_level", "INFO")).upper(),
         log_format=str(pick(args.log_format, "RAFTCRON_LOG_FORMAT", "log_format", "text")).lower(),
         join=_join_flag(pick(getattr(args, "join", None), "RAFTCRON_JOIN", "join", False)),
+        tls_cert_file=str(pick(getattr(args, "tls_cert", None), "RAFTCRON_TLS_CERT_FILE", "", tls_doc.get("cert_file", "")) or ""),
+        tls_key_file=str(pick(getattr(args, "tls_key", None), "RAFTCRON_TLS_KEY_FILE", "", tls_doc.get("key_file", "")) or ""),
+        tls_ca_file=str(pick(getattr(args, "tls_ca", None), "RAFTCRON_TLS_CA_FILE", "", tls_doc.get("ca_file", "")) or ""),
+        tls_client_auth=_flag(pick(None, "RAFTCRON_TLS_CLIENT_AUTH", "", tls_doc.get("client_auth", False))),
+        principals_file=str(
+            pick(getattr(args, "principals_file", None), "RAFTCRON_PRINCIPALS_FILE", "principals_file", "") or ""
+        ),
+        insecure_grpc=_flag(pick(None, "RAFTCRON_INSECURE_GRPC", "insecure_grpc", False)),
         **extra,
     )
 
@@ -240,6 +280,16 @@ def _join_flag(value) -> bool:
     if text not in ("1", "true", "yes", "0", "false", "no", ""):
         raise ConfigError(f"join must be true or false, got {value!r}")
     return text in ("1", "true", "yes")
+
+
+def _flag(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    if str(value).strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if str(value).strip().lower() in ("", "0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{value!r} is not true or false")
 
 
 def _peer_from(item) -> Peer:

@@ -1,7 +1,13 @@
-"""`raftcron dev`: a local cluster of real node processes on loopback, stopped together."""
+"""`raftcron dev`: a local cluster of real node processes on loopback, stopped together.
+
+Secured like a real cluster (loopback is shared by every user of the machine): Raft with a random
+cluster secret, gRPC with TLS from a private CA and bearer tokens. The CLI and workers find them
+through the variables it prints.
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -10,18 +16,21 @@ import threading
 from pathlib import Path
 
 from scheduler.localcluster import LocalCluster
+from scheduler.security.devcerts import DevCredentials, ensure_dev_credentials
 
 LEADER_WAIT_S = 60.0
 
 
-def _start_demo_worker(cluster: LocalCluster) -> subprocess.Popen:
+def _start_demo_worker(cluster: LocalCluster, credentials: DevCredentials) -> subprocess.Popen:
     log_file = open(cluster.data_dir / "worker.log", "ab")
+    env = {k: v for k, v in os.environ.items() if k != "RAFTCRON_TOKEN"} | credentials.client_env("worker")
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "scheduler.cli", "worker", "--cluster", cluster.cluster_arg, "--demo", "--shell"],
             stdout=log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=env,
         )
     finally:
         log_file.close()
@@ -37,7 +46,8 @@ def run_dev_cluster(args) -> int:
     stopping = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    cluster = LocalCluster(data_dir, nodes=args.nodes, port_base=args.port_base, metrics=True)
+    credentials = ensure_dev_credentials(data_dir.resolve() / "credentials")
+    cluster = LocalCluster(data_dir, nodes=args.nodes, port_base=args.port_base, metrics=True, credentials=credentials)
     worker: subprocess.Popen | None = None
     try:
         cluster.start()
@@ -46,13 +56,19 @@ def run_dev_cluster(args) -> int:
                   f"metrics {member.metrics_url}")
         leader = cluster.wait_for_leader(LEADER_WAIT_S)
         print(f"leader is {leader}")
-        print(f"RAFTCRON_CLUSTER={cluster.cluster_arg}", flush=True)
+        admin = credentials.client_env("admin")
+        print("talk to it from another shell after exporting (admin token; submitter.token and worker.token "
+              f"are in {credentials.directory}):")
+        print(f"RAFTCRON_CLUSTER={cluster.cluster_arg}")
+        print(f"RAFTCRON_CA={admin['RAFTCRON_CA']}")
+        print(f"RAFTCRON_TOKEN_FILE={admin['RAFTCRON_TOKEN_FILE']}", flush=True)
         if args.jobs and Path(args.jobs).exists():
             from scheduler import cli
 
-            cli.main(["--cluster", cluster.cluster_arg, "apply", "-f", args.jobs])
+            credential_flags = ["--ca", admin["RAFTCRON_CA"], "--token-file", admin["RAFTCRON_TOKEN_FILE"]]
+            cli.main(["--cluster", cluster.cluster_arg, *credential_flags, "apply", "-f", args.jobs])
         if not args.no_worker:
-            worker = _start_demo_worker(cluster)
+            worker = _start_demo_worker(cluster, credentials)
             print(f"started demo worker (pid {worker.pid}, handlers demo.*, reports.build, payroll.run and shell), "
                   f"log {data_dir / 'worker.log'}")
         print("cluster running; Ctrl-C stops every process it started", flush=True)

@@ -15,7 +15,8 @@ from pathlib import Path
 import grpc
 import yaml
 
-from worker.client import ClusterClient
+from scheduler.security.devcerts import DevCredentials
+from worker.client import ClusterClient, Credentials
 
 
 @dataclass
@@ -68,6 +69,9 @@ class LocalCluster:
     overrides: dict = field(default_factory=dict)
     # Serve Prometheus metrics, node i on port port_base + 200 + i.
     metrics: bool = False
+    # TLS and bearer tokens on gRPC (`raftcron dev`); None: plaintext without tokens, which a
+    # node allows on loopback only (tests, benchmarks). The client() calls as the admin.
+    credentials: DevCredentials | None = None
     members: list[Member] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -94,6 +98,7 @@ class LocalCluster:
                 "peers": peers,
                 "cluster_secret_file": str(secret_file),
                 **({"metrics": metrics_address} if metrics_address else {}),
+                **(self.credentials.node_config() if self.credentials else {}),
                 **self.overrides,
             }
             config_path = node_dir / "node.yaml"
@@ -186,9 +191,12 @@ class LocalCluster:
                 member.process.kill()
                 member.process.wait()
 
-    def client(self, node_id: str | None = None, timeout_s: float = 5.0) -> ClusterClient:
+    def client(self, node_id: str | None = None, timeout_s: float = 5.0, role: str = "admin") -> ClusterClient:
         addresses = [self.member(node_id).grpc_address] if node_id else self.addresses
-        return ClusterClient(addresses, timeout_s=timeout_s)
+        return ClusterClient(addresses, timeout_s=timeout_s, credentials=self.client_credentials(role))
+
+    def client_credentials(self, role: str = "admin") -> Credentials | None:
+        return Credentials.from_env(self.credentials.client_env(role)) if self.credentials else None
 
     def status(self, node_id: str, include_digest: bool = False):
         """One node's status, or None when it does not answer."""

@@ -27,6 +27,8 @@ from scheduler.rpc.reads import Reader
 from scheduler.rpc.runs import RunServicer
 from scheduler.rpc.validate import LimitsInterceptor
 from scheduler.rpc.workers import WorkerServicer
+from scheduler.security.interceptor import AuthInterceptor
+from scheduler.security.principals import authenticator_for
 from worker.api.v1 import cluster_pb2_grpc, jobs_pb2_grpc, ops_pb2_grpc, runs_pb2_grpc, worker_pb2_grpc
 
 log = logging.getLogger("raftcron.node")
@@ -56,6 +58,8 @@ class Node:
             claim_timeout_s=config.propose_timeout_s,
         )
         self.server: grpc.Server | None = None
+        # Who a bearer token belongs to; None when the node runs without tokens (loopback, insecure_grpc).
+        self.authenticator = authenticator_for(config)
         self.health = None
         self.observability = None
 
@@ -101,13 +105,14 @@ class Node:
             ("grpc.so_reuseport", 0),
         ]
         pool = futures.ThreadPoolExecutor(max_workers=self.config.grpc_threads, thread_name_prefix="grpc")
-        interceptors: list[grpc.ServerInterceptor] = []
+        interceptors: list[grpc.ServerInterceptor] = [AuthInterceptor(self.authenticator)] if self.authenticator else []
         # After authentication: every call's arguments are checked before a servicer sees them.
         lease_waits = min(LIMITS.max_concurrent_lease_waits, self.config.grpc_threads // 2)
         interceptors.append(LimitsInterceptor(LIMITS, max_lease_waits=lease_waits))
         server = grpc.server(
             pool, options=options, interceptors=interceptors, maximum_concurrent_rpcs=LIMITS.max_concurrent_calls
         )
+        tls = self.config.tls_files()
         timeout_s = self.config.propose_timeout_s
         reader = Reader(self.raftlog, self.config.node_id, self._leader_id_of, self.clock_us, timeout_s)
         jobs_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.raftlog, reader, self.clock_us, timeout_s), server)
@@ -121,11 +126,14 @@ class Node:
             self.clock_us,
             timeout_s,
             self.config.max_lease_wait_s,
+            forward_credentials=tls.channel_credentials() if tls is not None else None,
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.workers, server)
         ops_pb2_grpc.add_OpsServiceServicer_to_server(OpsServicer(self.raftlog, reader, self.clock_us, timeout_s), server)
         self.health = add_health(server, self)
-        if server.add_insecure_port(self.config.me.grpc_address) == 0:
+        address = self.config.me.grpc_address
+        port = server.add_secure_port(address, tls.server_credentials()) if tls else server.add_insecure_port(address)
+        if port == 0:
             raise OSError(f"cannot listen for gRPC on {self.config.me.grpc_address}")
         return server
 

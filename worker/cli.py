@@ -18,7 +18,7 @@ import os
 import sys
 from collections.abc import Mapping
 
-from worker.client import parse_cluster
+from worker.client import Credentials, parse_cluster
 from worker.execution import Handler
 from worker.runner import Worker
 
@@ -48,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds a stop waits for running attempts (default %(default)s)")
     parser.add_argument("--shell-grace", type=float, default=5.0, metavar="S",
                         help="seconds between SIGTERM and SIGKILL of a cancelled command (default %(default)s)")
+    parser.add_argument("--ca", help="PEM CA of the nodes' certificates; turns TLS on (env RAFTCRON_CA)")
+    parser.add_argument("--token-file", help="file holding the worker's bearer token (env RAFTCRON_TOKEN_FILE)")
+    parser.add_argument("--client-cert", help="PEM client certificate for mutual TLS (env RAFTCRON_CLIENT_CERT)")
+    parser.add_argument("--client-key", help="its PEM private key (env RAFTCRON_CLIENT_KEY)")
     parser.add_argument("--log-level", default=os.environ.get("RAFTCRON_LOG_LEVEL", "INFO"),
                         help="DEBUG, INFO, WARNING... (env RAFTCRON_LOG_LEVEL; default %(default)s)")
     return parser
@@ -86,8 +90,16 @@ def build_worker(args: argparse.Namespace) -> Worker:
             handlers[name] = handler
     if not handlers and not args.shell:
         raise ValueError("nothing to run: give --handlers, --demo or --shell")
+    environ = dict(os.environ)
+    for flag, name in (("ca", "RAFTCRON_CA"), ("token_file", "RAFTCRON_TOKEN_FILE"),
+                       ("client_cert", "RAFTCRON_CLIENT_CERT"), ("client_key", "RAFTCRON_CLIENT_KEY")):
+        if getattr(args, flag, None):
+            environ[name] = getattr(args, flag)
+            if name == "RAFTCRON_TOKEN_FILE":
+                environ.pop("RAFTCRON_TOKEN", None)
     return Worker(
         parse_cluster(args.cluster),
+        credentials=Credentials.from_env(environ),
         concurrency=args.concurrency,
         worker_id=args.worker_id,
         handlers=handlers,

@@ -8,6 +8,9 @@ last error is raised, with a note listing every attempt. Any other status (NOT_F
 INVALID_ARGUMENT, DEADLINE_EXCEEDED, ...) is raised at once: the node was reached, and a write
 that timed out may still commit, so retrying it is the caller's decision.
 
+Credentials (TLS, a client certificate, a bearer token) come from `Credentials`, usually
+`Credentials.from_env()`: the variables `raftcron dev` prints.
+
 A write request with an empty `request_id` gets a fresh one, shared by every attempt of the
 call, so a write that reached a node before it failed over is deduplicated by the cluster
 instead of being applied twice.
@@ -20,9 +23,12 @@ instead of being applied twice.
 from __future__ import annotations
 
 import math
+import os
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -42,7 +48,7 @@ from worker.api.v1 import (
     worker_pb2_grpc,
 )
 
-__all__ = ["ClusterClient", "parse_cluster"]
+__all__ = ["ClusterClient", "Credentials", "parse_cluster"]
 
 # Service name -> (file descriptor holding it, stub class).
 _SERVICES = {
@@ -100,6 +106,60 @@ def _check_unique(addresses: Sequence[str]) -> None:
         seen.add(address)
 
 
+@dataclass(frozen=True)
+class Credentials:
+    """How to reach a secured cluster. TLS is on when `ca_file` or a client certificate is set
+    (no `ca_file`: the system's roots); the token travels as `authorization: Bearer ...`."""
+
+    ca_file: str = ""
+    token: str = field(default="", repr=False)
+    client_cert_file: str = ""
+    client_key_file: str = ""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Credentials:
+        """RAFTCRON_CA, RAFTCRON_TOKEN or RAFTCRON_TOKEN_FILE, RAFTCRON_CLIENT_CERT and _KEY."""
+        token = environ.get("RAFTCRON_TOKEN", "")
+        token_file = environ.get("RAFTCRON_TOKEN_FILE", "")
+        if token_file and not token:
+            try:
+                token = Path(token_file).read_text().strip()
+            except OSError as exc:
+                raise ValueError(f"cannot read RAFTCRON_TOKEN_FILE {token_file!r}: {exc.strerror}") from None
+        return cls(
+            ca_file=environ.get("RAFTCRON_CA", ""),
+            token=token,
+            client_cert_file=environ.get("RAFTCRON_CLIENT_CERT", ""),
+            client_key_file=environ.get("RAFTCRON_CLIENT_KEY", ""),
+        )
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.ca_file or self.client_cert_file)
+
+    def channel(self, address: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel:
+        if not self.tls:
+            return grpc.insecure_channel(address, options=options)
+        if bool(self.client_cert_file) != bool(self.client_key_file):
+            raise ValueError("a client certificate needs its key (RAFTCRON_CLIENT_CERT and RAFTCRON_CLIENT_KEY)")
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=_read_file(self.ca_file, "CA certificate") if self.ca_file else None,
+            private_key=_read_file(self.client_key_file, "client key") if self.client_key_file else None,
+            certificate_chain=_read_file(self.client_cert_file, "client certificate") if self.client_cert_file else None,
+        )
+        return grpc.secure_channel(address, credentials, options=options)
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self.token}"),) if self.token else ()
+
+
+def _read_file(path: str, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read the {what} {path!r}: {exc.strerror}") from None
+
+
 class ClusterClient:
     """Calls raftcron nodes over gRPC, failing over between them (see the module docstring).
 
@@ -109,7 +169,11 @@ class ClusterClient:
     """
 
     def __init__(
-        self, addresses: list[str], timeout_s: float = 5.0, metadata: Metadata | None = None
+        self,
+        addresses: list[str],
+        timeout_s: float = 5.0,
+        metadata: Metadata | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         if isinstance(addresses, str):
             raise TypeError(
@@ -123,7 +187,8 @@ class ClusterClient:
             raise ValueError(f"timeout_s must be a positive, finite number of seconds, got {timeout_s!r}")
         self._timeout_s = float(timeout_s)
         items = metadata.items() if isinstance(metadata, Mapping) else (metadata or ())
-        self._metadata = tuple((str(k), str(v)) for k, v in items) or None
+        self._credentials = credentials or Credentials()
+        self._metadata = tuple((str(k), str(v)) for k, v in items) + self._credentials.metadata() or None
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs: dict[tuple[str, str], Any] = {}
@@ -334,6 +399,6 @@ class ClusterClient:
             if stub is None:
                 channel = self._channels.get(address)
                 if channel is None:
-                    channel = self._channels[address] = grpc.insecure_channel(address)
+                    channel = self._channels[address] = self._credentials.channel(address)
                 stub = self._stubs[(address, service)] = _SERVICES[service][1](channel)
             return stub

@@ -38,7 +38,7 @@ import grpc
 
 from worker.api.v1 import worker_pb2
 from worker.backoff import Backoff, FailureLog
-from worker.client import ClusterClient, parse_cluster
+from worker.client import ClusterClient, Credentials, parse_cluster
 from worker.completion import report_outcome
 from worker.context import CancelReason
 from worker.execution import AsyncLoopThread, Handler, Outcome, OutcomeKind, arm_deadline, execute
@@ -70,7 +70,9 @@ class Worker:
         shell_grace_s: between SIGTERM and SIGKILL of a cancelled command's process group.
         call_timeout_s: per-call timeout of Heartbeat and Complete (Lease: lease_wait_s more).
         complete_retry_s: how long an unreachable cluster is retried to report an outcome.
-        metadata: gRPC metadata sent with every call (e.g. an authorization header).
+        metadata: gRPC metadata sent with every call.
+        credentials: TLS and bearer token; default `Credentials.from_env()` (RAFTCRON_CA,
+            RAFTCRON_TOKEN_FILE...), so a worker started where `raftcron dev` was is secured.
     """
 
     def __init__(
@@ -88,6 +90,7 @@ class Worker:
         call_timeout_s: float = 5.0,
         complete_retry_s: float = 60.0,
         metadata: Mapping[str, str] | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self._addresses = parse_cluster(cluster) if isinstance(cluster, str) else list(cluster)
         if concurrency < 1:
@@ -107,6 +110,7 @@ class Worker:
         self.call_timeout_s = float(call_timeout_s)
         self.complete_retry_s = float(complete_retry_s)
         self._metadata = metadata
+        self._credentials = credentials if credentials is not None else Credentials.from_env()
         self._explicit_targets = None if targets is None else list(targets)
         self._handlers: dict[str, Handler] = {}
         self._state = "new"  # new -> running -> stopping -> stopped
@@ -180,8 +184,8 @@ class Worker:
         self._targets = targets
         # A client of its own for leasing, so closing it cancels the long poll without
         # touching the heartbeats and completions that must go on during a drain.
-        self._lease_client = ClusterClient(self._addresses, timeout_s=self.call_timeout_s, metadata=self._metadata)
-        self._client = ClusterClient(self._addresses, timeout_s=self.call_timeout_s, metadata=self._metadata)
+        self._lease_client = ClusterClient(self._addresses, timeout_s=self.call_timeout_s, metadata=self._metadata, credentials=self._credentials)
+        self._client = ClusterClient(self._addresses, timeout_s=self.call_timeout_s, metadata=self._metadata, credentials=self._credentials)
         self._heartbeater = Heartbeater(self._client, self.worker_id, self._table)
         self._heartbeater.start()
         self._lease_thread = threading.Thread(target=self._lease_loop, daemon=True, name="raftcron-lease")

@@ -71,6 +71,9 @@ class RaftSettings:
     def to_conf(self, on_state_changed: Callable[[int, int], None]) -> SyncObjConf:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.data_dir, 0o700)  # journal and dump files are pickles
+        for path in self.data_dir.iterdir():  # left by an older version or another umask
+            if path.is_file():
+                os.chmod(path, 0o600)
         tuning = self.tuning
         return SyncObjConf(
             password=self.password,
@@ -150,6 +153,9 @@ class RaftLog:
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> None:
+        # pysyncobj creates its journal, meta and dump files (the dump in a forked child, at every
+        # compaction) with the process umask: make it private for the life of the process.
+        os.umask(0o077)
         conf = self.settings.to_conf(self._on_state_changed)
         self._syncobj = SyncObj(
             self.settings.self_address, list(self.settings.partner_addresses), conf, consumers=[self._consumer]

@@ -20,6 +20,9 @@ from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import job_to_pb, resource_from_pb, run_to_pb, spec_from_pb, timestamp_us
 from scheduler.rpc.errors import abort_rejected, abort_replication, submit_or_abort
 from scheduler.rpc.reads import Reader
+from scheduler.security.interceptor import audited_author, current_principal, require
+from scheduler.security.policy import apply_denial, job_change_denial, prunes
+from scheduler.security.principals import ADMIN
 from scheduler.specs import canonical_payload_json, validate_resource, validate_spec
 from worker.api.v1 import common_pb2 as pb
 from worker.api.v1 import jobs_pb2, jobs_pb2_grpc
@@ -73,11 +76,39 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
                 after_us = restarted_cursor(state, current, upsert, issued_at_us)
                 next_due_us = first_due_after(spec, after_us) if after_us is not None else current.next_due_us
                 upserts.append(JobUpsert(spec, upsert.expected_version, next_due_us))
-            removals = tuple(sorted(job_id for job_id in state.jobs if job_id not in wanted)) if prune else ()
+            principal = current_principal()
+            removals = (
+                tuple(sorted(i for i, job in state.jobs.items() if i not in wanted and prunes(principal, job.spec.owner)))
+                if prune
+                else ()
+            )
             declared = {r.name for r in resources}
-            dropped = tuple(sorted(n for n in state.resources if n not in declared)) if prune else ()
+            # Budgets are shared: a submitter's file declares the ones it uses, never drops others'.
+            may_drop = principal is None or principal.role == ADMIN
+            dropped = tuple(sorted(n for n in state.resources if n not in declared)) if prune and may_drop else ()
             changed = tuple(r for r in resources if state.resources.get(r.name) != r)
         return ApplyJobs(issued_at_us, author, request_id, tuple(upserts), removals, changed, dropped)
+
+    def _require_may_apply(self, command: ApplyJobs, context) -> None:
+        with self._raftlog.read() as state:
+            touched = [(u.spec.id, u.spec.owner) for u in command.upserts]
+            touched += [
+                (job_id, state.jobs[job_id].spec.owner)
+                for job_id in [u.spec.id for u in command.upserts] + list(command.removals)
+                if job_id in state.jobs
+            ]
+        resources = [r.name for r in command.resources] + list(command.resource_removals)
+        require(context, apply_denial, touched, resources)
+
+    def _require_may_change(self, job_id: str, context) -> None:
+        """Owner scope of a one-job change; an unknown job is left to the core (NOT_FOUND)."""
+        if current_principal() is None:
+            return
+        with self._raftlog.read() as state:
+            job = state.jobs.get(job_id)
+            owner = job.spec.owner if job is not None else None
+        if owner is not None:
+            require(context, job_change_denial, job_id, owner)
 
     def ApplyJobs(self, request: jobs_pb2.ApplyJobsRequest, context):
         with self._raftlog.read() as state:
@@ -95,9 +126,8 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "nothing applied:\n" + "\n".join(map(str, problems)))
         request_id = request.request_id or uuid.uuid4().hex
         for attempt in range(APPLY_ATTEMPTS):
-            command = self._plan_apply(
-                specs, resources, request.prune, request.author or "anonymous", request_id
-            )
+            command = self._plan_apply(specs, resources, request.prune, audited_author(request.author), request_id)
+            self._require_may_apply(command, context)
             if request.dry_run:
                 return jobs_pb2.ApplyJobsResponse(changes=self._preview_changes(command))
             try:
@@ -131,17 +161,19 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         return changes
 
     def DeleteJob(self, request, context):
+        self._require_may_change(request.job_id, context)
         command = ApplyJobs(
-            self._clock_us(), request.author or "anonymous", request.request_id or uuid.uuid4().hex, (), (request.job_id,)
+            self._clock_us(), audited_author(request.author), request.request_id or uuid.uuid4().hex, (), (request.job_id,)
         )
         return jobs_pb2.DeleteJobResponse(applied_index=self._submit(command, context).index)
 
     def _set_paused(self, request, context, paused: bool) -> pb.Job:
+        self._require_may_change(request.job_id, context)
         command = SetJobPaused(
             issued_at_us=self._clock_us(),
             job_id=request.job_id,
             paused=paused,
-            author=request.author or "anonymous",
+            author=audited_author(request.author),
             reason=request.reason,
             request_id=request.request_id or uuid.uuid4().hex,
         )
@@ -155,8 +187,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         return jobs_pb2.ResumeJobResponse(job=self._set_paused(request, context, False))
 
     def TriggerJob(self, request, context):
+        self._require_may_change(request.job_id, context)
         command = TriggerRun(
-            self._clock_us(), request.job_id, request.author or "anonymous", request.request_id or uuid.uuid4().hex
+            self._clock_us(), request.job_id, audited_author(request.author), request.request_id or uuid.uuid4().hex
         )
         result = self._submit(command, context)
         return jobs_pb2.TriggerJobResponse(run=self._runs_of(result, context)[0])
@@ -172,11 +205,12 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             spec = job.spec if job else None
         if spec is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.job_id!r} does not exist")
+        require(context, job_change_denial, spec.id, spec.owner)
         fires = schedule_for(spec).fires_between(start_us - 1, end_us, limit)
         command = BackfillRuns(
             self._clock_us(),
             request.job_id,
-            request.author or "anonymous",
+            audited_author(request.author),
             request.request_id or uuid.uuid4().hex,
             tuple(fire.at_us for fire in fires),
             int(SECOND_US / rate_per_s),

@@ -11,6 +11,7 @@ from scheduler.replication import RaftLog
 from scheduler.rpc.convert import timestamp, timestamp_us
 from scheduler.rpc.errors import submit_or_abort
 from scheduler.rpc.reads import Reader
+from scheduler.security.interceptor import audited_author
 from worker.api.v1 import ops_pb2, ops_pb2_grpc
 
 MAX_ALERTS_LISTED = 1000
@@ -68,7 +69,7 @@ class OpsServicer(ops_pb2_grpc.OpsServiceServicer):
             self._clock_us(),
             request.job_class,
             request.reason,
-            request.author or "anonymous",
+            audited_author(request.author),
             request.request_id or uuid.uuid4().hex,
             until_us,
             request.cancel_running,
@@ -82,7 +83,7 @@ class OpsServicer(ops_pb2_grpc.OpsServiceServicer):
 
     def ReviveClass(self, request, context):
         command = ReviveClass(
-            self._clock_us(), request.job_class, request.author or "anonymous", request.request_id or uuid.uuid4().hex
+            self._clock_us(), request.job_class, audited_author(request.author), request.request_id or uuid.uuid4().hex
         )
         self._submit(command, context)
         return ops_pb2.ReviveClassResponse()

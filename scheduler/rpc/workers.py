@@ -4,7 +4,8 @@ chooses runs, coalescers batch heartbeats and completions into few log entries."
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
 
 import grpc
 
@@ -13,10 +14,12 @@ from scheduler.core.commands import CompleteRuns, Completion, ExtendLeases, Leas
 from scheduler.core.execution import OUTCOME_FAILURE, OUTCOME_RETRY_LATER, OUTCOME_SUCCESS
 from scheduler.core.model import SECOND_US
 from scheduler.leader.batcher import Coalescer, RejectedBatch
-from scheduler.leader.dispatch import Dispatcher, Granted, NotLeading
+from scheduler.leader.dispatch import Dispatcher, Granted, NotLeading, target_key
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import duration, duration_us, printable_run_key, spec_to_pb, timestamp, timestamp_us
 from scheduler.rpc.errors import abort_replication
+from scheduler.security.interceptor import caller_authorization, current_principal, require
+from scheduler.security.policy import lease_denial, run_denial
 from worker.api.v1 import worker_pb2 as wpb
 from worker.api.v1 import worker_pb2_grpc
 
@@ -58,6 +61,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         clock_us: Callable[[], int],
         timeout_s: float,
         max_lease_wait_s: float,
+        forward_credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self._raftlog = raftlog
         self._dispatcher_now = dispatcher_now
@@ -65,12 +69,19 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self._timeout_s = timeout_s
         self._max_lease_wait_s = max_lease_wait_s
         self._clock_us = clock_us
+        self._forward_credentials = forward_credentials
+        self._channels: dict[str, grpc.Channel] = {}
+        self._channels_lock = threading.Lock()
         self._extend = Coalescer("extend", raftlog, self._extend_command, timeout_s)
         self._complete = Coalescer("complete", raftlog, self._complete_command, timeout_s)
 
     def close(self) -> None:
         self._extend.close()
         self._complete.close()
+        with self._channels_lock:
+            channels, self._channels = self._channels, {}
+        for channel in channels.values():
+            channel.close()
 
     def _extend_command(self, leases) -> ExtendLeases:
         return ExtendLeases(self._clock_us(), tuple(leases))
@@ -82,6 +93,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     def Lease(self, request: wpb.LeaseRequest, context):
         wait_s = min(duration_us(request, "wait", 0) / SECOND_US, self._max_lease_wait_s)
         max_runs = min(max(request.max_runs, 1), MAX_RUNS_PER_LEASE)
+        require(context, lease_denial, list(request.targets))
         dispatcher = self._dispatcher_now()
         if dispatcher is None:
             return self._forward_lease(request, wait_s, context)
@@ -97,16 +109,45 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         address = self._leader_grpc_address()
         if not address:
             context.abort(grpc.StatusCode.UNAVAILABLE, "no leader known; retry shortly")
-        with grpc.insecure_channel(address) as channel:
-            try:
-                return worker_pb2_grpc.WorkerServiceStub(channel).Lease(request, timeout=wait_s + self._timeout_s)
-            except grpc.RpcError as exc:
-                context.abort(exc.code(), f"via leader {address}: {exc.details()}")
+        stub = worker_pb2_grpc.WorkerServiceStub(self._channel_to(address))
+        try:
+            # On the caller's behalf: the leader authorizes the same token again.
+            return stub.Lease(request, timeout=wait_s + self._timeout_s, metadata=caller_authorization(context))
+        except grpc.RpcError as exc:
+            context.abort(exc.code(), f"via leader {address}: {exc.details()}")
+
+    def _channel_to(self, address: str) -> grpc.Channel:
+        with self._channels_lock:
+            channel = self._channels.get(address)
+            if channel is None:
+                credentials = self._forward_credentials
+                channel = grpc.secure_channel(address, credentials) if credentials else grpc.insecure_channel(address)
+                self._channels[address] = channel
+            return channel
+
+    def _require_runs_served(self, refs: Iterable[wpb.LeaseRef], context) -> None:
+        """A worker reports only runs of targets it may lease. The target is the job's current one:
+        a run whose job moved to another target is reported by that target's workers."""
+        principal = current_principal()
+        if principal is None or principal.serves_every_target:
+            return
+        denial = None
+        with self._raftlog.read() as state:
+            for ref in refs:
+                job = state.jobs.get(ref.job_id)
+                if job is not None:  # no job: the run is cancelled, and the core answers so
+                    run_key = printable_run_key(ref.job_id, timestamp_us(ref.scheduled_at))
+                    denial = run_denial(principal, run_key, target_key(job.spec))
+                    if denial:
+                        break
+        if denial:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, denial)
 
     # -- Heartbeat and Complete: any node, coalesced into few entries -------------
     def Heartbeat(self, request: wpb.HeartbeatRequest, context):
         if len(request.leases) > MAX_LEASES_PER_HEARTBEAT:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"at most {MAX_LEASES_PER_HEARTBEAT} leases per heartbeat")
+        self._require_runs_served(request.leases, context)
         futures = self._extend.submit([_lease_ref(ref) for ref in request.leases])
         results = []
         for ref, future in zip(request.leases, futures):
@@ -120,6 +161,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     def Complete(self, request: wpb.CompleteRequest, context):
         if request.kind not in _KINDS:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "kind must be SUCCESS, FAILURE or RETRY_LATER")
+        self._require_runs_served([request.lease], context)
         completion = Completion(
             lease=_lease_ref(request.lease),
             worker_id=request.worker_id,
