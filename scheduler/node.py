@@ -28,7 +28,7 @@ from scheduler.rpc.runs import RunServicer
 from scheduler.rpc.validate import LimitsInterceptor
 from scheduler.rpc.workers import WorkerServicer
 from scheduler.security.interceptor import AuthInterceptor
-from scheduler.security.principals import authenticator_for
+from scheduler.security.principals import authenticator_for, http_authorizer
 from worker.api.v1 import cluster_pb2_grpc, jobs_pb2_grpc, ops_pb2_grpc, runs_pb2_grpc, worker_pb2_grpc
 
 log = logging.getLogger("raftcron.node")
@@ -141,7 +141,9 @@ class Node:
         self.server = self._build_server()
         self.raftlog.start()
         # After raftlog.start(): entries replayed from the journal are not counted as new.
-        self.observability = start_observability(self)
+        # The dashboard's pages honour the same tokens as gRPC (a role that may read); /metrics stays open.
+        authorize = http_authorizer(self.authenticator) if self.authenticator is not None else None
+        self.observability = start_observability(self, authorize=authorize)
         self.server.start()
         self.lifecycle.start()
         log.info(

@@ -151,3 +151,16 @@ def principals_document(principals: list[tuple[Principal, str]]) -> dict:
 def authenticator_for(config) -> Authenticator | None:
     """The node's authenticator (a NodeConfig with `principals_file`); None when tokens are off."""
     return Authenticator.from_file(config.principals_file) if config.principals_file else None
+
+
+def http_authorizer(authenticator: Authenticator, roles: tuple[str, ...] = (ADMIN, SUBMITTER, READER)):
+    """`authorize(headers) -> bool` for HTTP pages (the dashboard): a bearer token of a role that
+    may read. Headers are a mapping with lowercase names."""
+
+    def authorize(headers) -> bool:
+        value = headers.get("authorization", "")
+        scheme, _, token = value.partition(" ")
+        principal = authenticator.authenticate(token.strip()) if scheme.lower() == "bearer" else None
+        return principal is not None and principal.role in roles
+
+    return authorize

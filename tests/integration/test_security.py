@@ -9,6 +9,8 @@ import socket
 import stat
 import struct
 import time
+import urllib.error
+import urllib.request
 import zlib
 from pathlib import Path
 
@@ -48,7 +50,7 @@ FIN_REPORT = every_second("fin-report", "finance", "reports.build")
 ANA_BILLING = every_second("ana-billing", "analytics", "billing.run")
 
 
-def secured_cluster(directory: Path, nodes: int, **overrides) -> LocalCluster:
+def secured_cluster(directory: Path, nodes: int, metrics: bool = False, **overrides) -> LocalCluster:
     """A cluster with dev TLS material and the test's principals; token files are named after them."""
     credentials = ensure_dev_credentials(directory / "credentials")
     tokens = [(principal, f"token-of-{principal.name}-0123456789") for principal in PRINCIPALS]
@@ -56,7 +58,12 @@ def secured_cluster(directory: Path, nodes: int, **overrides) -> LocalCluster:
     for principal, token in tokens:
         Path(credentials.token_file(principal.name)).write_text(token)
     return LocalCluster(
-        directory, nodes=nodes, port_base=free_port_base(nodes), credentials=credentials, overrides={**FAST_RAFT, **overrides}
+        directory,
+        nodes=nodes,
+        port_base=free_port_base(nodes),
+        credentials=credentials,
+        metrics=metrics,
+        overrides={**FAST_RAFT, **overrides},
     )
 
 
@@ -207,9 +214,18 @@ def send_to_raft_port(address: str, frame: bytes) -> bytes:
         return received
 
 
-def test_mutual_tls_and_an_unauthenticated_raft_message(tmp_path):
+def http_status(url: str, token: str = "") -> int:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_mutual_tls_an_unauthenticated_raft_message_and_the_dashboard(tmp_path):
     tls = dict(ensure_dev_credentials(tmp_path / "mtls" / "credentials").node_config()["tls"], client_auth=True)
-    cluster = secured_cluster(tmp_path / "mtls", 1, tls=tls)
+    cluster = secured_cluster(tmp_path / "mtls", 1, metrics=True, tls=tls)
     with cluster:
         cluster.start()
         cluster.wait_for_leader(60)  # the cluster's own client presents the dev client certificate
@@ -225,6 +241,15 @@ def test_mutual_tls_and_an_unauthenticated_raft_message(tmp_path):
             assert root.status().ready
             assert root.apply_jobs(jobs=[spec_to_pb(FIN_REPORT)]).changes[0].change == "added"
             assert [job.spec.id for job in root.list_jobs(linearizable=True).jobs] == ["fin-report"]
+
+        # The dashboard's pages take the same tokens (a role that may read); /metrics stays open.
+        base = f"http://{cluster.members[0].metrics_address}"
+        tokens = {p: Path(cluster.credentials.token_file(p)).read_text() for p in ("grafana", "rep-worker")}
+        assert http_status(f"{base}/") == 401
+        assert http_status(f"{base}/", "not-a-token") == 401
+        assert http_status(f"{base}/", tokens["rep-worker"]) == 401  # a worker reads nothing
+        assert http_status(f"{base}/", tokens["grafana"]) == 200
+        assert http_status(f"{base}/metrics") == 200
 
 
 def free_port() -> int:

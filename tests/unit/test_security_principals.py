@@ -84,3 +84,13 @@ def test_dev_credentials_are_kept_across_restarts(tmp_path):
     first = ensure_dev_credentials(tmp_path / "c")
     token = open(first.token_file("admin")).read()
     assert open(ensure_dev_credentials(tmp_path / "c").token_file("admin")).read() == token
+
+
+def test_http_pages_take_a_bearer_token_of_a_reading_role():
+    from scheduler.security.principals import READER, http_authorizer
+
+    pairs = [(Principal("a", ADMIN), "ta"), (Principal("r", READER), "tr"), (Principal("w", WORKER, targets=("*",)), "tw")]
+    authorize = http_authorizer(Authenticator(parse_principals(principals_document(pairs))))
+    assert authorize({"authorization": "Bearer tr"}) and authorize({"authorization": "bearer ta"})
+    assert not authorize({"authorization": "Bearer tw"})  # workers read nothing
+    assert not authorize({"authorization": "Basic tr"}) and not authorize({})
