@@ -122,6 +122,7 @@ def status_dict(status) -> dict:
         "run_count": status.run_count,
         "peers": [MessageToDict(p, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
                   for p in status.peers],
+        "raft_voters": list(status.raft_voters),
     }
 
 
@@ -135,6 +136,10 @@ def print_status(status, as_json: bool) -> None:
     _table([[p["node_id"], p["raft_address"], p["grpc_address"], "up" if p["connected"] else "DOWN",
              str(p.get("match_index", 0))] for p in info["peers"]],
            ["PEER", "RAFT", "GRPC", "LINK", "MATCH"])
+    listed = sorted(p["raft_address"] for p in info["peers"])
+    if info["raft_voters"] and sorted(info["raft_voters"]) != listed:
+        print(f"Raft voters {', '.join(info['raft_voters'])} differ from the members listed: a membership "
+              "change is half done; repeat the last `raftcron cluster` command")
 
 
 def print_kills(response, as_json: bool) -> None:

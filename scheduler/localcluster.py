@@ -220,7 +220,7 @@ class LocalCluster:
 
     def wait_for_leader(self, timeout_s: float = 30.0, exclude: tuple[str, ...] = ()) -> str:
         def check():
-            for member in self.members:
+            for member in self.current_members:
                 if member.process is not None and member.process.poll() is not None and member.node_id not in exclude:
                     if member.process.returncode not in (-signal.SIGKILL, -signal.SIGTERM):
                         raise RuntimeError(f"node {member.node_id} exited; see {member.log_path}")

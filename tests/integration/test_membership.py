@@ -1,8 +1,10 @@
 """Membership with real node processes: grow 3 -> 5 while jobs fire, replace a dead node with a new
-one at a new address, restart an added and an original node, and check every replica agrees."""
+one at a new address, restart an added and an original node, remove the leader itself, and check
+that every replica agrees and no slot was claimed twice or skipped."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
@@ -138,22 +140,34 @@ def test_grow_replace_and_restart(cluster):
 
     # Restart an added node and an original one (whose config still names the removed node).
     for node_id in ("n4", "n1"):
-        cluster.kill(node_id, __import__("signal").SIGTERM)
+        cluster.kill(node_id, signal.SIGTERM)
         cluster.start(node_id)
         wait_until(lambda: cluster.status(node_id), 30, f"{node_id} to answer after its restart")
         cluster.wait_for_leader()
         wait_until(lambda: _agree_on(cluster, members), 30, f"{node_id} back with the current membership")
         _keeps_firing(cluster, node_id)
 
+    # The leader itself may be removed: it hands leadership over, then the new leader removes it.
+    leader = cluster.wait_for_leader()
+    with cluster.client(leader) as client:
+        removed = client.remove_member(node_id=leader, author="test", timeout_s=30)
+    assert removed.changed and leader not in {m.node_id for m in removed.members}
+    cluster.kill(leader, signal.SIGTERM)
+    cluster.forget(leader)
+    members.remove(leader)
+    assert cluster.wait_for_leader() != leader
+    wait_until(lambda: _agree_on(cluster, members), 30, f"the membership without {leader} everywhere")
+    _keeps_firing(cluster, members[0])
+
     # Stop firing, let the replicas settle, and compare everything.
     with cluster.client() as client:
         client.apply_jobs(jobs=[], prune=True, author="test")
     cluster.wait_converged(timeout_s=60)
     runs_by_node = {node_id: _all_runs(cluster, node_id) for node_id in members}
-    reference = sorted(runs_by_node["n1"])
+    reference = sorted(runs_by_node[members[0]])
     for node_id, runs in runs_by_node.items():
         assert len(runs) == len(set(runs)), f"{node_id}: a run key was claimed twice"
-        assert sorted(runs) == reference, f"{node_id} disagrees with n1"
+        assert sorted(runs) == reference, f"{node_id} disagrees with {members[0]}"
     slots: dict[str, list[int]] = {}
     for job_id, scheduled_us in reference:
         slots.setdefault(job_id, []).append(scheduled_us)
