@@ -27,7 +27,8 @@ from prometheus_client.exposition import ThreadingWSGIServer
 
 from scheduler.core.model import SECOND_US
 from scheduler.dashboard import data, views
-from scheduler.forecast import MINUTE_US, forecast
+from scheduler.dashboard.herd import grouped_forecast
+from scheduler.forecast import MINUTE_US
 from scheduler.planning import parse_iso_to_us
 from scheduler.replication.raftlog import ROLE_NAMES
 
@@ -223,8 +224,7 @@ class Dashboard:
 
     def jobs(self, query: str, page_number: int) -> str:
         page = max(0, page_number - 1)
-        with self._raftlog.read() as state:
-            self.index.refresh(state)
+        self.index.refresh(self._raftlog.read)
         ids, total = self.index.page(query, page, data.JOBS_PAGE_SIZE)
         with self._raftlog.read() as state:
             rows = data.job_rows(state, ids, self._herd_window_us)
@@ -259,7 +259,7 @@ class Dashboard:
                     specs = [job.spec for job in state.jobs.values()]
                     now_us = state.now_us or self._clock_us()
                 start_us = now_us - now_us % MINUTE_US
-                result = forecast(specs, start_us, FORECAST_HOURS, self._herd_window_us)
+                result = grouped_forecast(specs, start_us, FORECAST_HOURS, self._herd_window_us)
                 cached = self._forecast = (time.monotonic(), now_us, result, len(specs))
         _, computed_at_us, result, jobs = cached
         return views.herd_page(result, computed_at_us, FORECAST_HOURS, jobs, self._node_id)

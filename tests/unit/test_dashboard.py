@@ -67,6 +67,10 @@ def sample_state() -> State:
     return state
 
 
+def reader(state: State):
+    return FakeRaftLog(state).read
+
+
 class FakeRaftLog:
     def __init__(self, state: State) -> None:
         self.state = state
@@ -178,7 +182,7 @@ def test_job_index_pages_and_searches_without_the_state():
     for i in range(120):
         state.jobs[f"job{i:03d}"] = job(spec(f"job{i:03d}", owner="finance" if i % 2 else "ops"))
     index = data.JobIndex()
-    index.refresh(state)
+    index.refresh(reader(state))
     assert index.page("", 1, 50) == ([f"job{i:03d}" for i in range(50, 100)], 120)
     ids, total = index.page("OPS", 0, 10)
     assert total == 60 and ids[:2] == ["job000", "job002"]
@@ -189,16 +193,16 @@ def test_job_index_rebuilds_after_an_apply_or_a_restored_snapshot():
     state.jobs["a"] = job(spec("a"))
     index = data.JobIndex()
     watcher = data.NodeWatcher(index)
-    index.refresh(state)
+    index.refresh(reader(state))
     state.jobs["a"] = job(spec("a", owner="renamed"))
-    index.refresh(state)
+    index.refresh(reader(state))
     assert index.page("renamed", 0, 10) == ([], 0)  # not stale yet: nothing was applied
     watcher(ApplyJobs(NOW_US, "alice", "r1"), ev.Result(index=9))
-    index.refresh(state)
+    index.refresh(reader(state))
     assert index.page("renamed", 0, 10) == (["a"], 1)
     restored = State()
     restored.jobs["b"] = job(spec("b"))
-    index.refresh(restored)
+    index.refresh(reader(restored))
     assert index.page("", 0, 10) == (["b"], 1)
 
 
