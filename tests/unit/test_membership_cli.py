@@ -4,15 +4,27 @@ node configuration, address resolution from the member table, and the change pol
 from __future__ import annotations
 
 import argparse
+import contextlib
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from scheduler.cli import build_parser
 from scheduler.config import ConfigError, NodeConfig, Peer, add_node_flags, load_node_config
-from scheduler.core import State
+from scheduler.core import State, apply
 from scheduler.core.commands import Member
-from scheduler.membership import add_refusal, majority, members_view, peer_by_raft_address, remove_refusal
+from scheduler.membership import (
+    ChangeInFlight,
+    MembershipChanger,
+    Refusal,
+    add_refusal,
+    majority,
+    members_view,
+    peer_by_raft_address,
+    remove_refusal,
+)
 
 P = [Peer(f"n{i}", f"127.0.0.1:{7100 + i}", f"127.0.0.1:{7200 + i}") for i in range(1, 7)]
 N1, N2, N3, N4, N5, N6 = P
@@ -141,3 +153,86 @@ def test_remove_keeps_a_live_majority() -> None:
     assert remove_refusal(voters(N1), voters(N1), N1).code == "invalid"
     # Already out of pysyncobj's voters: only the table is left to update.
     assert remove_refusal(voters(N1, N2), voters(N1), N3) is None
+
+
+# -- one change, step by step ---------------------------------------------------------------
+
+
+class FakeRaftLog:
+    """The RaftLog calls MembershipChanger makes, recorded; voters and links set by the test."""
+
+    def __init__(self, voters_: frozenset[str], connected: frozenset[str]) -> None:
+        self.state = State()
+        self.voters, self.connected = set(voters_), connected
+        self.steps: list[str] = []
+        self.block = None  # set to a threading.Event to hold a change inside pysyncobj's step
+
+    def read(self):
+        return contextlib.nullcontext(self.state)
+
+    def raft_members(self) -> frozenset[str]:
+        return frozenset(self.voters)
+
+    def connected_members(self) -> frozenset[str]:
+        return self.connected
+
+    def change_membership(self, add: bool, raft_address: str, timeout_s: float) -> None:
+        self.steps.append(f"raft {'add' if add else 'remove'} {raft_address}")
+        if self.block is not None:
+            self.block.wait(5)
+        (self.voters.add if add else self.voters.discard)(raft_address)
+
+    def submit(self, command, timeout_s: float):
+        self.steps.append(type(command).__name__)
+        return apply(self.state, command, self.state.applied_index + 1)
+
+
+def changer_for(raftlog: FakeRaftLog) -> MembershipChanger:
+    config = NodeConfig(node_id="n1", peers=(N1, N2, N3), data_dir=Path("/tmp/x"))
+    return MembershipChanger(raftlog, config, clock_us=lambda: 1_000, timeout_s=1.0)
+
+
+def test_add_commits_pysyncobjs_entry_then_the_table_seeded_with_the_voters() -> None:
+    raftlog = FakeRaftLog(voters(N1, N2, N3), voters(N1, N2, N3))
+    result = changer_for(raftlog).add(N4, "alice", "req-1")
+    assert result.accepted
+    assert raftlog.steps == [f"raft add {N4.raft_address}", "AddMember"]
+    assert sorted(raftlog.state.members) == ["n1", "n2", "n3", "n4"]
+
+
+def test_repeating_an_interrupted_add_only_records_it() -> None:
+    raftlog = FakeRaftLog(voters(N1, N2, N3, N4), voters(N1, N2, N3, N4))  # pysyncobj's step was done
+    assert changer_for(raftlog).add(N4, "alice", "req-2").accepted
+    assert raftlog.steps == ["AddMember"]
+
+
+def test_remove_of_a_dead_member_then_the_table() -> None:
+    raftlog = FakeRaftLog(voters(N1, N2, N3), voters(N1, N2))
+    assert changer_for(raftlog).remove(N3, "alice", "req-3").accepted
+    assert raftlog.steps == [f"raft remove {N3.raft_address}", "RemoveMember"]
+    assert sorted(raftlog.state.members) == ["n1", "n2"] and raftlog.voters == set(voters(N1, N2))
+
+
+def test_a_refused_change_touches_nothing() -> None:
+    raftlog = FakeRaftLog(voters(N1, N2, N3), voters(N1, N2))
+    outcome = changer_for(raftlog).add(N6, "alice", "req-4")
+    assert isinstance(outcome, Refusal) and outcome.code == "no_majority"
+    assert raftlog.steps == [] and raftlog.state.members == {}
+
+
+def test_a_second_change_while_one_runs_is_refused() -> None:
+    raftlog = FakeRaftLog(voters(N1, N2, N3), voters(N1, N2, N3))
+    raftlog.block = threading.Event()
+    changer = changer_for(raftlog)
+    first = threading.Thread(target=changer.add, args=(N4, "alice", "req-5"))
+    first.start()
+    deadline = time.monotonic() + 5
+    while not raftlog.steps and time.monotonic() < deadline:  # the first change is inside pysyncobj's step
+        time.sleep(0.01)
+    with pytest.raises(ChangeInFlight):
+        changer.remove(N3, "alice", "req-6")
+    raftlog.block.set()
+    first.join(5)
+    assert raftlog.steps == [f"raft add {N4.raft_address}", "AddMember"]
+    # Once it ended, the next change runs.
+    assert changer.remove(N3, "alice", "req-6").accepted
