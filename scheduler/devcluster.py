@@ -56,6 +56,8 @@ def run_dev_cluster(args) -> int:
                   f"metrics {member.metrics_url}")
         leader = cluster.wait_for_leader(LEADER_WAIT_S)
         print(f"leader is {leader}")
+        print(f"dashboard {' '.join(f'http://{m.metrics_address}/' for m in cluster.members)} (sign in with any user name "
+              "and the admin token as password)")
         admin = credentials.client_env("admin")
         print("talk to it from another shell after exporting (admin token; submitter.token and worker.token "
               f"are in {credentials.directory}):")

@@ -8,12 +8,15 @@
 /metrics is prometheus_client's own WSGI app on the node's registry, unauthenticated as it
 always was (scrapers). Dashboard pages pass through `authorize` first, which gets the request
 headers as a mapping of lowercase names: when the node has auth on, the node wires its check
-here. Every page reads the replica under its lock only long enough to copy what it shows, and
+here. A browser cannot send a bearer token by itself, so HTTP Basic is taken too: the password
+is the token (the user name is ignored) and reaches `authorize` as `Bearer <password>`. Every page reads the replica under its lock only long enough to copy what it shows, and
 renders after releasing it.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import socket
 import threading
@@ -42,6 +45,8 @@ FORECAST_HOURS = 24
 FORECAST_TTL_S = 60.0
 DEFAULT_WINDOW = "1h"
 MAX_WINDOW_US = 31 * 86_400 * SECOND_US
+# Makes a browser ask for a user name and password (the token).
+AUTH_PROMPT = 'Basic realm="raftcron dashboard: any user name, your token as password", charset="UTF-8"'
 SECURITY_HEADERS = [
     ("Cache-Control", "no-store"),
     ("X-Content-Type-Options", "nosniff"),
@@ -72,6 +77,18 @@ def request_headers(environ: dict) -> dict[str, str]:
         if environ.get(key):
             headers[key.replace("_", "-").lower()] = environ[key]
     return headers
+
+
+def bearer_from_basic(headers: dict[str, str]) -> dict[str, str]:
+    """`Authorization: Basic base64(user:token)` becomes `Bearer token`; other headers are kept."""
+    scheme, _, credentials = headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "basic":
+        return headers
+    try:
+        _, _, password = base64.b64decode(credentials.strip(), validate=True).decode("utf-8").partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return {**headers, "authorization": ""}
+    return {**headers, "authorization": f"Bearer {password}"}
 
 
 def _int_param(params: dict, name: str, default: int = 0) -> int:
@@ -141,10 +158,13 @@ class Dashboard:
             return self._respond(start_response, "405 Method Not Allowed", views.error_page(
                 "405 Method Not Allowed", "The dashboard is read-only: use the CLI or the API to change anything."
             ), method, [("Allow", "GET, HEAD")])
-        if not self._authorize(request_headers(environ)):
+        if not self._authorize(bearer_from_basic(request_headers(environ))):
+            challenges = [("WWW-Authenticate", 'Bearer realm="raftcron"'), ("WWW-Authenticate", AUTH_PROMPT)]
             return self._respond(start_response, "401 Unauthorized", views.error_page(
-                "401 Unauthorized", "This node requires credentials for its dashboard."
-            ), method, [("WWW-Authenticate", 'Bearer realm="raftcron"')])
+                "401 Unauthorized",
+                "This node requires a token for its dashboard: send it as a bearer token, or sign in with any "
+                "user name and the token as password.",
+            ), method, challenges)
         try:
             status, body = "200 OK", self.render(path, parse_qs(environ.get("QUERY_STRING", "")))
         except BadRequest as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import threading
 import urllib.error
@@ -17,7 +18,15 @@ from scheduler.core.commands import ApplyJobs, ClaimLeadership
 from scheduler.core.model import SECOND_US, Alert, Attempt, Job, JobSpec, KillRecord, KillSwitch, Run
 from scheduler.core.state import State
 from scheduler.dashboard import data, svg, views
-from scheduler.dashboard.server import BadRequest, Dashboard, NotFound, parse_window, request_headers, serve_http
+from scheduler.dashboard.server import (
+    BadRequest,
+    Dashboard,
+    NotFound,
+    bearer_from_basic,
+    parse_window,
+    request_headers,
+    serve_http,
+)
 from scheduler.planning import parse_iso_to_us
 
 NOW_US = parse_iso_to_us("2026-03-08T12:00:00Z")
@@ -342,6 +351,9 @@ def test_http_serves_metrics_unchanged_and_pages_behind_the_auth_hook():
         assert status == 401 and headers["WWW-Authenticate"].startswith("Bearer")
         status, headers, body = _get(base + "/jobs", {"Authorization": "Bearer s3cret"})
         assert status == 200 and 'href="/jobs/report"' in body
+        basic = "Basic " + base64.b64encode(b"anyone:s3cret").decode()
+        assert _get(base + "/jobs", {"Authorization": basic})[0] == 200  # what a browser sends when asked
+        assert _get(base + "/jobs", {"Authorization": "Basic bm90LWJhc2U2NA=="})[0] == 401
         assert "default-src 'none'" in headers["Content-Security-Policy"]
         assert _get(base + "/nope", {"Authorization": "Bearer s3cret"})[0] == 404
         assert _get(base + "/jobs", {"Authorization": "Bearer s3cret"}, method="POST")[0] == 405
@@ -350,6 +362,14 @@ def test_http_serves_metrics_unchanged_and_pages_behind_the_auth_hook():
         server.server_close()
         thread.join(timeout=5)
         board.close()
+
+
+def test_basic_credentials_carry_the_token_as_password():
+    assert bearer_from_basic({"authorization": "Basic " + base64.b64encode(b"me:tok:en").decode()}) == {
+        "authorization": "Bearer tok:en"
+    }
+    assert bearer_from_basic({"authorization": "Basic !!!"}) == {"authorization": ""}
+    assert bearer_from_basic({"authorization": "Bearer x"}) == {"authorization": "Bearer x"}
 
 
 def test_request_headers_are_lowercase():
