@@ -46,7 +46,8 @@ USER 10001:10001
 
 # A node binds its gRPC server to its own address in the peer list (not to every
 # interface), so the check must call that address: set RAFTCRON_HEALTH_ADDRESS to it
-# (docker-compose.yml overrides the whole check per node instead).
+# (docker-compose.yml overrides the whole check per node instead). With TLS and tokens on, the
+# check reads RAFTCRON_CA and RAFTCRON_TOKEN_FILE (a reader token) like any raftcron command.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
     CMD raftcron --timeout 3 status --node "${RAFTCRON_HEALTH_ADDRESS:-127.0.0.1:7200}" > /dev/null || exit 1
 

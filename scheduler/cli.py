@@ -11,6 +11,7 @@ import getpass
 import os
 import sys
 import zoneinfo
+from pathlib import Path
 
 import grpc
 
@@ -54,6 +55,22 @@ def cmd_serve(args) -> int:
     config = load_node_config(args)
     configure_logging(config.log_level, config.log_format, config.node_id)
     return serve(config)
+
+
+def cmd_credentials(args) -> int:
+    from scheduler.security.devcerts import ensure_dev_credentials
+
+    directory = Path(args.directory).resolve()
+    existed = (directory / "principals.yaml").exists()
+    credentials = ensure_dev_credentials(directory, tuple(args.host))
+    print(f"{'kept the' if existed else 'created'} credentials in {directory} (files 0600, directory 0700):")
+    for name in sorted(p.name for p in directory.iterdir() if p.name != ".gitignore"):
+        print(f"  {name}")
+    print("a client (CLI or worker) needs:")
+    for key, value in credentials.client_env("admin").items():
+        if "CLIENT" not in key:
+            print(f"{key}={value}")
+    return 0
 
 
 def cmd_dev(args) -> int:
@@ -356,6 +373,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_dev)
 
     author = getpass.getuser() if hasattr(os, "getuid") else "operator"
+    p = sub.add_parser("credentials", help="create a private CA, node and client certificates and role tokens")
+    p.add_argument("directory", help="where to write them (kept if already there)")
+    p.add_argument("--host", action="append", default=[], help="a name clients dial the nodes by (repeat)")
+    p.set_defaults(func=cmd_credentials)
+
     p = sub.add_parser("apply", help="apply a jobs file: all or nothing")
     p.add_argument("-f", "--file", required=True, help="YAML jobs file")
     p.add_argument("--prune", action="store_true", help="remove jobs missing from the file")

@@ -1,6 +1,7 @@
 """Credentials for a development cluster on this machine: a private CA, one node certificate
 (serves gRPC and presents itself when a node forwards a call), a client certificate, and tokens
-for an admin, a submitter and the demo worker. Loopback is shared by every user of a machine,
+for an admin, a submitter, the demo worker and a reader (`raftcron credentials DIR --host ...`
+makes the same set for a small deployment such as docker-compose.yml). Loopback is shared by every user of a machine,
 so `raftcron dev` secures it like a real cluster. Every file is 0600 in a 0700 directory;
 the CA's key is thrown away once the certificates are signed.
 """
@@ -19,13 +20,23 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from scheduler.security.principals import ADMIN, SUBMITTER, WORKER, Principal, new_token, principals_document
+from scheduler.security.principals import (
+    ADMIN,
+    READER,
+    SUBMITTER,
+    WORKER,
+    Principal,
+    new_token,
+    principals_document,
+)
 
 VALIDITY = datetime.timedelta(days=365)
 # The owners of examples/jobs.yaml, and the targets the demo worker runs.
 DEV_SUBMITTER = Principal("dev-submitter", SUBMITTER, owners=("analytics", "finance", "ops"))
 DEV_WORKER = Principal("dev-worker", WORKER, targets=("demo.*", "reports.build", "payroll.run", "shell"))
 DEV_ADMIN = Principal("dev-admin", ADMIN)
+DEV_READER = Principal("dev-reader", READER)  # health checks, dashboards
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 @dataclass(frozen=True)
@@ -59,8 +70,9 @@ class DevCredentials:
         }
 
 
-def ensure_dev_credentials(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost", "::1")) -> DevCredentials:
-    """Create the credentials in `directory` unless they are there already; return where they are."""
+def ensure_dev_credentials(directory: Path, hosts: tuple[str, ...] = ()) -> DevCredentials:
+    """Create the credentials in `directory` unless they are there already; return where they are.
+    The node certificate names loopback and `hosts` (the names clients dial)."""
     directory = Path(directory)
     credentials = DevCredentials(directory)
     if (directory / "principals.yaml").exists():
@@ -80,10 +92,11 @@ def ensure_dev_credentials(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1
     )
     _write(directory / "ca.pem", ca_cert.public_bytes(serialization.Encoding.PEM))
     usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
-    _issue(directory, "node", "raftcron dev node", hosts, usages, ca_cert, ca_key, now)
+    names = tuple(dict.fromkeys((*LOOPBACK_HOSTS, *hosts)))
+    _issue(directory, "node", "raftcron dev node", names, usages, ca_cert, ca_key, now)
     _issue(directory, "client", "raftcron dev client", (), [ExtendedKeyUsageOID.CLIENT_AUTH], ca_cert, ca_key, now)
     tokens = []
-    for principal in (DEV_ADMIN, DEV_SUBMITTER, DEV_WORKER):
+    for principal in (DEV_ADMIN, DEV_SUBMITTER, DEV_WORKER, DEV_READER):
         token = new_token()
         _write(directory / f"{principal.role}.token", token.encode())
         tokens.append((principal, token))

@@ -212,7 +212,8 @@ def test_secret_is_never_on_a_command_line(services):
 def test_no_plain_secret_values_in_the_compose_file(services):
     for name, service in services.items():
         for key, value in _environment(service).items():
-            if re.search(r"SECRET|PASSWORD|TOKEN", key) and key != SECRET_FILE_ENV:
+            # A *_FILE variable names where a secret is mounted, never the secret itself.
+            if re.search(r"SECRET|PASSWORD|TOKEN", key) and not key.endswith("_FILE"):
                 pytest.fail(f"{name}: {key} holds a secret value in plain text")
             assert "$" not in value, f"{name}: {key} depends on interpolation; keep the file self-contained"
 
@@ -225,8 +226,9 @@ def test_worker_is_behind_its_profile(services, nodes, configs):
     assert worker.get("profiles") == ["worker"]
     assert _command(worker)[0] == "worker"
     assert all("profiles" not in service for service in nodes.values())
-    # Workers speak gRPC only: they get the node addresses, not the Raft secret.
-    assert "secrets" not in worker
+    # Workers speak gRPC only: they get the node addresses (and gRPC credentials), not the Raft secret.
+    granted = [s if isinstance(s, str) else s.get("source") for s in worker.get("secrets", [])]
+    assert "cluster_secret" not in granted
     cluster = set(_environment(worker)["RAFTCRON_CLUSTER"].split(","))
     assert cluster == {config.me.grpc_address for config in configs.values()}
 
