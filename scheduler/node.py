@@ -117,8 +117,10 @@ class Node:
         reader = Reader(self.raftlog, self.config.node_id, self._leader_id_of, self.clock_us, timeout_s)
         jobs_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.raftlog, reader, self.clock_us, timeout_s), server)
         runs_pb2_grpc.add_RunServiceServicer_to_server(RunServicer(self.raftlog, reader), server)
+        forward_credentials = tls.channel_credentials() if tls is not None else None
         changer = MembershipChanger(self.raftlog, self.config, self.clock_us, timeout_s)
-        cluster_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(self.raftlog, self.config, changer), server)
+        cluster = ClusterServicer(self.raftlog, self.config, changer, forward_credentials=forward_credentials)
+        cluster_pb2_grpc.add_ClusterServiceServicer_to_server(cluster, server)
         self.workers = WorkerServicer(
             self.raftlog,
             self.current_dispatcher,
@@ -126,7 +128,7 @@ class Node:
             self.clock_us,
             timeout_s,
             self.config.max_lease_wait_s,
-            forward_credentials=tls.channel_credentials() if tls is not None else None,
+            forward_credentials=forward_credentials,
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.workers, server)
         ops_pb2_grpc.add_OpsServiceServicer_to_server(OpsServicer(self.raftlog, reader, self.clock_us, timeout_s), server)

@@ -16,6 +16,7 @@ from scheduler.replication import RaftLog, ReplicationError
 from scheduler.replication.raftlog import ROLE_NAMES
 from scheduler.rpc.convert import timestamp
 from scheduler.rpc.errors import abort_rejected, abort_replication
+from scheduler.security.interceptor import audited_author, caller_authorization
 from worker.api.v1 import cluster_pb2, cluster_pb2_grpc
 
 # pysyncobj reports a connected partner with this value.
@@ -49,13 +50,17 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         raftlog: RaftLog,
         config: NodeConfig,
         changer: MembershipChanger | None = None,
-        channel_to: Callable[[str], grpc.Channel] = grpc.insecure_channel,
+        forward_credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self._raftlog = raftlog
         self._config = config
         self._changer = changer
-        # Opens a channel to another node, for forwarding a change to the leader.
-        self._channel_to = channel_to
+        # TLS towards other nodes (a change forwarded to the leader, the new node's status).
+        self._forward_credentials = forward_credentials
+
+    def _channel_to(self, address: str) -> grpc.Channel:
+        credentials = self._forward_credentials
+        return grpc.secure_channel(address, credentials) if credentials else grpc.insecure_channel(address)
 
     def Status(self, request, context):
         raft = self._raftlog.raft_status()
@@ -113,7 +118,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
                 context.abort(REFUSAL_CODES.get(refusal.code, grpc.StatusCode.FAILED_PRECONDITION), refusal.message)
             if not self._changer.is_voter(new.raft_address):
                 self._check_running(new, context)
-        return self._change(context, lambda: self._changer.add(new, request.author or "anonymous", request.request_id))
+        return self._change(context, lambda: self._changer.add(new, audited_author(request.author), request.request_id))
 
     def RemoveMember(self, request, context):
         if not request.node_id:
@@ -129,7 +134,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
             self._hand_over(context)
             return self._forward("RemoveMember", request, context)
         return self._change(
-            context, lambda: self._changer.remove(target, request.author or "anonymous", request.request_id)
+            context, lambda: self._changer.remove(target, audited_author(request.author), request.request_id)
         )
 
     def _change(self, context, run: Callable[[], Result | Refusal]) -> cluster_pb2.MembershipResponse:
@@ -158,7 +163,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         try:
             with self._channel_to(new.grpc_address) as channel:
                 status = cluster_pb2_grpc.ClusterServiceStub(channel).Status(
-                    cluster_pb2.StatusRequest(), timeout=3.0, metadata=_authorization(context)
+                    cluster_pb2.StatusRequest(), timeout=3.0, metadata=caller_authorization(context)
                 )
         except grpc.RpcError as exc:
             context.abort(
@@ -202,12 +207,8 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         with self._channel_to(address) as channel:
             try:
                 return getattr(cluster_pb2_grpc.ClusterServiceStub(channel), method)(
-                    request, timeout=max(1.0, remaining_s), metadata=_authorization(context)
+                    request, timeout=max(1.0, remaining_s), metadata=caller_authorization(context)
                 )
             except grpc.RpcError as exc:
                 context.abort(exc.code(), f"via leader {address}: {exc.details()}")
 
-
-def _authorization(context) -> tuple[tuple[str, str], ...]:
-    """The caller's bearer token, passed on when this node asks another on the caller's behalf."""
-    return tuple((k, v) for k, v in context.invocation_metadata() or () if k == "authorization")

@@ -11,14 +11,18 @@ import sys
 
 import grpc
 import pytest
+import yaml
 
 from scheduler.core.commands import ReadBarrier
 from scheduler.core.model import SECOND_US, JobSpec
 from scheduler.localcluster import LocalCluster, wait_until
 from scheduler.replication import RaftLog
 from scheduler.rpc.convert import spec_to_pb, timestamp_us
+from scheduler.security.devcerts import ensure_dev_credentials
+from scheduler.security.principals import principals_document
 from tests.integration.conftest import FAST_RAFT, assert_clean_logs, free_port_base
 from tests.integration.test_raftlog import free_ports, leader_of, settings_for, stop
+from tests.integration.test_security import PRINCIPALS
 from worker.api.v1 import runs_pb2
 
 pytestmark = pytest.mark.integration
@@ -225,3 +229,27 @@ def test_voters_survive_compaction_and_a_restart_with_the_original_partners(tmp_
     finally:
         for node in running:
             node.close()
+
+
+def test_with_tls_and_tokens_only_an_admin_changes_membership_and_a_follower_forwards(tmp_path):
+    credentials = ensure_dev_credentials(tmp_path / "credentials")
+    tokens = [(principal, f"token-of-{principal.name}-0123456789") for principal in PRINCIPALS]
+    (credentials.directory / "principals.yaml").write_text(yaml.safe_dump(principals_document(tokens)))
+    for principal, token in tokens:
+        (credentials.directory / f"{principal.name}.token").write_text(token)
+    with LocalCluster(
+        tmp_path / "cluster", nodes=3, port_base=free_port_base(4), credentials=credentials, overrides=dict(FAST_RAFT)
+    ) as cluster:
+        cluster.start()
+        leader = cluster.wait_for_leader(60)
+        follower = next(m.node_id for m in cluster.members if m.node_id != leader)
+        member = _join(cluster)
+        request = {"node_id": member.node_id, "raft_address": member.raft_address, "grpc_address": member.grpc_address}
+        with cluster.client(follower, role="grafana") as reader:
+            with pytest.raises(grpc.RpcError) as refused:
+                reader.add_member(member=request)
+            assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        with cluster.client(follower, timeout_s=30) as admin:  # forwarded to the leader over TLS, as the admin
+            assert admin.add_member(member=request).changed
+        wait_until(lambda: _agree_on(cluster, ["n1", "n2", "n3", "n4"]), 30, "four members everywhere")
+        cluster.wait_converged(timeout_s=60)
