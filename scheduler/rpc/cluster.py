@@ -176,6 +176,14 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"the node on {new.grpc_address} is {status.node_id!r}, not {new.node_id!r}",
             )
+        own = next((p for p in status.peers if p.node_id == new.node_id), None)
+        if own is not None and (own.raft_address, own.grpc_address) != (new.raft_address, new.grpc_address):
+            # A mistyped Raft port would add a voter that never answers.
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"{new.node_id} is configured with Raft {own.raft_address} and gRPC {own.grpc_address}, "
+                f"not {new.raft_address} and {new.grpc_address}",
+            )
 
     def _hand_over(self, context) -> None:
         if not self._raftlog.transfer_leadership():

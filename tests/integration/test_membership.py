@@ -249,7 +249,13 @@ def test_with_tls_and_tokens_only_an_admin_changes_membership_and_a_follower_for
             with pytest.raises(grpc.RpcError) as refused:
                 reader.add_member(member=request)
             assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
-        with cluster.client(follower, timeout_s=30) as admin:  # forwarded to the leader over TLS, as the admin
+        with cluster.client(follower, timeout_s=30) as admin:
+            mistyped = {**request, "raft_address": "127.0.0.1:1"}
+            with pytest.raises(grpc.RpcError) as refused:
+                admin.add_member(member=mistyped)
+            assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert "is configured with Raft" in refused.value.details()
+            # Forwarded to the leader over TLS, as the admin.
             assert admin.add_member(member=request).changed
         wait_until(lambda: _agree_on(cluster, ["n1", "n2", "n3", "n4"]), 30, "four members everywhere")
         cluster.wait_converged(timeout_s=60)
