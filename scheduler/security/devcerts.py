@@ -86,7 +86,18 @@ def ensure_dev_credentials(directory: Path, hosts: tuple[str, ...] = ()) -> DevC
         _builder(ca_name, ca_name, ca_key.public_key(), now)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
         )
         .sign(ca_key, hashes.SHA256())
     )

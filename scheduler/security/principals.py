@@ -125,7 +125,7 @@ def parse_principals(doc, source: str = "principals") -> list[tuple[str, Princip
             problems.append(f"{where}: a submitter needs `owners` (the job owners it may change)")
         if role == WORKER and not targets:
             problems.append(f"{where}: a worker needs `targets` (the run targets it may lease)")
-        if role not in (SUBMITTER, None) and owners or role not in (WORKER, None) and targets:
+        if (owners and role not in (SUBMITTER, None)) or (targets and role not in (WORKER, None)):
             problems.append(f"{where}: owners belong to submitters, targets to workers")
         names.add(name)
         digests.add(digest)
