@@ -161,12 +161,13 @@ class Oracle:
         if job.cursor_us > self.state.now_us:
             raise Violation(f"{where}: {event.job_id} starts owing slots from {job.cursor_us}, after replicated "
                             f"time {self.state.now_us}: the slots in between would vanish")
-        if isinstance(event, ev.JobAdded) or event.job_id not in self.expected_next:
-            expected = next_slot(period_s(job.spec.schedule), job.cursor_us)
-            if job.next_due_us != expected:
-                raise Violation(f"{where}: {event.job_id} starts at {job.next_due_us}, first slot after its "
-                                f"cursor {job.cursor_us} is {expected}")
-            self.expected_next[event.job_id] = expected
+        # Added, or changed (a new schedule owes its own slots from the cursor on, not the old
+        # schedule's next one): either way the next slot is the first one after the cursor.
+        expected = next_slot(period_s(job.spec.schedule), job.cursor_us)
+        if job.next_due_us != expected:
+            raise Violation(f"{where}: {event.job_id} starts at {job.next_due_us}, first slot after its "
+                            f"cursor {job.cursor_us} is {expected}")
+        self.expected_next[event.job_id] = expected
 
     def check_state(self) -> None:
         """Whole-state invariants: the live index matches the runs; one live lease per run."""
