@@ -125,33 +125,39 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 self._channels[address] = channel
             return channel
 
-    def _require_runs_served(self, refs: Iterable[wpb.LeaseRef], context) -> None:
-        """A worker reports only runs of targets it may lease. The target is the job's current one:
-        a run whose job moved to another target is reported by that target's workers."""
+    def _foreign_runs(self, refs: Iterable[wpb.LeaseRef]) -> dict[int, str]:
+        """Position -> why, for runs of targets the caller may not serve. The target is the job's
+        current one: a run whose job moved to another target is reported by that target's workers."""
         principal = current_principal()
         if principal is None or principal.serves_every_target:
-            return
-        denial = None
+            return {}
+        foreign = {}
         with self._raftlog.read() as state:
-            for ref in refs:
+            for position, ref in enumerate(refs):
                 job = state.jobs.get(ref.job_id)
                 if job is not None:  # no job: the run is cancelled, and the core answers so
                     run_key = printable_run_key(ref.job_id, timestamp_us(ref.scheduled_at))
-                    denial = run_denial(principal, run_key, target_key(job.spec))
-                    if denial:
-                        break
-        if denial:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, denial)
+                    if denial := run_denial(principal, run_key, target_key(job.spec)):
+                        foreign[position] = denial
+        return foreign
 
     # -- Heartbeat and Complete: any node, coalesced into few entries -------------
     def Heartbeat(self, request: wpb.HeartbeatRequest, context):
         if len(request.leases) > MAX_LEASES_PER_HEARTBEAT:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"at most {MAX_LEASES_PER_HEARTBEAT} leases per heartbeat")
-        self._require_runs_served(request.leases, context)
-        futures = self._extend.submit([_lease_ref(ref) for ref in request.leases])
+        # Another target's run is never extended. A batch of only such runs is refused; in a mixed
+        # batch they are answered NOT_FOUND, so one retargeted job does not cost a worker its other leases.
+        foreign = self._foreign_runs(request.leases)
+        if foreign and len(foreign) == len(request.leases):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, next(iter(foreign.values())))
+        mine = [ref for position, ref in enumerate(request.leases) if position not in foreign]
+        extended = iter(self._extend.submit([_lease_ref(ref) for ref in mine]))
         results = []
-        for ref, future in zip(request.leases, futures):
-            event = self._wait(future, context)
+        for position, ref in enumerate(request.leases):
+            if position in foreign:
+                results.append(wpb.LeaseResult(lease=ref, outcome=wpb.NOT_FOUND))
+                continue
+            event = self._wait(next(extended), context)
             if isinstance(event, ev.LeaseExtended):
                 results.append(wpb.LeaseResult(lease=ref, outcome=wpb.OK, expires_at=timestamp(event.lease_expires_us)))
             else:
@@ -161,7 +167,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     def Complete(self, request: wpb.CompleteRequest, context):
         if request.kind not in _KINDS:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "kind must be SUCCESS, FAILURE or RETRY_LATER")
-        self._require_runs_served([request.lease], context)
+        if foreign := self._foreign_runs([request.lease]):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, foreign[0])
         completion = Completion(
             lease=_lease_ref(request.lease),
             worker_id=request.worker_id,

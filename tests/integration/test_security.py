@@ -172,12 +172,18 @@ def test_a_worker_leases_and_reports_only_runs_of_its_targets(cluster):
     assert grant.job_id == "fin-report"
     ref = wpb.LeaseRef(job_id=grant.job_id, scheduled_at=grant.scheduled_at, fencing_token=grant.fencing_token)
 
-    with cluster.client(role="bill-worker") as billing:
+    with cluster.client(role="bill-worker", timeout_s=15) as billing:
         for call in (
             lambda: billing.heartbeat(worker_id="b", leases=[ref]),
             lambda: billing.complete(lease=ref, worker_id="b", kind=wpb.SUCCESS),
         ):
             assert grant.run_key in refused(call, grpc.StatusCode.PERMISSION_DENIED)
+        # Mixed with a run of its own, the foreign lease is answered NOT_FOUND and not extended.
+        request = wpb.LeaseRequest(worker_id="b", targets=["billing.run"], max_runs=1, wait=Duration(seconds=10))
+        (own,) = billing.lease(request, timeout_s=15).leases
+        own_ref = wpb.LeaseRef(job_id=own.job_id, scheduled_at=own.scheduled_at, fencing_token=own.fencing_token)
+        results = billing.heartbeat(worker_id="b", leases=[ref, own_ref]).results
+        assert [r.outcome for r in results] == [wpb.NOT_FOUND, wpb.OK]
     with cluster.client() as root:
         run = root.get_run(run_key=grant.run_key, linearizable=True).run
     assert (STATUS_FROM_PB[run.status], run.fencing_token) == ("leased", grant.fencing_token)
