@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 from scheduler.core import results as ev
 from scheduler.core.commands import CompleteRuns, ExpireLeases, ExtendLeases
 from scheduler.core.model import QUEUED, RUN_STATUSES, SECOND_US
+from scheduler.membership import members_view
 from scheduler.observability.tally import RunTally
 from scheduler.replication.raftlog import ROLE_NAMES
 from scheduler.rpc.cluster import node_ready
@@ -220,7 +221,9 @@ class RaftcronCollector(Collector):
                      status.get("log_len", 0))
         peers = GaugeMetricFamily("raftcron_raft_peer_connected", "1 if the Raft link to this peer is up.",
                                   labels=["peer"])
-        for peer in config.peers:
+        with raftlog.read() as state:
+            members = members_view(config, state)  # members that joined later have no config entry
+        for peer in members:
             if peer.node_id != config.node_id:
                 connected = status.get(f"partner_node_status_server_{peer.raft_address}") == _CONNECTED
                 peers.add_metric([peer.node_id], 1 if connected else 0)
