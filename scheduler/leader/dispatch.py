@@ -163,7 +163,9 @@ class Dispatcher:
             picked, next_ready_us = self._pick(targets, max_runs, now_us)
             if picked:
                 granted = self._grant(worker_id, picked, now_us, mono_us)
-                if granted:
+                if granted or now_us >= deadline_us:
+                    # A queue of runs that cannot start (budget full, backing off) is not worked
+                    # through one grant entry at a time past the caller's wait.
                     return granted
                 continue
             if now_us >= deadline_us:

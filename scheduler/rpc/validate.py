@@ -206,8 +206,12 @@ def _apply_jobs(found: _Found, request) -> None:
     limits = found.limits
     _writer(found, request)
     if found.count("jobs", request.jobs, limits.max_jobs_per_apply):
+        first_at: dict[str, int] = {}
         for position, spec in enumerate(request.jobs):
             _spec(found, spec, f"jobs[{position}]")
+            if spec.id in first_at:
+                found.add(f"jobs[{position}].id", f"{spec.id[:64]!r} is listed twice (also jobs[{first_at[spec.id]}])")
+            first_at.setdefault(spec.id, position)
     if found.count("resources", request.resources, limits.max_resources_per_apply):
         for position, resource in enumerate(request.resources):
             found.name(f"resources[{position}].name", resource.name)

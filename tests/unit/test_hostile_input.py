@@ -188,6 +188,7 @@ RPC_CASES = [
     ("negative duration", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(timeout=Duration(seconds=-1))]), "jobs[0].timeout"),
     ("huge schedule", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(schedule="*" * 10_000)]), "jobs[0].schedule"),
     ("too many uses", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(uses=["r"] * 100)]), "jobs[0].uses"),
+    ("job listed twice", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(), good_pb_spec()]), "jobs[1].id"),
     ("author with a newline", jobs_pb2.ApplyJobsRequest(author="a\nb"), "author"),
     ("request id too long", jobs_pb2.ApplyJobsRequest(request_id="r" * 1000), "request_id"),
     ("bad resource name", jobs_pb2.ApplyJobsRequest(resources=[pb.Resource(name="a b")]), "resources[0].name"),
