@@ -145,7 +145,7 @@ def cmd_cluster_add(args) -> int:
     member = cluster_pb2.Member(node_id=peer.node_id, raft_address=peer.raft_address, grpc_address=peer.grpc_address)
     with _client(args) as client:
         response = client.add_member(member=member, author=args.author, timeout_s=max(args.timeout, 30.0))
-        print(f"{peer.node_id} is a member (entry {response.index}){'' if response.changed else ', already'}")
+        print(f"{peer.node_id} {'is now' if response.changed else 'was already'} a member (entry {response.index})")
         if args.wait > 0:
             _wait_caught_up(client, peer, response.index, args.wait)
     _print_members(response)
