@@ -15,6 +15,7 @@ import msgspec
 
 from scheduler.core.commands import Command
 from scheduler.core.results import Result
+from scheduler.core.sharing import share_run, share_spec
 from scheduler.core.state import State
 
 COMMAND_FORMAT_VERSION = 1
@@ -61,7 +62,18 @@ def decode_snapshot(data: bytes) -> State:
         raise CodecError(f"undecodable snapshot: {exc}") from None
     # The live index is derived data: rebuilt so an older snapshot restores like a log replay.
     state.rebuild_live_index()
+    share_decoded(state)
     return state
+
+
+def share_decoded(state: State) -> None:
+    """A decoded snapshot holds a copy of every string per record: share them as applying would."""
+    for job in state.jobs.values():
+        job.spec = share_spec(job.spec)
+    for job_id, runs in state.runs.items():
+        job = state.jobs.get(job_id)
+        for run in runs:
+            share_run(run, job.spec.id if job is not None else job_id)
 
 
 def encode_result(result: Result) -> bytes:

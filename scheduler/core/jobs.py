@@ -8,6 +8,7 @@ from scheduler.core.execution import cancel_live_runs
 from scheduler.core.model import Job
 from scheduler.core.results import Result, rejected
 from scheduler.core.retention import adopt_job, forget_job, horizon_us
+from scheduler.core.sharing import share_spec
 from scheduler.core.state import State
 
 # How far a proposer's view of replicated time may be from the applying replica's when it
@@ -87,7 +88,7 @@ def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert) -> ev.Event:
         cursor_us, next_due_us = current.cursor_us, current.next_due_us
     version = current.version + 1 if current else 1
     job = Job(
-        spec=spec,
+        spec=share_spec(spec),
         version=version,
         author=cmd.author,
         updated_us=state.now_us,

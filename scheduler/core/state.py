@@ -23,6 +23,7 @@ from scheduler.core.model import (
     Run,
 )
 from scheduler.core.results import Result
+from scheduler.core.sharing import share_run
 
 # How many client request ids are remembered for deduplicating retried writes.
 REQUEST_MEMORY = 10_000
@@ -105,6 +106,8 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
         return None
 
     def add_run(self, run: Run) -> None:
+        job = self.jobs.get(run.job_id)
+        share_run(run, job.spec.id if job is not None else run.job_id)
         if run.status in LIVE_STATUSES:
             _index(self.live_runs, run, add=True)
         if run.status == LEASED:
