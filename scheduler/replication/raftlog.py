@@ -296,8 +296,17 @@ class RaftLog:
     # (that one it refuses): callers run one change at a time, on the leader.
     def raft_members(self) -> frozenset[str]:
         """Raft addresses pysyncobj counts as voters, this node included, as this node sees them."""
-        others = self._syncobj.otherNodes if self._syncobj is not None else set(self.settings.partner_addresses)
-        return frozenset({self.settings.self_address, *(getattr(n, "address", n) for n in others)})
+        if self._syncobj is None:
+            return frozenset({self.settings.self_address, *self.settings.partner_addresses})
+        for _ in range(9):
+            try:  # the tick thread may change the set while it is copied
+                others = self._syncobj.otherNodes
+                break
+            except RuntimeError:
+                continue
+        else:
+            others = self._syncobj.otherNodes
+        return frozenset({self.settings.self_address, *(node.address for node in others)})
 
     def connected_members(self) -> frozenset[str]:
         """Voters this node has a live connection to, itself included."""
