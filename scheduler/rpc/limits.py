@@ -63,7 +63,8 @@ class RpcLimits:
     max_resources_per_apply: int = 1_000
     max_uses_per_job: int = specs.MAX_USES
     max_targets_per_lease: int = 256
-    max_runs_per_lease: int = 1_000
+    # Runs one Lease may ask for; the node grants at most 1,000 per call whatever is asked.
+    max_runs_asked_per_lease: int = 100_000
     max_leases_per_heartbeat: int = 10_000
     max_statuses_per_filter: int = 16
     max_page_size: int = 10_000  # larger asks are refused; up to it, servers cap to their page size

@@ -298,7 +298,7 @@ def _lease(found: _Found, request) -> None:
     if found.count("targets", request.targets, limits.max_targets_per_lease):
         for position, target in enumerate(request.targets):
             found.name(f"targets[{position}]", target)
-    found.whole("max_runs", request.max_runs, 0, limits.max_runs_per_lease)
+    found.whole("max_runs", request.max_runs, 0, limits.max_runs_asked_per_lease)
     found.duration("", request, "wait", int(limits.max_lease_wait_s * 1_000_000))
 
 
