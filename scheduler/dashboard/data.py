@@ -114,7 +114,7 @@ def fate_of(run: model.Run) -> Slot:
         detail = f"{label}{late}"
     elif status == model.FAILED:
         fate, label = FAILED, f"failed{exit_note}"
-        detail = f"failed after {tries} attempt(s){exit_note}: {reason}{late}"
+        detail = f"failed after {tries} attempt(s): {reason}{late}"
     elif status == model.TIMED_OUT:
         fate, label = TIMED_OUT, "timed out"
         detail = f"timed out after {tries} attempt(s): {reason}{late}"

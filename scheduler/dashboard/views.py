@@ -8,7 +8,7 @@ from urllib.parse import quote, urlencode
 
 from scheduler.core.alerts import KINDS as ALERT_KINDS
 from scheduler.dashboard import data
-from scheduler.dashboard.svg import SERIES_COLOURS, forecast_svg, legend_html, run_href, timeline_svg
+from scheduler.dashboard.svg import FATE_COLOURS, SERIES_COLOURS, forecast_svg, legend_html, run_href, timeline_svg
 from scheduler.planning import format_us
 from scheduler.planning.timeconv import format_offset
 
@@ -316,6 +316,7 @@ def _slot_rows(job_id: str, slots: list[data.Slot], now_us: int, limit: int = 30
                 if slot.has_run
                 else escape(format_us(slot.scheduled_us))
             ),
+            f'<span class="swatch" style="background:{FATE_COLOURS[slot.fate]}"></span>'
             f'<span class="fate" data-fate="{slot.fate}">{escape(data.FATE_NAMES[slot.fate])}</span>'
             + (f' <span class="muted">({escape(slot.kind)})</span>' if slot.kind not in ("scheduled", "") else ""),
             escape(slot.detail),
