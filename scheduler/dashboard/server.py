@@ -32,6 +32,7 @@ from scheduler.core.model import SECOND_US
 from scheduler.dashboard import data, views
 from scheduler.dashboard.herd import grouped_forecast
 from scheduler.forecast import MINUTE_US
+from scheduler.membership import members_view, peer_by_raft_address
 from scheduler.planning import parse_iso_to_us
 from scheduler.replication.raftlog import ROLE_NAMES
 
@@ -215,7 +216,10 @@ class Dashboard:
     def raft_facts(self) -> data.RaftFacts:
         raftlog, config = self._raftlog, self._config
         raft = raftlog.raft_status()
-        leader = config.peer_by_raft_address(raftlog.leader_address())
+        with raftlog.read() as state:
+            # The replicated member table once membership changed, else the configured peers.
+            members = members_view(config, state)
+            leader = peer_by_raft_address(config, state, raftlog.leader_address())
         peers = tuple(
             data.PeerRow(
                 peer.node_id,
@@ -224,7 +228,7 @@ class Dashboard:
                 peer.node_id == config.node_id or raft.get(f"partner_node_status_server_{peer.raft_address}") == _CONNECTED,
                 raft.get(f"match_idx_server_{peer.raft_address}") or 0,
             )
-            for peer in config.peers
+            for peer in members
         )
         return data.RaftFacts(
             config.node_id,

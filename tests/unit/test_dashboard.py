@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from scheduler.core import model
 from scheduler.core import results as ev
-from scheduler.core.commands import ApplyJobs, ClaimLeadership
+from scheduler.core.commands import ApplyJobs, ClaimLeadership, Member
 from scheduler.core.model import SECOND_US, Alert, Attempt, Job, JobSpec, KillRecord, KillSwitch, Run
 from scheduler.core.state import State
 from scheduler.dashboard import data, svg, views
@@ -230,6 +230,14 @@ def test_cluster_page_shows_roles_indices_lag_and_epoch(dashboard):
     assert "applied index" in html and "505" in html and "(lag 5)" in html
     assert "epoch" in html and "opened by n2" in html
     assert "127.0.0.1:7202" in html and "509" in html
+
+
+def test_cluster_page_lists_the_replicated_members_once_membership_changed(dashboard):
+    with dashboard._raftlog.read() as state:
+        for i in (1, 2, 3, 4):
+            state.members[f"n{i}"] = Member(f"n{i}", f"127.0.0.1:710{i}", f"127.0.0.1:720{i}")
+    html = dashboard.render("/", {})
+    assert "127.0.0.1:7204" in html and html.count("<td><code>127.0.0.1:710") == 4
 
 
 def test_jobs_page_lists_and_searches(dashboard):
