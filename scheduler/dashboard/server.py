@@ -29,7 +29,7 @@ from prometheus_client import make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from scheduler.core.model import SECOND_US
-from scheduler.dashboard import data, views
+from scheduler.dashboard import data, fates, views, views_ops
 from scheduler.dashboard.herd import grouped_forecast
 from scheduler.forecast import MINUTE_US
 from scheduler.membership import members_view, peer_by_raft_address
@@ -263,7 +263,7 @@ class Dashboard:
             detail = data.job_detail(state, job_id, from_us, to_us, self._herd_window_us)
         if detail is None:
             raise NotFound(f"job {job_id!r} does not exist (the history of a deleted job stays under /runs)")
-        slots, cut = data.timeline(detail, from_us, to_us)
+        slots, cut = fates.timeline(detail, from_us, to_us)
         fires = data.next_fires(detail.row.spec, max(detail.cursor_us, now_us - 1), detail.spread_us)
         return views.job_page(detail, slots, cut, fires, from_us, to_us, label, self._node_id)
 
@@ -286,17 +286,17 @@ class Dashboard:
                 result = grouped_forecast(specs, start_us, FORECAST_HOURS, self._herd_window_us)
                 cached = self._forecast = (time.monotonic(), now_us, result, len(specs))
         _, computed_at_us, result, jobs = cached
-        return views.herd_page(result, computed_at_us, FORECAST_HOURS, jobs, self._node_id)
+        return views_ops.herd_page(result, computed_at_us, FORECAST_HOURS, jobs, self._node_id)
 
     def alerts(self, pending_only: bool, kind: str, page_number: int) -> str:
         with self._raftlog.read() as state:
             page = data.alerts_page(state, pending_only, kind, max(0, page_number - 1))
-        return views.alerts_page(page, pending_only, kind, self._node_id)
+        return views_ops.alerts_page(page, pending_only, kind, self._node_id)
 
     def kills(self) -> str:
         with self._raftlog.read() as state:
             page = data.kills_page(state)
-        return views.kills_page(page, self._node_id)
+        return views_ops.kills_page(page, self._node_id)
 
 
 class _QuietHandler(WSGIRequestHandler):

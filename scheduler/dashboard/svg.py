@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 from urllib.parse import quote
 
-from scheduler.dashboard.data import FATE_NAMES, Slot
+from scheduler.dashboard.fates import FATE_NAMES, Slot
 from scheduler.planning import format_us
 
 FATE_COLOURS = {

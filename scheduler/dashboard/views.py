@@ -1,4 +1,5 @@
-"""Dashboard pages as HTML strings (pure: records in, markup out; every value escaped)."""
+"""Dashboard pages as HTML strings (pure: records in, markup out; every value escaped): the shared
+layout, the cluster, job list, job and run pages. views_ops.py has the herd, alerts and kills pages."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ from collections import Counter
 from html import escape
 from urllib.parse import quote, urlencode
 
-from scheduler.core.alerts import KINDS as ALERT_KINDS
-from scheduler.dashboard import data
-from scheduler.dashboard.svg import FATE_COLOURS, SERIES_COLOURS, forecast_svg, legend_html, run_href, timeline_svg
+from scheduler.dashboard import data, fates
+from scheduler.dashboard.svg import FATE_COLOURS, legend_html, run_href, timeline_svg
 from scheduler.planning import format_us
 from scheduler.planning.timeconv import format_offset
 
@@ -67,8 +67,8 @@ def when(instant_us: int, now_us: int = 0) -> str:
     relative = ""
     if now_us:
         delta = now_us - instant_us
-        relative = f' <span class="muted">({data.human_duration_us(delta)} ago)</span>' if delta >= 0 else (
-            f' <span class="muted">(in {data.human_duration_us(-delta)})</span>'
+        relative = f' <span class="muted">({fates.human_duration_us(delta)} ago)</span>' if delta >= 0 else (
+            f' <span class="muted">(in {fates.human_duration_us(-delta)})</span>'
         )
     return f'<time datetime="{escape(text)}">{escape(text)}</time>{relative}'
 
@@ -78,11 +78,11 @@ def job_href(job_id: str, **query) -> str:
     return f"/jobs/{quote(job_id, safe='')}{suffix}"
 
 
-def _badge(text: str, kind: str = "") -> str:
+def badge_html(text: str, kind: str = "") -> str:
     return f'<span class="badge {escape(kind or text)}">{escape(text)}</span>'
 
 
-def _table(
+def table_html(
     header: list[str], rows: list[list[str]], numeric: frozenset[int] = frozenset(), empty: str = "none", name: str = ""
 ) -> str:
     """Cells are already markup: callers escape values. `name` becomes the table's class."""
@@ -136,30 +136,30 @@ def cluster_page(view: data.ClusterPage) -> str:
         )
     summary = _facts(
         [
-            ("this node", f"{escape(raft.node_id)} {_badge(raft.role, 'leader' if raft.role == 'leader' else '')}"),
-            ("leader", escape(raft.leader) if raft.leader else _badge("none known", "bad")),
+            ("this node", f"{escape(raft.node_id)} {badge_html(raft.role, 'leader' if raft.role == 'leader' else '')}"),
+            ("leader", escape(raft.leader) if raft.leader else badge_html("none known", "bad")),
             ("term", str(raft.term)),
             ("commit index", str(raft.commit_index)),
             ("applied index", f"{raft.applied_index} <span class=muted>(lag {lag})</span>"),
             ("epoch", f"{facts.epoch} <span class=muted>(opened by {escape(facts.leader_id or '—')})</span>"),
             ("last failover", failover),
             ("replicated time", when(facts.now_us)),
-            ("clock reading ignored", data.human_duration_us(facts.clock_ignored_us) if facts.clock_ignored_us else "none"),
+            ("clock reading ignored", fates.human_duration_us(facts.clock_ignored_us) if facts.clock_ignored_us else "none"),
             ("jobs", f'<a href="/jobs">{facts.jobs:,}</a>'),
             ("runs retained", f"{facts.runs:,} <span class=muted>({facts.leased_runs:,} leased now)</span>"),
             ("kill switches", f'<a href="/kills">{facts.active_kills} active</a>'),
             ("alerts retained", f'<a href="/alerts">{facts.alerts:,}</a>'),
         ]
     )
-    peers = _table(
+    peers = table_html(
         ["node", "role", "raft", "gRPC", "connected", "match index", "behind commit"],
         [
             [
                 escape(p.node_id) + (' <span class="muted">(this node)</span>' if p.node_id == raft.node_id else ""),
-                _badge("leader", "leader") if p.node_id == raft.leader else "follower" if raft.leader else "?",
+                badge_html("leader", "leader") if p.node_id == raft.leader else "follower" if raft.leader else "?",
                 f"<code>{escape(p.raft_address)}</code>",
                 f"<code>{escape(p.grpc_address)}</code>",
-                "yes" if p.connected else _badge("no", "bad"),
+                "yes" if p.connected else badge_html("no", "bad"),
                 str(p.match_index) if p.match_index else '<span class="muted">—</span>',
                 str(max(0, raft.commit_index - p.match_index)) if p.match_index else '<span class="muted">—</span>',
             ]
@@ -167,12 +167,12 @@ def cluster_page(view: data.ClusterPage) -> str:
         ],
         name="peers",
     )
-    history = _table(
+    history = table_html(
         ["epoch", "leader", "term", "at"],
         [[str(e), escape(n), str(t), when(at, facts.now_us)] for e, n, t, at in view.leaderships],
         empty="no leadership change applied since this process started",
     )
-    resources = _table(
+    resources = table_html(
         ["resource", "leased now", "max concurrent", "max starts/s"],
         [
             [escape(r.name), str(facts.resource_leased.get(r.name, 0)), str(r.max_concurrent or "∞"), str(r.max_starts_per_s or "∞")]
@@ -195,19 +195,19 @@ def cluster_page(view: data.ClusterPage) -> str:
 def _last_outcome(row: data.JobRow, now_us: int) -> str:
     if not row.last_status:
         return '<span class="muted">never ran</span>'
-    return f"{_badge(row.last_status)} {when(row.last_scheduled_us, now_us)}"
+    return f"{badge_html(row.last_status)} {when(row.last_scheduled_us, now_us)}"
 
 
 def _state_badges(row: data.JobRow) -> str:
     badges = []
     if row.paused or row.spec.paused:
-        badges.append(_badge("paused"))
+        badges.append(badge_html("paused"))
     if row.killed:
         badges.append(f'<span class="badge killed" title="{escape(row.killed)}">killed</span>')
     return " ".join(badges) or '<span class="muted">active</span>'
 
 
-def _pager(path: str, query: dict, page: int, total: int, page_size: int) -> str:
+def pager_html(path: str, query: dict, page: int, total: int, page_size: int) -> str:
     pages = max(1, (total + page_size - 1) // page_size)
     links = []
     if page > 0:
@@ -227,7 +227,7 @@ def jobs_page(
         '<button type="submit">Search</button></form>'
     )
     count = f'<p class="muted">{total:,} job{"s" if total != 1 else ""}{" match" if query else ""}</p>'
-    table = _table(
+    table = table_html(
         ["job", "owner", "class", "schedule", "time zone", "next fire", "last outcome", "state"],
         [
             [
@@ -244,7 +244,7 @@ def jobs_page(
         ],
         empty="no job matches" if query else "no jobs",
     )
-    pager = _pager("/jobs", {"q": query} if query else {}, page, total, page_size)
+    pager = pager_html("/jobs", {"q": query} if query else {}, page, total, page_size)
     return layout("Jobs", "/jobs", search + count + table + pager, node_id, now_us)
 
 
@@ -254,20 +254,20 @@ def _spec_facts(spec, detail: data.JobDetail | None = None) -> list[tuple[str, s
         ("schedule", f"<code>{escape(spec.schedule)}</code> in {escape(spec.timezone)}"),
         ("target", f"{escape(spec.target_kind)}: <code>{escape(spec.target)}</code>"),
         ("owner / class", f"{escape(spec.owner or '—')} / {escape(spec.job_class)}"),
-        ("timeout", data.human_duration_us(spec.timeout_us)),
+        ("timeout", fates.human_duration_us(spec.timeout_us)),
         (
             "retry",
-            f"{retry.max_attempts} attempt(s), backoff {data.human_duration_us(retry.backoff_initial_us)} "
-            f"×{retry.backoff_multiplier:g} up to {data.human_duration_us(retry.backoff_max_us)}"
-            + (f", within {data.human_duration_us(retry.within_us)}" if retry.within_us else ""),
+            f"{retry.max_attempts} attempt(s), backoff {fates.human_duration_us(retry.backoff_initial_us)} "
+            f"×{retry.backoff_multiplier:g} up to {fates.human_duration_us(retry.backoff_max_us)}"
+            + (f", within {fates.human_duration_us(retry.within_us)}" if retry.within_us else ""),
         ),
         (
             "misfire",
-            f"{escape(spec.misfire.policy)}, grace {data.human_duration_us(spec.misfire.grace_us)}"
+            f"{escape(spec.misfire.policy)}, grace {fates.human_duration_us(spec.misfire.grace_us)}"
             + (f", catch up at most {spec.misfire.max_catch_up}" if spec.misfire.policy == "catch_up" else ""),
         ),
         ("DST", f"gap {escape(spec.dst_gap or 'default')}, repeat {escape(spec.dst_repeat or 'default')}"),
-        ("jitter", escape(spec.jitter) + (f" (this job: +{data.human_duration_us(detail.spread_us)})" if detail else "")),
+        ("jitter", escape(spec.jitter) + (f" (this job: +{fates.human_duration_us(detail.spread_us)})" if detail else "")),
         ("overlap / priority", f"{escape(spec.overlap)} / {spec.priority}"),
         ("uses", escape(", ".join(spec.uses)) or '<span class="muted">—</span>'),
         ("payload", f"<code>{escape(spec.payload_json)}</code>" if spec.payload_json else '<span class="muted">—</span>'),
@@ -293,9 +293,9 @@ def _next_fires_table(fires: list[data.NextFire], timezone: str, now_us: int) ->
     for fire in fires:
         marks = []
         if fire.adjustment:
-            marks.append(_badge(fire.adjustment.replace("_", " "), "pending"))
+            marks.append(badge_html(fire.adjustment.replace("_", " "), "pending"))
         if fire.due_us != fire.scheduled_us:
-            marks.append(_badge(f"jitter +{data.human_duration_us(fire.due_us - fire.scheduled_us)}", "queued"))
+            marks.append(badge_html(f"jitter +{fates.human_duration_us(fire.due_us - fire.scheduled_us)}", "queued"))
         rows.append(
             [
                 escape(fire.nominal_local) + f' <span class="muted">{escape(format_offset(fire.utc_offset_s))}</span>',
@@ -305,10 +305,10 @@ def _next_fires_table(fires: list[data.NextFire], timezone: str, now_us: int) ->
             ]
         )
     header = [f"wall-clock slot ({timezone})", "instant (UTC)", "due (UTC, with jitter)", "adjustments"]
-    return _table(header, rows, empty="never fires again")
+    return table_html(header, rows, empty="never fires again")
 
 
-def _slot_rows(job_id: str, slots: list[data.Slot], now_us: int, limit: int = 30) -> str:
+def _slot_rows(job_id: str, slots: list[fates.Slot], now_us: int, limit: int = 30) -> str:
     rows = [
         [
             (
@@ -317,18 +317,18 @@ def _slot_rows(job_id: str, slots: list[data.Slot], now_us: int, limit: int = 30
                 else escape(format_us(slot.scheduled_us))
             ),
             f'<span class="swatch" style="background:{FATE_COLOURS[slot.fate]}"></span>'
-            f'<span class="fate" data-fate="{slot.fate}">{escape(data.FATE_NAMES[slot.fate])}</span>'
+            f'<span class="fate" data-fate="{slot.fate}">{escape(fates.FATE_NAMES[slot.fate])}</span>'
             + (f' <span class="muted">({escape(slot.kind)})</span>' if slot.kind not in ("scheduled", "") else ""),
             escape(slot.detail),
         ]
         for slot in reversed(slots[-limit:])
     ]
-    return _table(["slot", "fate", "what happened"], rows, empty="no slots in this window")
+    return table_html(["slot", "fate", "what happened"], rows, empty="no slots in this window")
 
 
 def job_page(
     detail: data.JobDetail,
-    slots: list[data.Slot],
+    slots: list[fates.Slot],
     slots_cut: bool,
     fires: list[data.NextFire],
     from_us: int,
@@ -373,7 +373,7 @@ def job_page(
 
 def run_page(detail: data.RunDetail, node_id: str = "") -> str:
     run, now_us = detail.run, detail.now_us
-    slot = data.fate_of(run)
+    slot = fates.fate_of(run)
     job_link = (
         f'<a href="{job_href(run.job_id)}">{escape(run.job_id)}</a>'
         if detail.spec
@@ -393,7 +393,7 @@ def run_page(detail: data.RunDetail, node_id: str = "") -> str:
             ("run key", f"<code>{escape(run.job_id)}@{run.scheduled_us}</code>"),
             ("slot", when(run.scheduled_us, now_us)),
             ("kind", escape(run.kind)),
-            ("status", f'{_badge(run.status)} <span class="fate" data-fate="{slot.fate}">{escape(slot.detail)}</span>'),
+            ("status", f'{badge_html(run.status)} <span class="fate" data-fate="{slot.fate}">{escape(slot.detail)}</span>'),
             ("due", when(run.effective_us or run.scheduled_us, now_us)),
             ("claimed", f"{when(run.claimed_us, now_us)} <span class=muted>(log index {run.claim_index})</span>"),
             ("started", when(run.started_us, now_us)),
@@ -407,7 +407,7 @@ def run_page(detail: data.RunDetail, node_id: str = "") -> str:
             ("deadline", when(run.deadline_us, now_us)),
         ]
     )
-    attempts = _table(
+    attempts = table_html(
         ["attempt", "worker", "fencing token", "started", "finished", "took", "outcome", "exit code", "error"],
         [
             [
@@ -416,8 +416,8 @@ def run_page(detail: data.RunDetail, node_id: str = "") -> str:
                 str(a.fencing_token),
                 when(a.started_us, now_us),
                 when(a.finished_us),
-                data.human_duration_us(a.finished_us - a.started_us) if a.finished_us and a.started_us else "—",
-                _badge(a.outcome or "running", {"success": "succeeded", "failure": "failed"}.get(a.outcome, "queued")),
+                fates.human_duration_us(a.finished_us - a.started_us) if a.finished_us and a.started_us else "—",
+                badge_html(a.outcome or "running", {"success": "succeeded", "failure": "failed"}.get(a.outcome, "queued")),
                 str(a.exit_code),
                 escape(a.error),
             ]
@@ -436,106 +436,3 @@ def run_page(detail: data.RunDetail, node_id: str = "") -> str:
         f'<p>{neighbours}</p>{summary}<h2>Attempts</h2>{attempts}<h2>Output tail</h2>{tail}'
     )
     return layout(f"Run {run.job_id} @ {format_us(run.scheduled_us)}", "/jobs", body, node_id, now_us)
-
-
-# -- herd, alerts, kills -----------------------------------------------------------------------
-
-
-def herd_page(result, computed_at_us: int, hours: float, jobs: int, node_id: str = "") -> str:
-    """`result` is a scheduler.forecast.Forecast."""
-    series = [("all jobs", result.series())] + [
-        (f"uses {name}", result.series(counter)) for name, counter in sorted(result.by_resource.items())
-    ]
-    peaks = result.peaks(5)
-    peak_rows = [[when(at), f'<span class="peak-fires">{fires}</span>'] for at, fires in peaks if fires]
-    resource_rows = [
-        [escape(name), str(sum(counter.values())), str(max(counter.values(), default=0))]
-        for name, counter in sorted(result.by_resource.items())
-    ]
-    legend = "".join(
-        f'<span class="legend-item"><span class="swatch" style="background:{colour}"></span>{escape(name)}</span>'
-        for (name, _), colour in zip(series, SERIES_COLOURS * 8)
-    )
-    truncated = (
-        f'<p class="muted">Fires of {len(result.truncated_jobs)} job(s) were capped per job: '
-        f"{escape(', '.join(result.truncated_jobs[:10]))}</p>"
-        if result.truncated_jobs
-        else ""
-    )
-    body = (
-        f'<p class="muted">Fires per minute over the next {hours:g} hours from {escape(format_us(result.start_us))}, '
-        f"for {jobs:,} jobs (paused ones left out), with each job's herd spread; computed {when(computed_at_us)}.</p>"
-        f'<div class="legend">{legend}</div>'
-        f"{forecast_svg(result.start_us, series, peaks[:3])}{truncated}"
-        f'<h2>Busiest minutes</h2>{_table(["minute", "fires"], peak_rows, numeric=frozenset({1}), empty="nothing fires")}'
-        f'<h2>Per resource</h2>{_table(["resource", "fires", "busiest minute"], resource_rows, numeric=frozenset({1, 2}), empty="no job uses a declared resource")}'
-    )
-    return layout("Herd forecast", "/herd", body, node_id)
-
-
-def alerts_page(page: data.AlertsPage, pending_only: bool, kind: str, node_id: str = "") -> str:
-    filters = ['<a href="/alerts">all</a>', '<a href="/alerts?pending=1">pending only</a>'] + [
-        f'<a href="/alerts?{escape(urlencode({"kind": k}))}">{escape(k)}</a>' for k in ALERT_KINDS
-    ]
-    summary = (
-        f'<p>{page.total:,} retained, <span class="pending-count">{page.pending:,}</span> pending delivery; '
-        f'showing {"pending " if pending_only else ""}{escape(kind + " ") if kind else ""}alerts, newest first '
-        f'({page.matching:,}).</p><p class="windows">{" ".join(filters)}</p>'
-    )
-    rows = [
-        [
-            when(a.created_us, page.now_us),
-            _badge(a.kind, "bad" if a.kind in ("failed", "timed_out", "missed", "fenced") else ""),
-            f'<a href="{job_href(a.job_id)}">{escape(a.job_id)}</a>',
-            escape(a.owner) or '<span class="muted">—</span>',
-            escape(a.job_class),
-            (f'<a href="{run_href(a.job_id, a.scheduled_us)}">{escape(format_us(a.scheduled_us))}</a>'),
-            escape(a.message),
-            when(a.delivered_us, page.now_us) if a.delivered_us else _badge("pending"),
-        ]
-        for a in page.alerts
-    ]
-    table = _table(["raised", "kind", "job", "owner", "class", "slot", "message", "delivered"], rows, empty="no alerts")
-    query = {k: v for k, v in (("pending", "1" if pending_only else ""), ("kind", kind)) if v}
-    body = summary + table + _pager("/alerts", query, page.page, page.matching, data.ALERTS_PAGE_SIZE)
-    return layout("Alerts", "/alerts", body, node_id, page.now_us)
-
-
-def kills_page(page: data.KillsPage, node_id: str = "") -> str:
-    active = _table(
-        ["class", "reason", "by", "since", "until", "running runs"],
-        [
-            [
-                f'<a href="/jobs?{escape(urlencode({"q": k.job_class}))}">{escape(k.job_class)}</a>',
-                escape(k.reason),
-                escape(k.author),
-                when(k.killed_us, page.now_us),
-                when(k.until_us, page.now_us) if k.until_us else "until revived",
-                "cancelled" if k.cancel_running else "left to finish",
-            ]
-            for k in page.active
-        ],
-        empty="no class is killed",
-        name="kills",
-    )
-    audit = _table(
-        ["at", "action", "class", "by", "reason", "until"],
-        [
-            [
-                when(r.at_us, page.now_us),
-                _badge(r.action, "killed" if r.action == "kill" else "succeeded"),
-                escape(r.job_class),
-                escape(r.author),
-                escape(r.reason),
-                when(r.until_us) if r.until_us else "—",
-            ]
-            for r in page.audit
-        ],
-        empty="no kill switch was ever used",
-    )
-    note = (
-        '<p class="muted">Read-only: <code>raftcron kill CLASS --reason R [--until T]</code> and '
-        "<code>raftcron revive CLASS</code> change them.</p>"
-    )
-    body = f"{note}<h2>Active</h2>{active}<h2>Audit trail</h2>{audit}"
-    return layout("Kill switches", "/kills", body, node_id, page.now_us)

@@ -17,7 +17,7 @@ from scheduler.core import results as ev
 from scheduler.core.commands import ApplyJobs, ClaimLeadership, Member
 from scheduler.core.model import SECOND_US, Alert, Attempt, Job, JobSpec, KillRecord, KillSwitch, Run
 from scheduler.core.state import State
-from scheduler.dashboard import data, svg, views
+from scheduler.dashboard import data, fates, svg, views
 from scheduler.dashboard.server import (
     BadRequest,
     Dashboard,
@@ -126,32 +126,32 @@ def dashboard():
 
 def test_each_run_gets_its_fate_at_a_glance():
     state = sample_state()
-    fates = [data.fate_of(r) for r in state.runs["report"]]
-    assert [f.fate for f in fates] == ["on_time", "late", "retried", "skipped", "missed", "failed"]
-    assert fates[1].label == "late by 42.0s"
-    assert fates[2].label == "succeeded on attempt 2"
-    assert fates[3].label == "skipped: killed: bad data (by bob)"
-    assert "not firing between A and B" in fates[4].detail
-    assert fates[5].label == "failed (exit code 3)"
+    seen = [fates.fate_of(r) for r in state.runs["report"]]
+    assert [f.fate for f in seen] == ["on_time", "late", "retried", "skipped", "missed", "failed"]
+    assert seen[1].label == "late by 42.0s"
+    assert seen[2].label == "succeeded on attempt 2"
+    assert seen[3].label == "skipped: killed: bad data (by bob)"
+    assert "not firing between A and B" in seen[4].detail
+    assert seen[5].label == "failed (exit code 3)"
 
 
 def test_timeline_draws_runs_then_the_next_few_slots():
     state = sample_state()
     detail = data.job_detail(state, "report", NOW_US - 10 * MINUTE_US, NOW_US + 3 * MINUTE_US, 0)
-    slots, cut = data.timeline(detail, NOW_US - 10 * MINUTE_US, NOW_US + 3 * MINUTE_US)
+    slots, cut = fates.timeline(detail, NOW_US - 10 * MINUTE_US, NOW_US + 3 * MINUTE_US)
     assert not cut
     assert [s.fate for s in slots] == ["on_time", "late", "retried", "skipped", "missed", "failed"] + ["upcoming"] * 3
     assert [s.has_run for s in slots] == [True] * 6 + [False] * 3
     wide = data.job_detail(state, "report", NOW_US - 10 * MINUTE_US, NOW_US + 60 * MINUTE_US, 0)
-    slots, _ = data.timeline(wide, NOW_US - 10 * MINUTE_US, NOW_US + 60 * MINUTE_US)
-    assert [s.fate for s in slots].count("upcoming") == data.UPCOMING_SHOWN
+    slots, _ = fates.timeline(wide, NOW_US - 10 * MINUTE_US, NOW_US + 60 * MINUTE_US)
+    assert [s.fate for s in slots].count("upcoming") == fates.UPCOMING_SHOWN
 
 
 def test_timeline_marks_accounted_slots_without_a_record():
     state = sample_state()
     del state.runs["report"][2]
     detail = data.job_detail(state, "report", NOW_US - 10 * MINUTE_US, NOW_US, 0)
-    slots, _ = data.timeline(detail, NOW_US - 10 * MINUTE_US, NOW_US)
+    slots, _ = fates.timeline(detail, NOW_US - 10 * MINUTE_US, NOW_US)
     assert [s.fate for s in slots] == ["on_time", "late", "unrecorded", "skipped", "missed", "failed"]
 
 
@@ -161,16 +161,16 @@ def test_timeline_keeps_the_most_recent_slots_of_a_long_window():
     for i in range(700):
         state.add_run(run("tick", NOW_US - (700 - i) * SECOND_US, model.SUCCEEDED))
     detail = data.job_detail(state, "tick", NOW_US - 86_400 * SECOND_US, NOW_US, 0)
-    slots, cut = data.timeline(detail, NOW_US - 86_400 * SECOND_US, NOW_US)
-    assert cut and len(slots) == data.MAX_TIMELINE_SLOTS
+    slots, cut = fates.timeline(detail, NOW_US - 86_400 * SECOND_US, NOW_US)
+    assert cut and len(slots) == fates.MAX_TIMELINE_SLOTS
     assert slots[-1].scheduled_us == NOW_US - SECOND_US
-    assert slots[0].scheduled_us == NOW_US - data.MAX_TIMELINE_SLOTS * SECOND_US
+    assert slots[0].scheduled_us == NOW_US - fates.MAX_TIMELINE_SLOTS * SECOND_US
 
 
 def test_latest_fires_narrows_from_the_start():
-    fires, cut = data.latest_fires(spec(schedule="* * * * * *"), NOW_US - 3600 * SECOND_US, NOW_US, limit=10)
+    fires, cut = fates.latest_fires(spec(schedule="* * * * * *"), NOW_US - 3600 * SECOND_US, NOW_US, limit=10)
     assert cut and fires == [NOW_US - (10 - i) * SECOND_US for i in range(10)]
-    assert data.latest_fires(spec(), NOW_US - 3 * MINUTE_US, NOW_US, limit=10) == (
+    assert fates.latest_fires(spec(), NOW_US - 3 * MINUTE_US, NOW_US, limit=10) == (
         [NOW_US - 3 * MINUTE_US, NOW_US - 2 * MINUTE_US, NOW_US - MINUTE_US], False)
 
 
@@ -312,7 +312,7 @@ def test_every_user_value_is_escaped():
 
 
 def test_timeline_svg_links_runs_and_escapes_tooltips():
-    slots = [data.Slot(NOW_US, "failed", "failed", "<oops>"), data.Slot(NOW_US + 1, "upcoming", "", "", "", False)]
+    slots = [fates.Slot(NOW_US, "failed", "failed", "<oops>"), fates.Slot(NOW_US + 1, "upcoming", "", "", "", False)]
     chart = svg.timeline_svg("a:b", slots)
     assert chart.count("<a ") == 1 and f'href="/runs/a%3Ab/{NOW_US}"' in chart
     assert "&lt;oops&gt;" in chart and "<oops>" not in chart
@@ -323,7 +323,7 @@ def test_forecast_axis_rounds_up():
 
 
 def test_human_durations():
-    assert [data.human_duration_us(us) for us in (850_000, 12_300_000, 245 * SECOND_US, 7380 * SECOND_US)] == [
+    assert [fates.human_duration_us(us) for us in (850_000, 12_300_000, 245 * SECOND_US, 7380 * SECOND_US)] == [
         "850ms", "12.3s", "4m05s", "2h03m"]
 
 
