@@ -55,8 +55,9 @@ def _port_base() -> int:
     """P such that P+1..3 (Raft), P+101..3 (gRPC) and P+201..3 (HTTP) are free on loopback."""
     import random
 
+    # Below the kernel's ephemeral ports (32768+) and apart from the integration tests' range.
     for _ in range(100):
-        base = random.randrange(41_000, 59_000, 300)
+        base = random.randrange(10_000, 19_700, 300)
         ports = [base + offset + i for offset in (0, 100, 200) for i in (1, 2, 3)]
         free = True
         for port in ports:
@@ -235,3 +236,12 @@ def test_dashboard_in_a_real_browser(cluster, browser_context):
     # /metrics on the same port is unchanged.
     response = page.request.get(f"{base}/metrics")
     assert response.ok and "raftcron_raft_term" in response.text()
+
+
+def test_a_missing_browser_fails_in_ci_and_skips_elsewhere(monkeypatch):
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="e2e-prereqs.sh"):
+        _missing("no Chromium at /nowhere")
+    monkeypatch.setenv("CI", "")
+    with pytest.raises(pytest.skip.Exception, match="e2e-prereqs.sh"):
+        _missing("no Chromium at /nowhere")

@@ -135,6 +135,17 @@ def test_each_run_gets_its_fate_at_a_glance():
     assert seen[5].label == "failed (exit code 3)"
 
 
+def test_fates_of_runs_still_live_or_ended_early():
+    timed_out = run("r", NOW_US, model.TIMED_OUT, reason="ran past its 1m timeout", attempts=[attempt(1, NOW_US)])
+    assert fates.fate_of(timed_out).fate == "timed_out" and "past its 1m timeout" in fates.fate_of(timed_out).detail
+    assert fates.fate_of(run("r", NOW_US, model.CANCELLED, reason="replaced")).detail == "cancelled: replaced"
+    running = run("r", NOW_US, model.LEASED, attempt=1, worker_id="w9", attempts=[attempt(1, NOW_US)])
+    assert fates.fate_of(running).fate == "running" and "on w9" in fates.fate_of(running).detail
+    retrying = run("r", NOW_US, model.QUEUED, reason="retry in 10s", attempts=[attempt(1, NOW_US, "failure")])
+    assert fates.fate_of(retrying).label == "waiting to retry"
+    assert fates.fate_of(run("r", NOW_US, model.QUEUED)).label == "queued"
+
+
 def test_timeline_draws_runs_then_the_next_few_slots():
     state = sample_state()
     detail = data.job_detail(state, "report", NOW_US - 10 * MINUTE_US, NOW_US + 3 * MINUTE_US, 0)
