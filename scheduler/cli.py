@@ -110,6 +110,9 @@ def cmd_jobs(args) -> int:
     return 0
 
 
+RUN_PAGES_FOLLOWED = 50
+
+
 def cmd_runs(args) -> int:
     from scheduler.cli_time import parse_when
     from scheduler.rpc.convert import STATUS_FROM_PB, timestamp
@@ -127,6 +130,17 @@ def cmd_runs(args) -> int:
     )
     with _client(args) as client:
         response = client.list_runs(request)
+        # A node looks at a bounded number of runs per call, so a rare --status may answer a short
+        # page with a token: follow it (a bounded number of times) to fill the page.
+        for _ in range(RUN_PAGES_FOLLOWED):
+            if len(response.runs) >= args.limit or not response.next_page_token:
+                break
+            request.page_token, request.page_size = response.next_page_token, args.limit - len(response.runs)
+            more = client.list_runs(request)
+            runs = list(response.runs) + list(more.runs)
+            del more.runs[:]
+            more.runs.extend(runs)
+            response = more
     out.print_runs(response, args.json)
     return 0
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import bisect
+import heapq
+from dataclasses import dataclass
 
 import grpc
 
@@ -29,11 +31,70 @@ def _parse_page_token(token: str, context) -> tuple[int, str] | None:
     return int(scheduled), job_id
 
 
-def _window(job_runs: list[model.Run], since_us: int, until_us: int, newest_first: bool, limit: int):
-    """At most `limit` runs of one job with since <= scheduled < until, in page order."""
+# A filter that matches few runs stops after examining this many (in page order) and answers a
+# short page with a token to go on from: one call never walks the whole history under the lock.
+MAX_RUNS_EXAMINED = 20_000
+
+
+@dataclass(frozen=True)
+class RunQuery:
+    job_id: str = ""
+    owner: str = ""
+    job_class: str = ""
+    statuses: frozenset[str] = frozenset()
+    since_us: int = -_FOREVER_US
+    until_us: int = _FOREVER_US
+    newest_first: bool = False
+    after: tuple[int, str] | None = None  # the page token: key of the last run already returned
+
+
+def select_runs(state, query: RunQuery, limit: int, max_examined: int = MAX_RUNS_EXAMINED):
+    """One page of runs in (scheduled_us, job_id) order (reversed for newest first), and the key
+    to continue after (None on the last page). Each job's runs are already sorted, so the jobs'
+    windows are merged lazily: the cost is the jobs looked at plus the runs examined, never
+    every run of every job."""
+    since_us, until_us, after = query.since_us, query.until_us, query.after
+    if after is not None:  # keyset pagination: continue just past the last run of the previous page
+        if query.newest_first:
+            until_us = min(until_us, after[0] + 1)
+        else:
+            since_us = max(since_us, after[0])
+    job_ids = [query.job_id] if query.job_id else list(state.runs)
+    streams = []
+    for job_id in job_ids:  # runs outlive their job: the history of a deleted job stays listable
+        job = state.jobs.get(job_id)
+        spec = job.spec if job is not None else None
+        if (query.owner and (spec is None or spec.owner != query.owner)) or (
+            query.job_class and (spec is None or spec.job_class != query.job_class)
+        ):
+            continue
+        job_runs = state.runs.get(job_id)
+        if job_runs:
+            streams.append(_in_order(job_runs, since_us, until_us, query.newest_first))
+    merged = heapq.merge(*streams, key=_run_key, reverse=query.newest_first)
+    page: list[model.Run] = []
+    for examined, run in enumerate(merged, start=1):
+        if after is not None and not _beyond(run, after, query.newest_first):
+            continue
+        if not query.statuses or run.status in query.statuses:
+            if len(page) == limit:
+                return page, _run_key(page[-1])
+            page.append(run)
+        if examined >= max_examined:
+            return page, _run_key(run)
+    return page, None
+
+
+def _in_order(job_runs: list[model.Run], since_us: int, until_us: int, newest_first: bool):
+    """The runs of one job with since <= scheduled < until, in page order."""
     lo = bisect.bisect_left(job_runs, since_us, key=_scheduled)
     hi = bisect.bisect_left(job_runs, until_us, key=_scheduled)
-    return job_runs[max(lo, hi - limit) : hi][::-1] if newest_first else job_runs[lo : min(hi, lo + limit)]
+    positions = range(hi - 1, lo - 1, -1) if newest_first else range(lo, hi)
+    return (job_runs[position] for position in positions)
+
+
+def _run_key(run: model.Run) -> tuple[int, str]:
+    return run.scheduled_us, run.job_id
 
 
 class RunServicer(runs_pb2_grpc.RunServiceServicer):
@@ -43,38 +104,20 @@ class RunServicer(runs_pb2_grpc.RunServiceServicer):
 
     def ListRuns(self, request: runs_pb2.ListRunsRequest, context):
         self._reader.barrier(context, request.linearizable)
-        limit = page_size(request.page_size)
-        since_us = timestamp_us(request.since) if request.HasField("since") else -_FOREVER_US
-        until_us = timestamp_us(request.until) if request.HasField("until") else _FOREVER_US
-        after = _parse_page_token(request.page_token, context)
-        if after is not None:
-            # Keyset pagination: continue just past the last run of the previous page.
-            if request.newest_first:
-                until_us = min(until_us, after[0] + 1)
-            else:
-                since_us = max(since_us, after[0])
-        statuses = {STATUS_FROM_PB[s] for s in request.statuses if s in STATUS_FROM_PB}
-        candidates: list[model.Run] = []
+        query = RunQuery(
+            job_id=request.job_id,
+            owner=request.owner,
+            job_class=request.job_class,
+            statuses=frozenset(STATUS_FROM_PB[s] for s in request.statuses if s in STATUS_FROM_PB),
+            since_us=timestamp_us(request.since) if request.HasField("since") else -_FOREVER_US,
+            until_us=timestamp_us(request.until) if request.HasField("until") else _FOREVER_US,
+            newest_first=request.newest_first,
+            after=_parse_page_token(request.page_token, context),
+        )
         with self._raftlog.read() as state:
-            # Runs outlive their job: history of a deleted job stays listable.
-            job_ids = [request.job_id] if request.job_id else list(state.runs)
-            for job_id in job_ids:
-                job = state.jobs.get(job_id)
-                spec = job.spec if job is not None else None
-                if (request.owner and (spec is None or spec.owner != request.owner)) or (
-                    request.job_class and (spec is None or spec.job_class != request.job_class)
-                ):
-                    continue
-                job_runs = state.runs.get(job_id, [])
-                # Over-fetch per job so status filtering and the page cut still fill a page.
-                window = _window(job_runs, since_us, until_us, request.newest_first, limit * 4 + 1)
-                candidates.extend(r for r in window if not statuses or r.status in statuses)
-            order = sorted(candidates, key=lambda r: (r.scheduled_us, r.job_id), reverse=request.newest_first)
-            if after is not None:
-                order = [r for r in order if _beyond(r, after, request.newest_first)]
-            page = [run_to_pb(run) for run in order[:limit]]
-            more = len(order) > limit
-        next_token = f"{order[limit - 1].scheduled_us}:{order[limit - 1].job_id}" if more else ""
+            runs, next_key = select_runs(state, query, page_size(request.page_size))
+            page = [run_to_pb(run) for run in runs]
+        next_token = f"{next_key[0]}:{next_key[1]}" if next_key is not None else ""
         return runs_pb2.ListRunsResponse(
             runs=page, next_page_token=next_token, read=self._reader.read_info(request.linearizable)
         )

@@ -3,6 +3,9 @@ argument; and the core, where it is the last line, rejects instead of raising.""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import json
 import threading
 
 import grpc
@@ -29,13 +32,14 @@ from scheduler.core.commands import (
     SetJobPaused,
     TriggerRun,
 )
-from scheduler.core.model import Resource
+from scheduler.core.model import Resource, Run
 from scheduler.core.results import Result
 from scheduler.leader.batcher import Coalescer
 from scheduler.replication import EntryTooLarge
 from scheduler.replication.raftlog import MAX_ENTRY_BYTES
 from scheduler.rpc.convert import spec_from_pb
 from scheduler.rpc.limits import DEFAULT_LIMITS
+from scheduler.rpc.runs import RunQuery, select_runs
 from scheduler.rpc.validate import LimitsInterceptor, payload_depth, request_problems
 from scheduler.specs import SpecError, parse_jobs_document, validate_spec
 from tests.fakes import T0_US, Core, FakeClock, claim, completion, expiry, lease_ref, run_ref, spec, upsert
@@ -527,3 +531,84 @@ def test_every_client_call_has_a_finite_deadline(timeout_s):
         ClusterClient(["127.0.0.1:1"], timeout_s=timeout_s)
     with ClusterClient(["127.0.0.1:1"], timeout_s=1.0) as client, pytest.raises(ValueError, match="timeout_s"):
         client.lease(worker_id="w", timeout_s=timeout_s)
+
+
+# -- ListRuns: one call looks at a bounded number of runs, and pages still cover everything ----
+
+
+def history_state(runs_per_job: dict[str, list[tuple[int, str]]]) -> State:
+    state = State()
+    for job_id, runs in runs_per_job.items():
+        for scheduled_us, status in runs:
+            state.add_run(Run(job_id=job_id, scheduled_us=scheduled_us, status=status))
+    return state
+
+
+def all_pages(state: State, query: RunQuery, limit: int, max_examined: int) -> list[tuple[int, str]]:
+    keys, after = [], None
+    for _ in range(10_000):
+        page, after = select_runs(state, dataclasses.replace(query, after=after), limit, max_examined)
+        keys += [(run.scheduled_us, run.job_id) for run in page]
+        if after is None:
+            return keys
+    raise AssertionError("pagination never ended")
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(
+    runs_per_job=st.dictionaries(
+        st.sampled_from(["a", "b", "c", "d"]),
+        st.lists(st.tuples(st.integers(0, 30), st.sampled_from(["succeeded", "failed", "queued"])), max_size=25,
+                 unique_by=lambda item: item[0]),
+        max_size=4,
+    ),
+    statuses=st.sampled_from([frozenset(), frozenset({"failed"}), frozenset({"queued", "failed"})]),
+    newest_first=st.booleans(),
+    limit=st.integers(1, 7),
+    max_examined=st.integers(1, 12),
+    window=st.tuples(st.integers(-1, 31), st.integers(-1, 32)),
+)
+def test_run_pages_cover_every_matching_run_once_in_order(runs_per_job, statuses, newest_first, limit, max_examined, window):
+    state = history_state(runs_per_job)
+    query = RunQuery(statuses=statuses, since_us=window[0], until_us=window[1], newest_first=newest_first)
+    expected = sorted(
+        ((at, job) for job, runs in runs_per_job.items() for at, status in runs
+         if window[0] <= at < window[1] and (not statuses or status in statuses)),
+        reverse=newest_first,
+    )
+    assert all_pages(state, query, limit, max_examined) == expected
+
+
+def test_a_rare_status_answers_a_short_page_with_a_token_instead_of_walking_all_history():
+    state = history_state({f"job-{n}": [(t, "succeeded") for t in range(50)] + [(50, "failed")] for n in range(100)})
+    page, after = select_runs(state, RunQuery(statuses=frozenset({"failed"})), limit=10, max_examined=1000)
+    assert page == [] and after is not None  # 1,000 runs looked at, none failed yet: go on from here
+    keys = all_pages(state, RunQuery(statuses=frozenset({"failed"})), limit=10, max_examined=1000)
+    assert keys == [(50, f"job-{n}") for n in sorted(range(100), key=lambda n: f"job-{n}")]
+
+
+def test_the_cli_follows_short_pages_of_runs_until_its_page_is_full(monkeypatch, capsys):
+    """`raftcron runs --status failed`: the node answers a rare status in bounded steps."""
+    from scheduler import cli
+
+    pages = [([], "10:a"), (["x"], "20:b"), ([], "30:c"), (["y", "z"], "40:d")]
+    asked = []
+
+    class FakeClient:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc_info):
+            return None
+
+        def list_runs(self, request):
+            asked.append((request.page_token, request.page_size))
+            runs, token = pages[len(asked) - 1]
+            return runs_pb2.ListRunsResponse(runs=[pb.Run(job_id=job) for job in runs], next_page_token=token)
+
+    monkeypatch.setattr(cli, "_client", lambda args: FakeClient())
+    args = argparse.Namespace(job="", status=["failed"], since=None, until=None, limit=3, oldest_first=False,
+                              linearizable=False, json=True)
+    assert cli.cmd_runs(args) == 0
+    assert [run["job_id"] for run in json.loads(capsys.readouterr().out)] == ["x", "y", "z"]
+    assert asked == [("", 3), ("10:a", 3), ("20:b", 2), ("30:c", 2)]
