@@ -60,7 +60,11 @@ def alerts_page(page: data.AlertsPage, pending_only: bool, kind: str, node_id: s
             f'<a href="{job_href(a.job_id)}">{escape(a.job_id)}</a>',
             escape(a.owner) or '<span class="muted">—</span>',
             escape(a.job_class),
-            (f'<a href="{run_href(a.job_id, a.scheduled_us)}">{escape(format_us(a.scheduled_us))}</a>'),
+            (
+                f'<a href="{run_href(a.job_id, a.scheduled_us)}">{escape(format_us(a.scheduled_us))}</a>'
+                if a.has_run
+                else escape(format_us(a.scheduled_us))
+            ),
             escape(a.message),
             when(a.delivered_us, page.now_us) if a.delivered_us else badge_html("pending"),
         ]

@@ -277,6 +277,11 @@ def test_run_page_shows_attempts_token_worker_exit_code_and_escaped_output(dashb
 def test_alerts_and_kills_pages(dashboard):
     html = dashboard.render("/alerts", {})
     assert '<span class="pending-count">2</span>' in html and "&lt;b&gt;!&lt;/b&gt;" in html
+    slots = sorted(r.scheduled_us for r in sample_state().runs["report"])
+    assert f'href="/runs/report/{slots[0]}"' in html  # the failed alert's run is retained
+    with dashboard._raftlog.read() as state:
+        del state.runs["report"][0]
+    assert f'href="/runs/report/{slots[0]}"' not in dashboard.render("/alerts", {})
     assert "killed" in dashboard.render("/alerts", {"pending": ["1"]})
     assert "failed &lt;b&gt;" not in dashboard.render("/alerts", {"pending": ["1"]})
     html = dashboard.render("/kills", {})
