@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import socket
 import threading
 import urllib.error
 import urllib.request
@@ -400,3 +401,26 @@ def test_request_headers_are_lowercase():
     environ = {"HTTP_AUTHORIZATION": "Bearer x", "HTTP_X_FORWARDED_FOR": "1.2.3.4", "CONTENT_TYPE": "text/plain"}
     assert request_headers(environ) == {"authorization": "Bearer x", "x-forwarded-for": "1.2.3.4",
                                         "content-type": "text/plain"}
+
+
+def test_start_observability_serves_the_dashboard_beside_metrics():
+    from scheduler.observability import dashboard_url, start_observability
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = fake_config()
+    config.metrics_address = f"127.0.0.1:{port}"
+    raftlog = FakeRaftLog(sample_state())
+    node = SimpleNamespace(raftlog=raftlog, config=config, current_dispatcher=lambda: None,
+                           lifecycle=SimpleNamespace(current=None))
+    observability = start_observability(node, authorize=lambda headers: headers.get("authorization") == "Bearer t")
+    try:
+        assert observability.dashboard_url == dashboard_url(config.metrics_address) == f"http://127.0.0.1:{port}/"
+        assert _get(observability.dashboard_url)[0] == 401
+        status, _, body = _get(observability.dashboard_url + "kills", {"Authorization": "Bearer t"})
+        assert status == 200 and "bad data" in body
+        assert len(raftlog.listeners) == 2  # the metrics observer and the dashboard's watcher
+    finally:
+        observability.close()
+    assert raftlog.listeners == []
