@@ -244,7 +244,9 @@ class Dashboard:
         raft = self.raft_facts()
         with self._raftlog.read() as state:
             facts = data.cluster_facts(state)
-        return views.cluster_page(data.ClusterPage(raft, facts, tuple(reversed(self.watcher.leaderships))))
+            # Under the lock: the watcher appends to this deque while applying.
+            leaderships = tuple(reversed(self.watcher.leaderships))
+        return views.cluster_page(data.ClusterPage(raft, facts, leaderships))
 
     def jobs(self, query: str, page_number: int) -> str:
         page = max(0, page_number - 1)
