@@ -424,3 +424,15 @@ def test_start_observability_serves_the_dashboard_beside_metrics():
     finally:
         observability.close()
     assert raftlog.listeners == []
+
+
+def test_a_large_job_list_renders_one_page():
+    state = State(now_us=NOW_US)
+    for i in range(20_000):
+        state.jobs[f"job-{i:05d}"] = job(spec(f"job-{i:05d}", owner=f"team{i % 40}"))
+    board = Dashboard(FakeRaftLog(state), fake_config())
+    html = board.render("/jobs", {"page": ["200"]})
+    assert "20,000 jobs" in html and "page 200 of 400" in html and html.count('class="job-link"') == 50
+    assert 'href="/jobs/job-09950"' in html and 'href="/jobs/job-09999"' in html
+    html = board.render("/jobs", {"q": ["TEAM7"], "page": ["2"]})  # one owner of 40, case-insensitively
+    assert "500 jobs match" in html and html.count('class="job-link"') == 50
