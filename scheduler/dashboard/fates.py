@@ -26,6 +26,8 @@ MAX_TIMELINE_SLOTS = 600
 UPCOMING_SHOWN = 5
 # Pages of fires walked to find a long window's newest slots (see latest_fires).
 TAIL_WALK_PAGES = 16
+# A job page opens on the shortest window holding at least this many slots.
+DEFAULT_WINDOW_SLOTS = 20
 # A slot whose first attempt started later than this after it was due is drawn as late.
 LATE_AFTER_US = 5 * SECOND_US
 
@@ -122,6 +124,16 @@ def fate_of(run: model.Run) -> Slot:
         fate, label = QUEUED, "waiting to retry" if tries else "queued"
         detail = f"{label}{': ' + reason if reason else ''}"
     return Slot(run.scheduled_us, fate, label, detail, run.kind)
+
+
+def default_window(spec: model.JobSpec, now_us: int, windows: tuple[tuple[str, int], ...]) -> str:
+    """The shortest of `windows` (label, seconds) holding DEFAULT_WINDOW_SLOTS of the job's slots
+    before now, so an every-second job opens on minutes and a nightly one on days (pure)."""
+    schedule = schedule_for(spec)
+    for label, seconds in windows:
+        if len(schedule.fires_between(now_us - seconds * SECOND_US, now_us, DEFAULT_WINDOW_SLOTS)) >= DEFAULT_WINDOW_SLOTS:
+            return label
+    return windows[-1][0]
 
 
 def latest_fires(

@@ -101,11 +101,12 @@ def _int_param(params: dict, name: str, default: int = 0) -> int:
     return int(value)
 
 
-def parse_window(params: dict, now_us: int) -> tuple[int, int, str]:
+def parse_window(params: dict, now_us: int, default: str = DEFAULT_WINDOW) -> tuple[int, int, str]:
     """(from_us, to_us, window label) of a job page's timeline.
 
     `window=5m|1h|6h|24h|7d` ends a little after replicated now, so the next few slots show as
-    upcoming; `from` and `to` (ISO-8601, UTC unless an offset is given) choose any window.
+    upcoming; `from` and `to` (ISO-8601, UTC unless an offset is given) choose any window;
+    without either, the `default` window.
     """
     if "from" in params or "to" in params:
         try:
@@ -116,7 +117,7 @@ def parse_window(params: dict, now_us: int) -> tuple[int, int, str]:
         if not 0 < to_us - from_us <= MAX_WINDOW_US:
             raise BadRequest("the window must end after it starts and span at most 31 days")
         return from_us, to_us, ""
-    label = params.get("window", [DEFAULT_WINDOW])[0]
+    label = params.get("window", [default])[0]
     seconds = dict(views.WINDOWS).get(label)
     if seconds is None:
         raise BadRequest(f"window must be one of {', '.join(name for name, _ in views.WINDOWS)}")
@@ -260,7 +261,10 @@ class Dashboard:
     def job(self, job_id: str, params: dict) -> str:
         with self._raftlog.read() as state:
             now_us = state.now_us
-        from_us, to_us, label = parse_window(params, now_us)
+            job = state.jobs.get(job_id)
+            spec = job.spec if job is not None else None
+        default = fates.default_window(spec, now_us, views.WINDOWS) if spec is not None else DEFAULT_WINDOW
+        from_us, to_us, label = parse_window(params, now_us, default)
         with self._raftlog.read() as state:
             detail = data.job_detail(state, job_id, from_us, to_us, self._herd_window_us)
         if detail is None:

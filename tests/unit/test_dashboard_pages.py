@@ -179,6 +179,15 @@ def test_timeline_keeps_the_most_recent_slots_of_a_long_window():
     assert slots[0].scheduled_us == NOW_US - fates.MAX_TIMELINE_SLOTS * SECOND_US
 
 
+def test_a_job_page_opens_on_a_window_that_fits_its_schedule(dashboard):
+    windows = views.WINDOWS
+    assert fates.default_window(spec(schedule="* * * * * *"), NOW_US, windows) == "5m"
+    assert fates.default_window(spec(schedule="*/5 * * * *"), NOW_US, windows) == "6h"
+    assert fates.default_window(spec(schedule="0 * * * *"), NOW_US, windows) == "24h"
+    assert fates.default_window(spec(schedule="0 2 * * *"), NOW_US, windows) == "7d"
+    assert "class=active>last 1h" in dashboard.render("/jobs/report", {})  # every minute: 20 slots need 1h
+
+
 def test_latest_fires_narrows_from_the_start():
     fires, cut = fates.latest_fires(spec(schedule="* * * * * *"), NOW_US - 3600 * SECOND_US, NOW_US, limit=10)
     assert cut and fires == [NOW_US - (10 - i) * SECOND_US for i in range(10)]
