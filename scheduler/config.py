@@ -167,6 +167,9 @@ def _validate(config: NodeConfig) -> None:
     tuning = config.raft
     if not 0 < tuning.append_entries_period_s * 3 < tuning.election_timeout_min_s < tuning.election_timeout_max_s:
         raise ConfigError("need 3 x append_entries_period_s < election_timeout_min_s < election_timeout_max_s")
+    if not 0 < tuning.keepalive_period_s < max(3.5, tuning.election_timeout_max_s) / 2:
+        raise ConfigError("keepalive_period_s must be positive and under half of pysyncobj's connection timeout "
+                          "(3.5 s, or election_timeout_max_s if larger)")
 
 
 def add_node_flags(parser: argparse.ArgumentParser) -> None:

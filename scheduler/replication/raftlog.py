@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -54,6 +55,8 @@ class RaftTuning:
     # An isolated leader steps down after this instead of pysyncobj's 30 s; epochs fence the rest.
     leader_fallback_timeout_s: float = 1.5
     connection_retry_s: float = 1.0
+    # Every node sends each peer a no-op this often, so no link idles into pysyncobj's timeout.
+    keepalive_period_s: float = 1.0
     compaction_min_entries: int = 50_000
     compaction_min_time_s: float = 600.0
 
@@ -140,6 +143,35 @@ _FAILURES: dict[int, type[ReplicationError]] = {
 }
 
 
+# pysyncobj closes a link that has read nothing for its connection timeout (3.5 s) and reconnects
+# after connection_retry_s. Followers send each other nothing in steady state, so a link between
+# two followers was down about a fifth of the time, and a leader dying then cost a failed election
+# (measured: term 1 -> 3 and 1.3-2.0 s to a new leader, instead of one election and ~0.6 s).
+# pysyncobj ignores message types it does not know, so the keepalive is safe with older nodes.
+KEEPALIVE_MESSAGE = {"type": "raftcron_keepalive"}
+
+
+class _KeptAliveSyncObj(SyncObj):
+    """SyncObj whose tick thread also sends every peer a keepalive once per period."""
+
+    def __init__(self, *args, keepalive_period_s: float, **kwargs) -> None:
+        # Set before SyncObj starts its tick thread, which calls _onTick.
+        self._keepalive_period_s = keepalive_period_s
+        self._next_keepalive = 0.0
+        super().__init__(*args, **kwargs)
+
+    def _onTick(self, timeToWait=0.0):  # noqa: N802, N803 (pysyncobj's names)
+        super()._onTick(timeToWait)
+        now = time.monotonic()
+        if now < self._next_keepalive:
+            return
+        self._next_keepalive = now + self._keepalive_period_s
+        transport = self._SyncObj__transport
+        if transport.ready:
+            for node in list(self._SyncObj__otherNodes):
+                transport.send(node, KEEPALIVE_MESSAGE)
+
+
 class RaftLog:
     def __init__(self, settings: RaftSettings) -> None:
         self.settings = settings
@@ -157,8 +189,12 @@ class RaftLog:
         # compaction) with the process umask: make it private for the life of the process.
         os.umask(0o077)
         conf = self.settings.to_conf(self._on_state_changed)
-        self._syncobj = SyncObj(
-            self.settings.self_address, list(self.settings.partner_addresses), conf, consumers=[self._consumer]
+        self._syncobj = _KeptAliveSyncObj(
+            self.settings.self_address,
+            list(self.settings.partner_addresses),
+            conf,
+            consumers=[self._consumer],
+            keepalive_period_s=self.settings.tuning.keepalive_period_s,
         )
 
     def close(self) -> None:

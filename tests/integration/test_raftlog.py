@@ -314,3 +314,42 @@ def test_an_undecodable_entry_still_counts_as_applied(single_node: RaftLog) -> N
 def test_close_has_stopped_the_node_when_it_returns(single_node: RaftLog) -> None:
     single_node.close()
     assert not single_node._syncobj.tick_thread_alive()
+
+
+# -- links between followers ---------------------------------------------------------------
+# pysyncobj drops a link that has read nothing for 3.5 s, and notices only when it next sends on
+# it: followers send each other nothing until the leader dies, so without keepalives both
+# candidates' first vote requests were dropped and every such failover took two elections.
+IDLE_LINK_TIMEOUT_S = 3.5
+
+
+def _term(node: RaftLog) -> int:
+    return node.raft_status()["raft_term"]
+
+
+def test_a_leader_dying_after_an_idle_spell_is_replaced_in_one_election(tmp_path: Path) -> None:
+    addresses = [f"127.0.0.1:{port}" for port in free_ports(3)]
+    tuning = {"election_timeout_min_s": 0.5, "election_timeout_max_s": 2.5}  # rarely two timers at once
+    nodes = [RaftLog(settings_for(a, addresses, tmp_path / f"node{i}", **tuning)) for i, a in enumerate(addresses)]
+    terms_seen = []
+    try:
+        for node in nodes:
+            node.start()
+        for attempt in range(2):  # two candidates timing out together also costs a second election
+            leader = leader_of(nodes)
+            term = _term(leader)
+            # The followers' link idles past pysyncobj's timeout (a condition on elapsed time, by design).
+            time.sleep(IDLE_LINK_TIMEOUT_S + 1.0)
+            leader.close()
+            survivors = [n for n in nodes if n is not leader]
+            new_leader = wait_until(lambda: next((n for n in survivors if n.is_leader()), None), "a new leader")
+            terms_seen.append((term, _term(new_leader)))
+            if _term(new_leader) == term + 1:
+                return
+            index = nodes.index(leader)
+            nodes[index] = RaftLog(settings_for(addresses[index], addresses, tmp_path / f"node{index}", **tuning))
+            nodes[index].start()
+        raise AssertionError(f"every failover took more than one election: (old term, new term) {terms_seen}")
+    finally:
+        for node in nodes:
+            node.close()
