@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from scheduler import specs
 from scheduler.durations import DAY
+from scheduler.replication.raftlog import MAX_ENTRY_BYTES
 
 # Instants a request may name: 1970-01-01 up to the last second of 9999 (google.protobuf.Timestamp's
 # own documented range ends there; schedules never need more).
@@ -24,6 +25,9 @@ class RpcLimits:
     # -- transport -------------------------------------------------------------------------------
     # Largest request or response message; an ApplyJobs dry run of a big file is the largest call.
     max_message_bytes: int = 16 << 20
+    # A write whose request alone is larger cannot fit one log entry (its command encodes larger):
+    # refused before any planning. Dry runs never reach the log and may use the whole message.
+    max_entry_bytes: int = MAX_ENTRY_BYTES
     # HTTP/2 streams one connection may have open at once (more wait in the client's queue).
     max_streams_per_connection: int = 256
     # Calls a node handles or queues at once; beyond, gRPC answers RESOURCE_EXHAUSTED at once.

@@ -29,7 +29,7 @@ from scheduler.specs import name_problem, text_problem
 from worker.api.v1 import common_pb2 as pb
 from worker.api.v1 import worker_pb2 as wpb
 
-__all__ = ["LimitsInterceptor", "Problem", "describe", "payload_depth", "request_problems"]
+__all__ = ["LimitsInterceptor", "Problem", "describe", "payload_depth", "request_problems", "status_code"]
 
 _PACKAGE = "raftcron.v1."
 _LEASE_METHOD = "/raftcron.v1.WorkerService/Lease"
@@ -41,9 +41,18 @@ _MAX_LISTED = 20  # problems named in one error message
 class Problem:
     field: str
     message: str
+    # RESOURCE_EXHAUSTED: the request is well formed but larger than the node takes at once.
+    code: grpc.StatusCode = grpc.StatusCode.INVALID_ARGUMENT
 
     def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+
+def status_code(problems: list[Problem]) -> grpc.StatusCode:
+    """RESOURCE_EXHAUSTED when only sizes beyond what the node takes at once are wrong."""
+    if all(problem.code == grpc.StatusCode.RESOURCE_EXHAUSTED for problem in problems):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED
+    return grpc.StatusCode.INVALID_ARGUMENT
 
 
 def describe(problems: list[Problem]) -> str:
@@ -51,7 +60,8 @@ def describe(problems: list[Problem]) -> str:
     lines = [str(problem) for problem in problems[:_MAX_LISTED]]
     if len(problems) > _MAX_LISTED:
         lines.append(f"... and {len(problems) - _MAX_LISTED} more")
-    return "invalid request:\n" + "\n".join(lines)
+    heading = "request too large" if status_code(problems) == grpc.StatusCode.RESOURCE_EXHAUSTED else "invalid request"
+    return f"{heading}:\n" + "\n".join(lines)
 
 
 def request_problems(request: Message, limits: RpcLimits = DEFAULT_LIMITS) -> list[Problem]:
@@ -62,6 +72,13 @@ def request_problems(request: Message, limits: RpcLimits = DEFAULT_LIMITS) -> li
         _generic(found, request, "")
     else:
         checker(found, request)
+    writes = "request_id" in request.DESCRIPTOR.fields_by_name and not getattr(request, "dry_run", False)
+    if writes and not found.problems and request.ByteSize() > limits.max_entry_bytes:
+        message = (
+            f"the request is {request.ByteSize()} bytes, more than one log entry holds ({limits.max_entry_bytes});"
+            " send it in smaller parts"
+        )
+        found.problems.append(Problem("", message, grpc.StatusCode.RESOURCE_EXHAUSTED))
     return found.problems
 
 
@@ -438,7 +455,7 @@ class LimitsInterceptor(grpc.ServerInterceptor):
         def checked(request, context):
             problems = request_problems(request, self._limits)
             if problems:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, describe(problems))
+                context.abort(status_code(problems), describe(problems))
             if method == _LEASE_METHOD and request.HasField("wait") and request.wait.ToNanoseconds() > 0:
                 self._fit_wait(request, context)
                 gate, busy = self._lease_waits, "too many Lease calls are waiting on this node; retry after a pause"

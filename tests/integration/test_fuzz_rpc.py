@@ -446,18 +446,25 @@ def test_a_message_beyond_the_transport_limit_is_refused(cluster, channels):
     assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-def test_an_apply_too_large_for_one_log_entry_is_refused_clearly(cluster, channels):
-    payload = '"' + "p" * 60_000 + '"'
+@pytest.mark.parametrize(
+    ("count", "payload_bytes"),
+    [(40, 60_000), (2_500, 0)],  # a request over 1 MiB; a small request whose command encodes over 1 MiB
+    ids=["large request", "large command"],
+)
+def test_an_apply_too_large_for_one_log_entry_is_refused_clearly(cluster, channels, count, payload_bytes):
+    payload = '"' + "p" * payload_bytes + '"' if payload_bytes else ""
     jobs = [
-        spec_to_pb(JobSpec(id=f"big-{n}", schedule="0 4 * * *", target_kind="handler", target="h", payload_json=payload))
-        for n in range(40)
+        spec_to_pb(JobSpec(id=f"big{count}-{n}", schedule="0 4 * * *", target_kind="handler", target="h", payload_json=payload))
+        for n in range(count)
     ]
     with pytest.raises(grpc.RpcError) as raised:
-        call(channels, cluster.addresses[1], "JobService", "ApplyJobs", jobs_pb2.ApplyJobsRequest(jobs=jobs))
+        call_through_elections(cluster, channels, cluster.addresses[1], "JobService", "ApplyJobs",
+                               jobs_pb2.ApplyJobsRequest(jobs=jobs))
     assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "log entry" in raised.value.details()
     # Nothing was applied, and the same jobs fit in smaller applies.
-    response = call(channels, cluster.addresses[1], "JobService", "ApplyJobs", jobs_pb2.ApplyJobsRequest(jobs=jobs[:4]))
+    request = jobs_pb2.ApplyJobsRequest(jobs=jobs[:4])
+    response = call_through_elections(cluster, channels, cluster.addresses[1], "JobService", "ApplyJobs", request)
     assert [change.change for change in response.changes] == ["added"] * 4
 
 

@@ -40,7 +40,7 @@ from scheduler.replication.raftlog import MAX_ENTRY_BYTES
 from scheduler.rpc.convert import spec_from_pb
 from scheduler.rpc.limits import DEFAULT_LIMITS
 from scheduler.rpc.runs import RunQuery, select_runs
-from scheduler.rpc.validate import LimitsInterceptor, payload_depth, request_problems
+from scheduler.rpc.validate import LimitsInterceptor, describe, payload_depth, request_problems, status_code
 from scheduler.specs import SpecError, parse_jobs_document, validate_spec
 from tests.fakes import T0_US, Core, FakeClock, claim, completion, expiry, lease_ref, run_ref, spec, upsert
 from worker.api.v1 import cluster_pb2, jobs_pb2, ops_pb2, runs_pb2, worker_pb2
@@ -612,3 +612,14 @@ def test_the_cli_follows_short_pages_of_runs_until_its_page_is_full(monkeypatch,
     assert cli.cmd_runs(args) == 0
     assert [run["job_id"] for run in json.loads(capsys.readouterr().out)] == ["x", "y", "z"]
     assert asked == [("", 3), ("10:a", 3), ("20:b", 2), ("30:c", 2)]
+
+
+def test_a_write_larger_than_one_log_entry_is_refused_before_planning_and_a_dry_run_is_not():
+    payload = '"' + "p" * 60_000 + '"'
+    jobs = [good_pb_spec(id=f"big-{n}", payload_json=payload) for n in range(20)]
+    problems = request_problems(jobs_pb2.ApplyJobsRequest(jobs=jobs))
+    assert status_code(problems) == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "log entry" in describe(problems)
+    assert request_problems(jobs_pb2.ApplyJobsRequest(jobs=jobs, dry_run=True)) == []
+    bad = request_problems(jobs_pb2.ApplyJobsRequest(jobs=[*jobs, good_pb_spec(id="a\0")]))
+    assert status_code(bad) == grpc.StatusCode.INVALID_ARGUMENT  # what is wrong comes first
