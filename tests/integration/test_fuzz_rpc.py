@@ -160,7 +160,7 @@ def cluster(tmp_path_factory):
     )
     try:
         local.start()
-        local.wait_for_leader()
+        wait_all_ready(local)
         seed = [
             JobSpec(id="seed-a", schedule="*/5 * * * *", target_kind="handler", target="h", uses=("db",)),
             JobSpec(id="seed-b", schedule="0 3 * * *", target_kind="shell", target="echo hi", timezone="Europe/Paris"),
@@ -203,7 +203,19 @@ def call_through_elections(cluster, channels, address: str, service: str, method
             ) and any(advice in details for advice in ELECTION_ADVICE)
             if not transient or attempt == ELECTION_RETRIES:
                 raise
-            cluster.wait_for_leader()
+            wait_all_ready(cluster)
+
+
+def wait_all_ready(cluster) -> None:
+    """Every node knows the leader and has applied its epoch (the leader alone is not enough:
+    a follower answers writes UNAVAILABLE until it has)."""
+    from scheduler.localcluster import wait_until
+
+    def ready():
+        statuses = [cluster.status(member.node_id) for member in cluster.members]
+        return all(status is not None and status.ready for status in statuses)
+
+    wait_until(ready, 60, "every node ready", interval_s=0.1)
 
 
 @st.composite
