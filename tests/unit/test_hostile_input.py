@@ -623,3 +623,28 @@ def test_a_write_larger_than_one_log_entry_is_refused_before_planning_and_a_dry_
     assert request_problems(jobs_pb2.ApplyJobsRequest(jobs=jobs, dry_run=True)) == []
     bad = request_problems(jobs_pb2.ApplyJobsRequest(jobs=[*jobs, good_pb_spec(id="a\0")]))
     assert status_code(bad) == grpc.StatusCode.INVALID_ARGUMENT  # what is wrong comes first
+
+
+# Ten times more values at each level: 10 million strings once expanded.
+_BOMB = "\n".join(
+    "    {0}: &{0} [{1}]".format(name, ", ".join([f"*{prev}" if prev else "x"] * 10))
+    for prev, name in zip(["", "a", "b", "c", "d", "e", "f"], ["a", "b", "c", "d", "e", "f", "g"])
+)
+_JOB_HEAD = "jobs:\n- id: a\n  schedule: '* * * * *'\n  target: h\n"
+DOCUMENT_CASES = [
+    ("alias bomb in a payload", _JOB_HEAD + "  payload:\n" + _BOMB, "larger than 64 KiB"),
+    ("YAML nested 5,000 deep", _JOB_HEAD + "  payload: " + "[" * 5000 + "]" * 5000, "nests too deeply"),
+    ("a key that is not a string", _JOB_HEAD + "  1: x\n", "is not a string"),
+    ("a repeated key", "jobs:\n- id: a\n  id: b\n  schedule: '* * * * *'\n  target: h\n", "repeats"),
+    ("a Python object tag", "jobs:\n- id: !!python/object/apply:os.system ['true']\n  target: h\n", "constructor"),
+    ("an unquoted cron expression", "jobs:\n- id: a\n  schedule: */5 * * * *\n  target: h\n", "must be quoted"),
+    ("an impossible date", _JOB_HEAD + "  payload: 2024-02-30\n", "invalid YAML value"),
+    ("a file over 8 MiB", "# " + "x" * (8 << 20), "larger than 8 MiB"),
+]
+
+
+@pytest.mark.parametrize(("text", "fragment"), [c[1:] for c in DOCUMENT_CASES], ids=[c[0] for c in DOCUMENT_CASES])
+def test_a_hostile_job_document_is_refused_with_a_clear_message(text, fragment):
+    with pytest.raises(SpecError) as raised:
+        parse_jobs_document(text)
+    assert fragment in str(raised.value)
