@@ -96,7 +96,7 @@ def main() -> int:
     worker.start()
 
     client = worker._client  # the SDK's client for heartbeats and completions
-    real_complete, real_heartbeat = client.complete, client.heartbeat
+    real_complete, real_complete_many, real_heartbeat = client.complete, client.complete_many, client.heartbeat
 
     def complete(request=None, /, **kwargs):
         try:
@@ -112,6 +112,22 @@ def main() -> int:
                 stats.completes_other += 1
         return response
 
+    def complete_many(request=None, /, **kwargs):
+        try:
+            response = real_complete_many(request, **kwargs)
+        except Exception:
+            with stats.lock:
+                stats.complete_errors += 1
+            raise
+        now = time.time()
+        with stats.lock:
+            for result in response.results:
+                if result.outcome == worker_pb2.OK:
+                    stats.completes_ok.append(now)
+                else:
+                    stats.completes_other += 1
+        return response
+
     def heartbeat(request=None, /, **kwargs):
         sent = time.time()
         try:
@@ -125,7 +141,7 @@ def main() -> int:
             stats.heartbeats.append((sent, time.time(), ok, len(response.results)))
         return response
 
-    client.complete, client.heartbeat = complete, heartbeat
+    client.complete, client.complete_many, client.heartbeat = complete, complete_many, heartbeat
     Path(str(stats_path.with_suffix("")) + ".started").write_text(str(time.time()))
     extra = {"worker_id": args.worker_id, "concurrency": args.concurrency}
     stop_at = time.monotonic() + args.max_life

@@ -110,8 +110,10 @@ def run_steady(cluster, client, poller, window_s: float) -> dict:
 def run_herd(cluster, client, poller, n: int, rep: int) -> dict:
     out: dict = {"jobs": n, "rep": rep, "problems": []}
     far = instant_ahead(180 * 86400)
-    specs = lambda schedule: [JobSpec(id=f"herd-{i:06d}", schedule=schedule, target_kind="handler", target="bench.noop",
-                                      jitter="pinned") for i in range(n)]  # noqa: E731
+    def specs(schedule: str) -> list[JobSpec]:
+        return [JobSpec(id=f"herd-{i:06d}", schedule=schedule, target_kind="handler", target="bench.noop",
+                        jitter="pinned") for i in range(n)]
+
     apply_s = apply_specs(client, specs(yearly_schedule(far)))
     at = instant_ahead(max(5.0, 2 * apply_s + 3))
     apply_specs(client, specs(yearly_schedule(at)))

@@ -302,6 +302,12 @@ class ClusterClient:
     ) -> worker_pb2.CompleteResponse:
         return self._call("WorkerService", "Complete", request, fields, timeout_s=timeout_s)
 
+    def complete_many(
+        self, request: worker_pb2.CompleteManyRequest | None = None, /, *, timeout_s: float | None = None,
+        **fields: Any,
+    ) -> worker_pb2.CompleteManyResponse:
+        return self._call("WorkerService", "CompleteMany", request, fields, timeout_s=timeout_s)
+
     def close(self) -> None:
         """Close every channel. Idempotent; calls after close raise ValueError."""
         with self._lock:

@@ -1,6 +1,10 @@
-"""Reporting an attempt's outcome with WorkerService.Complete.
+"""Reporting an attempt's outcome with WorkerService.CompleteMany (Complete on older nodes).
 
-The call is retried on UNAVAILABLE (no node answered) and DEADLINE_EXCEEDED (a node answered too
+Runs that finish together are reported together: a `CompletionBatcher` sends whatever is
+waiting in one CompleteMany call, so a herd of N runs costs a few calls instead of N (the
+cluster commits the whole call as one entry). Each run's thread still waits for its own answer.
+
+A report is retried on UNAVAILABLE (no node answered) and DEADLINE_EXCEEDED (a node answered too
 late: the completion may or may not have committed) with backoff, for a bounded time. Retrying
 is safe because a completion names its lease by fencing token and the cluster treats a repeated
 completion of the same token as the same completion. Meanwhile the lease stays in the table, so
@@ -12,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 import grpc
 
@@ -21,7 +26,7 @@ from worker.client import ClusterClient
 from worker.execution import Outcome
 from worker.leases import HeldLease
 
-__all__ = ["complete_request", "report_outcome"]
+__all__ = ["CompletionBatcher", "complete_request", "report_outcome"]
 
 log = logging.getLogger("raftcron.worker")
 
@@ -44,17 +49,124 @@ def complete_request(worker_id: str, ref: worker_pb2.LeaseRef, outcome: Outcome)
     return request
 
 
+class _Pending:
+    __slots__ = ("request", "done", "response", "error")
+
+    def __init__(self, request: worker_pb2.CompleteRequest) -> None:
+        self.request = request
+        self.done = threading.Event()
+        self.response: worker_pb2.CompleteResponse | None = None
+        self.error: BaseException | None = None
+
+
+class CompletionBatcher:
+    """Sends waiting completions together (see the module docstring).
+
+    A few sender threads each take everything waiting (up to `max_batch`) and send it in one
+    call: while calls are in flight, new completions gather into the next batch, so batching
+    needs no added delay. A node without CompleteMany (UNIMPLEMENTED) gets unary Completes.
+    """
+
+    def __init__(self, client: ClusterClient, worker_id: str, call_timeout_s: float,
+                 max_batch: int = 500, senders: int = 2) -> None:
+        self._client = client
+        self._worker_id = worker_id
+        self._call_timeout_s = call_timeout_s
+        self._max_batch = max_batch
+        self._waiting: list[_Pending] = []
+        self._cond = threading.Condition()
+        self._closed = False
+        self._unary_only = False
+        self.calls = 0
+        self._threads = [threading.Thread(target=self._send_loop, daemon=True, name=f"raftcron-complete-{i}")
+                         for i in range(senders)]
+        for thread in self._threads:
+            thread.start()
+
+    def send(self, request: worker_pb2.CompleteRequest) -> worker_pb2.CompleteResponse:
+        """The cluster's answer to this completion; raises what the call raised (grpc.RpcError,
+        or ValueError once closed)."""
+        if self._unary_only:
+            return self._client.complete(request, timeout_s=self._call_timeout_s)
+        pending = _Pending(request)
+        with self._cond:
+            if self._closed:
+                raise ValueError("completion batcher closed")
+            self._waiting.append(pending)
+            self._cond.notify()
+        pending.done.wait()
+        if pending.error is not None:
+            raise pending.error
+        return pending.response
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        for thread in self._threads:
+            thread.join(self._call_timeout_s + 1.0)
+
+    def _send_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._waiting and not self._closed:
+                    self._cond.wait()
+                if not self._waiting:
+                    return
+                batch, self._waiting = self._waiting[: self._max_batch], self._waiting[self._max_batch :]
+            self._send(batch)
+
+    def _send(self, batch: list[_Pending]) -> None:
+        try:
+            if not self._unary_only and self._send_many(batch):
+                return
+            for pending in batch:
+                pending.response = self._client.complete(pending.request, timeout_s=self._call_timeout_s)
+        except grpc.RpcError as error:
+            _fail_unanswered(batch, error)
+        except BaseException as error:  # a closed client (ValueError) or a bug: the waiters must wake
+            _fail_unanswered(batch, error)
+        finally:
+            for pending in batch:
+                if pending.response is not None or pending.error is not None:
+                    pending.done.set()
+
+    def _send_many(self, batch: list[_Pending]) -> bool:
+        """One CompleteMany call for the batch; False if the node does not know CompleteMany."""
+        try:
+            self.calls += 1
+            response = self._client.complete_many(
+                worker_id=self._worker_id, completions=[p.request for p in batch], timeout_s=self._call_timeout_s
+            )
+        except grpc.RpcError as error:
+            if not (isinstance(error, grpc.Call) and error.code() == grpc.StatusCode.UNIMPLEMENTED):
+                raise
+            if not self._unary_only:
+                self._unary_only = True
+                log.info("the cluster has no CompleteMany: reporting outcomes one call each")
+            return False
+        for pending, result in zip(batch, response.results, strict=True):
+            pending.response = result
+        return True
+
+
+def _fail_unanswered(batch: list[_Pending], error: BaseException) -> None:
+    for pending in batch:
+        if pending.response is None:
+            pending.error = error
+
+
 def report_outcome(
-    client: ClusterClient,
+    send: Callable[[worker_pb2.CompleteRequest], worker_pb2.CompleteResponse],
     worker_id: str,
     lease: HeldLease,
     outcome: Outcome,
     *,
     retry_for_s: float,
-    call_timeout_s: float,
     give_up: threading.Event,
 ) -> int | None:
-    """Send Complete for `lease`; the LeaseOutcome the cluster answered, None if none did."""
+    """Report `outcome` through `send` (CompletionBatcher.send); the LeaseOutcome the cluster
+    answered, None if none did."""
     request = complete_request(worker_id, lease.ref, outcome)
     stop_at = time.monotonic() + retry_for_s
     backoff = Backoff(initial_s=0.1, max_s=5.0)
@@ -62,7 +174,7 @@ def report_outcome(
     while True:
         attempts += 1
         try:
-            response = client.complete(request, timeout_s=call_timeout_s)
+            response = send(request)
             break
         except ValueError:  # the client was closed: the worker stopped waiting for us
             log.warning("run %s: outcome %s not reported: worker closed", lease.run_key, outcome.kind)

@@ -39,7 +39,7 @@ import grpc
 from worker.api.v1 import worker_pb2
 from worker.backoff import Backoff, FailureLog
 from worker.client import ClusterClient, Credentials, parse_cluster
-from worker.completion import report_outcome
+from worker.completion import CompletionBatcher, report_outcome
 from worker.context import CancelReason
 from worker.execution import AsyncLoopThread, Handler, Outcome, OutcomeKind, arm_deadline, execute
 from worker.heartbeat import Heartbeater
@@ -130,6 +130,7 @@ class Worker:
         self._lease_client: ClusterClient | None = None
         self._client: ClusterClient | None = None
         self._heartbeater: Heartbeater | None = None
+        self._completions: CompletionBatcher | None = None
         self._lease_thread: threading.Thread | None = None
 
     # Registration
@@ -188,6 +189,7 @@ class Worker:
         self._client = ClusterClient(self._addresses, timeout_s=self.call_timeout_s, metadata=self._metadata, credentials=self._credentials)
         self._heartbeater = Heartbeater(self._client, self.worker_id, self._table)
         self._heartbeater.start()
+        self._completions = CompletionBatcher(self._client, self.worker_id, self.call_timeout_s)
         self._lease_thread = threading.Thread(target=self._lease_loop, daemon=True, name="raftcron-lease")
         self._lease_thread.start()
         log.info(
@@ -268,6 +270,7 @@ class Worker:
         # Completes still in flight get one more call timeout; abandoned runs are not waited for.
         self._table.wait(lambda: self._table.keys_locked() <= abandoned, self.call_timeout_s)
         self._heartbeater.stop()
+        self._completions.close()
         self._client.close()
         self._async_loop.close()
         log.info("worker %s: stopped", self.worker_id)
@@ -408,8 +411,7 @@ class Worker:
 
     def _report(self, lease: HeldLease, outcome: Outcome, retry_for_s: float | None = None) -> None:
         report_outcome(
-            self._client, self.worker_id, lease, outcome,
+            self._completions.send, self.worker_id, lease, outcome,
             retry_for_s=self.complete_retry_s if retry_for_s is None else retry_for_s,
-            call_timeout_s=self.call_timeout_s,
             give_up=self._give_up,
         )

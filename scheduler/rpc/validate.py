@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import grpc
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from scheduler.rpc.convert import parse_run_key
 from scheduler.rpc.limits import DEFAULT_LIMITS, MAX_INSTANT_S, RpcLimits
@@ -342,6 +342,22 @@ def _complete(found: _Found, request) -> None:
     found.duration("", request, "retry_after", limits.max_retry_after_us)
 
 
+def _complete_many(found: _Found, request) -> None:
+    limits = found.limits
+    found.text("worker_id", request.worker_id, limits.max_worker_id_chars, required=True)
+    if not found.count("completions", request.completions, limits.max_leases_per_heartbeat):
+        return
+    for position, item in enumerate(request.completions):
+        inner = _Found(limits)
+        _complete(inner, item)
+        for problem in inner.problems:
+            found.add(f"completions[{position}].{problem.field}", problem.message)
+        if item.worker_id != request.worker_id:
+            found.add(f"completions[{position}].worker_id", "must be the request's worker_id")
+        if len(found.problems) > _MAX_LISTED:
+            return
+
+
 def _kill_class(found: _Found, request) -> None:
     found.name("job_class", request.job_class)
     found.text("reason", request.reason, found.limits.max_reason_chars)
@@ -422,6 +438,7 @@ _CHECKERS: dict[str, Callable[[_Found, Message], None]] = {
     "LeaseRequest": _lease,
     "HeartbeatRequest": _heartbeat,
     "CompleteRequest": _complete,
+    "CompleteManyRequest": _complete_many,
     "KillClassRequest": _kill_class,
     "ReviveClassRequest": _revive_class,
     "ListKillsRequest": _nothing,
@@ -437,6 +454,11 @@ _CHECKERS: dict[str, Callable[[_Found, Message], None]] = {
 # ---------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Undecodable:
+    reason: str
+
+
 class LimitsInterceptor(grpc.ServerInterceptor):
     """Refuses invalid requests, caps concurrent long polls and digests, keeps long polls inside deadlines."""
 
@@ -450,9 +472,19 @@ class LimitsInterceptor(grpc.ServerInterceptor):
         method = handler_call_details.method
         if handler is None or handler.unary_unary is None or not method.startswith("/" + _PACKAGE):
             return handler
-        behavior = handler.unary_unary
+        behavior, parse = handler.unary_unary, handler.request_deserializer
+
+        def parsed(data: bytes):
+            # gRPC answers an undecodable request INTERNAL and logs a traceback for each one: it is
+            # the caller's mistake (or malice), answered INVALID_ARGUMENT without a log line.
+            try:
+                return parse(data)
+            except DecodeError as error:
+                return _Undecodable(str(error))
 
         def checked(request, context):
+            if isinstance(request, _Undecodable):
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the request is not a valid message: {request.reason}")
             problems = request_problems(request, self._limits)
             if problems:
                 context.abort(status_code(problems), describe(problems))
@@ -472,7 +504,7 @@ class LimitsInterceptor(grpc.ServerInterceptor):
 
         return grpc.unary_unary_rpc_method_handler(
             checked,
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=parsed if parse is not None else None,
             response_serializer=handler.response_serializer,
         )
 

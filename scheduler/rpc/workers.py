@@ -169,20 +169,25 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "kind must be SUCCESS, FAILURE or RETRY_LATER")
         if foreign := self._foreign_runs([request.lease]):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, foreign[0])
-        completion = Completion(
-            lease=_lease_ref(request.lease),
-            worker_id=request.worker_id,
-            outcome=_KINDS[request.kind],
-            exit_code=request.exit_code,
-            error=request.error[:4096],
-            output_tail=request.output_tail[-4096:],
-            retry_after_us=duration_us(request, "retry_after", 0),
-            jitter_ppm=random.randrange(1_000_000),
-        )
-        event = self._wait(self._complete.submit([completion])[0], context)
-        if isinstance(event, ev.LeaseFenced):
-            return wpb.CompleteResponse(outcome=_fenced_outcome(event))
-        return wpb.CompleteResponse(outcome=wpb.OK)
+        event = self._wait(self._complete.submit([_completion(request)])[0], context)
+        return _complete_response(event)
+
+    def CompleteMany(self, request: wpb.CompleteManyRequest, context):
+        """Every completion goes to the coalescer at once: usually one entry for the whole call."""
+        if any(item.kind not in _KINDS for item in request.completions):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "every kind must be SUCCESS, FAILURE or RETRY_LATER")
+        foreign = self._foreign_runs(item.lease for item in request.completions)
+        if foreign and len(foreign) == len(request.completions):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, next(iter(foreign.values())))
+        mine = [item for position, item in enumerate(request.completions) if position not in foreign]
+        submitted = iter(self._complete.submit([_completion(item) for item in mine]))
+        results = []
+        for position in range(len(request.completions)):
+            if position in foreign:
+                results.append(wpb.CompleteResponse(outcome=wpb.NOT_FOUND))
+            else:
+                results.append(_complete_response(self._wait(next(submitted), context)))
+        return wpb.CompleteManyResponse(results=results)
 
     def _wait(self, future, context):
         try:
@@ -193,3 +198,22 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except TimeoutError:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "outcome unknown; retry with the same token")
+
+
+def _completion(request: wpb.CompleteRequest) -> Completion:
+    return Completion(
+        lease=_lease_ref(request.lease),
+        worker_id=request.worker_id,
+        outcome=_KINDS[request.kind],
+        exit_code=request.exit_code,
+        error=request.error[:4096],
+        output_tail=request.output_tail[-4096:],
+        retry_after_us=duration_us(request, "retry_after", 0),
+        jitter_ppm=random.randrange(1_000_000),
+    )
+
+
+def _complete_response(event) -> wpb.CompleteResponse:
+    if isinstance(event, ev.LeaseFenced):
+        return wpb.CompleteResponse(outcome=_fenced_outcome(event))
+    return wpb.CompleteResponse(outcome=wpb.OK)

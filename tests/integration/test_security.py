@@ -184,6 +184,12 @@ def test_a_worker_leases_and_reports_only_runs_of_its_targets(cluster):
         own_ref = wpb.LeaseRef(job_id=own.job_id, scheduled_at=own.scheduled_at, fencing_token=own.fencing_token)
         results = billing.heartbeat(worker_id="b", leases=[ref, own_ref]).results
         assert [r.outcome for r in results] == [wpb.NOT_FOUND, wpb.OK]
+        # CompleteMany likewise: all foreign is refused; mixed, the foreign one is NOT_FOUND.
+        foreign = wpb.CompleteRequest(lease=ref, worker_id="b", kind=wpb.SUCCESS)
+        refused(lambda: billing.complete_many(worker_id="b", completions=[foreign]), grpc.StatusCode.PERMISSION_DENIED)
+        mine = wpb.CompleteRequest(lease=own_ref, worker_id="b", kind=wpb.SUCCESS)
+        results = billing.complete_many(worker_id="b", completions=[foreign, mine]).results
+        assert [r.outcome for r in results] == [wpb.NOT_FOUND, wpb.OK]
     with cluster.client() as root:
         run = root.get_run(run_key=grant.run_key, linearizable=True).run
     assert (STATUS_FROM_PB[run.status], run.fencing_token) == ("leased", grant.fencing_token)

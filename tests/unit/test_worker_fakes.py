@@ -75,6 +75,8 @@ class FakeWorkerService(worker_pb2_grpc.WorkerServiceServicer):
         self.fail_leases: grpc.StatusCode | None = None
         self.fail_heartbeats = 0  # the next N Heartbeat calls fail UNAVAILABLE
         self.fail_completes = 0  # the next N Complete calls fail UNAVAILABLE
+        self.complete_many = True  # False: an older node, CompleteMany answers UNIMPLEMENTED
+        self.complete_many_calls: list[int] = []  # completions per CompleteMany call
         self.extra_grants = 0  # grant this many more than max_runs (a misbehaving server)
         self.ignore_targets = False  # grant whatever is queued (a misbehaving server)
         self.max_wait_s: float | None = None  # cap the long poll (None: honour `wait`)
@@ -158,6 +160,14 @@ class FakeWorkerService(worker_pb2_grpc.WorkerServiceServicer):
             outcome = self.complete_verdicts.get(request.lease.fencing_token, worker_pb2.OK)
             self.cond.notify_all()
         return worker_pb2.CompleteResponse(outcome=outcome)
+
+    def CompleteMany(self, request, context):  # noqa: N802 (gRPC method name)
+        if not self.complete_many:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "fake: an older node without CompleteMany")
+        with self.cond:
+            self.complete_many_calls.append(len(request.completions))
+        # Each completion as if sent alone; a failing one fails the whole call, as a real node would.
+        return worker_pb2.CompleteManyResponse(results=[self.Complete(item, context) for item in request.completions])
 
 
 @contextmanager

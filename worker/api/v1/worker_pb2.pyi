@@ -133,3 +133,17 @@ class CompleteResponse(_message.Message):
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     outcome: LeaseOutcome
     def __init__(self, outcome: _Optional[_Union[LeaseOutcome, str]] = ...) -> None: ...
+
+class CompleteManyRequest(_message.Message):
+    __slots__ = ("worker_id", "completions")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    completions: _containers.RepeatedCompositeFieldContainer[CompleteRequest]
+    def __init__(self, worker_id: _Optional[str] = ..., completions: _Optional[_Iterable[_Union[CompleteRequest, _Mapping]]] = ...) -> None: ...
+
+class CompleteManyResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[CompleteResponse]
+    def __init__(self, results: _Optional[_Iterable[_Union[CompleteResponse, _Mapping]]] = ...) -> None: ...

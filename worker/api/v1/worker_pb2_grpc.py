@@ -50,6 +50,11 @@ class WorkerServiceStub:
                 request_serializer=worker_dot_api_dot_v1_dot_worker__pb2.CompleteRequest.SerializeToString,
                 response_deserializer=worker_dot_api_dot_v1_dot_worker__pb2.CompleteResponse.FromString,
                 _registered_method=True)
+        self.CompleteMany = channel.unary_unary(
+                '/raftcron.v1.WorkerService/CompleteMany',
+                request_serializer=worker_dot_api_dot_v1_dot_worker__pb2.CompleteManyRequest.SerializeToString,
+                response_deserializer=worker_dot_api_dot_v1_dot_worker__pb2.CompleteManyResponse.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -77,6 +82,14 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CompleteMany(self, request, context):
+        """Reports the ends of many attempts in one call (one Raft entry for all of them when they
+        arrive together): what the worker SDK uses, so a herd costs few calls.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -94,6 +107,11 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.Complete,
                     request_deserializer=worker_dot_api_dot_v1_dot_worker__pb2.CompleteRequest.FromString,
                     response_serializer=worker_dot_api_dot_v1_dot_worker__pb2.CompleteResponse.SerializeToString,
+            ),
+            'CompleteMany': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteMany,
+                    request_deserializer=worker_dot_api_dot_v1_dot_worker__pb2.CompleteManyRequest.FromString,
+                    response_serializer=worker_dot_api_dot_v1_dot_worker__pb2.CompleteManyResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -178,6 +196,33 @@ class WorkerService:
             '/raftcron.v1.WorkerService/Complete',
             worker_dot_api_dot_v1_dot_worker__pb2.CompleteRequest.SerializeToString,
             worker_dot_api_dot_v1_dot_worker__pb2.CompleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompleteMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftcron.v1.WorkerService/CompleteMany',
+            worker_dot_api_dot_v1_dot_worker__pb2.CompleteManyRequest.SerializeToString,
+            worker_dot_api_dot_v1_dot_worker__pb2.CompleteManyResponse.FromString,
             options,
             channel_credentials,
             insecure,
