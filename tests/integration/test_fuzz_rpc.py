@@ -511,3 +511,20 @@ def test_a_lease_without_wait_does_not_work_through_a_blocked_queue(cluster, cha
     # One grant entry (refused for the budget), plus whatever the leader's loops appended meanwhile;
     # walking the queue would append one entry per blocked run, hundreds.
     assert after - before < 50, after - before
+
+
+def test_bytes_that_are_no_message_are_refused_without_a_traceback(cluster, channels):
+    codes = set()
+    for service, method, _ in METHODS:
+        if method in ONLY_INVALID:
+            continue
+        raw = channels[cluster.addresses[0]].unary_unary(f"/raftcron.v1.{service}/{method}")
+        with pytest.raises(grpc.RpcError) as raised:
+            raw(b"\xff\xff\xff", timeout=CALL_TIMEOUT_S)  # an invalid wire type: no message at all
+        codes.add(raised.value.code())
+        try:  # field 1 as 2 bytes of bad UTF-8: refused where field 1 is text, an unknown field elsewhere
+            raw(b"\x0a\x02\xc3\x28", timeout=CALL_TIMEOUT_S)
+        except grpc.RpcError as error:
+            assert error.code() in CLEAR_ERRORS, (method, error.code(), error.details())
+    assert codes == {grpc.StatusCode.INVALID_ARGUMENT}
+    assert_node_healthy(cluster)

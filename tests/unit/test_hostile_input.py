@@ -648,3 +648,20 @@ def test_a_hostile_job_document_is_refused_with_a_clear_message(text, fragment):
     with pytest.raises(SpecError) as raised:
         parse_jobs_document(text)
     assert fragment in str(raised.value)
+
+
+@pytest.mark.parametrize("data", [b"\xff\xff\xff", b"\x0a\x02\xc3\x28", b"\x08" + b"\xff" * 11], ids=["corrupt", "bad UTF-8", "varint"])
+def test_the_interceptor_answers_undecodable_bytes_invalid_argument(data):
+    seen = []
+    handler = LimitsInterceptor().intercept_service(
+        lambda details: grpc.unary_unary_rpc_method_handler(
+            lambda request, context: seen.append(request), request_deserializer=jobs_pb2.GetJobRequest.FromString
+        ),
+        CallDetails("/raftcron.v1.JobService/GetJob"),
+    )
+    request = handler.request_deserializer(data)
+    with pytest.raises(Aborted) as raised:
+        handler.unary_unary(request, FakeContext())
+    assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT and "not a valid message" in raised.value.details
+    assert seen == []
+    assert handler.request_deserializer(jobs_pb2.GetJobRequest(job_id="a").SerializeToString()).job_id == "a"
