@@ -2,11 +2,13 @@
 
 `request_problems(request, limits)` is pure: one checker per request type lists what is wrong,
 each problem naming the field as the proto does ("jobs[3].payload_json", "leases[0].scheduled_at").
-`LimitsInterceptor` runs it on every call and answers INVALID_ARGUMENT with the list, caps the
-long polls waiting at once and the state digests computed at once (RESOURCE_EXHAUSTED beyond),
-and ends a long poll before its caller's deadline. A job spec is checked here for sizes, counts and enum values only: what its values
-mean (cron, time zone, durations, payload) is `scheduler.specs.validate_spec`'s, which the
-ApplyJobs servicer runs next, exactly as on a job file.
+`LimitsInterceptor` runs it on every call and answers INVALID_ARGUMENT with the list (bytes that
+are no message too), caps the long polls waiting at once and the state digests computed at once
+(RESOURCE_EXHAUSTED beyond), and ends a long poll before its caller's deadline.
+
+A job spec is checked here for sizes, counts, signs and enum values only: what its values mean
+(cron, time zone, durations, payload) is `scheduler.specs.validate_spec`'s, which the ApplyJobs
+servicer runs next, exactly as on a job file.
 
 Nothing unchecked may reach a core command: a value every replica fails on is a cluster-wide
 rejection at best, and a divergence or a state that cannot be snapshotted at worst.
