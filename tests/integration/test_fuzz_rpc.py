@@ -2,11 +2,15 @@
 
 Every call has a deadline and must be answered with success or a clear error (INVALID_ARGUMENT,
 FAILED_PRECONDITION, NOT_FOUND, RESOURCE_EXHAUSTED, naming the field); afterwards every node is
-alive and ready, logged no servicer exception, and the replicas' digests agree. Also: the cap
-on concurrent long polls, a long poll that ends inside its caller's deadline, and requests too
-large for the transport or for one log entry.
+alive and ready, logged no servicer exception, and the replicas' digests agree. Two generators:
+any message of each request type with good, odd and hostile field values; and plausible calls on
+seeded jobs with at most one odd value, which reach the accepted paths. Also: the cap on
+concurrent long polls, a long poll that ends inside its caller's deadline, a Lease that does not
+work through a blocked queue, bytes that are no message, and requests too large for the transport
+or for one log entry.
 
-Hypothesis runs derandomized (the same examples every run) with a bounded number of examples.
+Hypothesis runs derandomized (the same examples every run), 150 examples per generator; the file
+takes about 12 s.
 """
 
 from __future__ import annotations
