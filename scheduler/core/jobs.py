@@ -86,7 +86,9 @@ def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert) -> ev.Event:
         cursor_us, next_due_us = restarted_cursor_us, upsert.next_due_us
     else:
         cursor_us, next_due_us = current.cursor_us, current.next_due_us
-    version = current.version + 1 if current else 1
+    # A re-added id continues its deleted predecessor's versions: a claim planned against the old
+    # job (same id, same version number) would otherwise pass as current and skip the new slots.
+    version = current.version + 1 if current else state.retired_versions.pop(spec.id, 0) + 1
     job = Job(
         spec=share_spec(spec),
         version=version,
@@ -126,6 +128,7 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
     for job_id in cmd.removals:
         events.extend(cancel_live_runs(state, job_id, "job deleted"))
         removed = state.jobs.pop(job_id)
+        state.retired_versions[job_id] = removed.version
         forget_job(state, job_id, removed.spec.history)
         events.append(ev.JobRemoved(job_id, removed.version))
     for resource in cmd.resources:

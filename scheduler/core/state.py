@@ -95,6 +95,8 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
     history: dict[str, HistoryMark] = msgspec.field(default_factory=dict)
     orphaned_histories: dict[str, bool] = msgspec.field(default_factory=dict)
     history_sweep_us: int = 0
+    # job_id -> last version of a deleted job: a re-added job's versions continue after it.
+    retired_versions: dict[str, int] = msgspec.field(default_factory=dict)
 
     def get_run(self, job_id: str, scheduled_us: int) -> Run | None:
         job_runs = self.runs.get(job_id)

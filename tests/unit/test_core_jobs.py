@@ -464,3 +464,20 @@ def test_spec_paused_flag_pauses_new_and_changed_jobs(core: Core) -> None:
     assert core.state.jobs["b"].paused
     core.apply_jobs((upsert(spec("b", paused=False), expected_version=2),))
     assert not core.state.jobs["b"].paused
+
+
+def test_a_readded_job_continues_the_versions_of_the_deleted_one() -> None:
+    """Found by the simulation (seed 287990453): with versions restarting at 1, a claim the leader
+    planned against the deleted job passed as current for the new one, and its next slot (from
+    the old schedule) skipped the new schedule's slots in between without a record."""
+    core = Core()
+    core.lead()
+    start = core.state.now_us
+    old = spec("a", schedule="*/5 * * * * *")
+    core.apply_jobs((upsert(old, next_due_us=start + 5 * SECOND_US),))
+    stale = claim("a", start + 5 * SECOND_US, start + 10 * SECOND_US, spec_version=1)
+    core.apply_jobs(removals=("a",))
+    added = core.apply_jobs((upsert(spec("a", schedule="* * * * * *"), next_due_us=core.state.now_us + SECOND_US),))
+    assert added.events == (JobAdded("a", 2),)
+    result = core.claim_runs(stale)
+    assert [type(e).__name__ for e in result.events] == ["ClaimOutOfPlan"] and result.events[0].reason == "stale_spec"

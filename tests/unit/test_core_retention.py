@@ -51,7 +51,7 @@ def _claim(core: Core, statuses: list[str], job_id: str = "a", check=None) -> No
         job = core.state.jobs[job_id]
         k = (job.next_due_us - T0_US) // TEN_S
         reason = "" if status == QUEUED else "test"
-        result = core.claim_runs(claim(job_id, slot(k), slot(k + 1), status=status, reason=reason))
+        result = core.claim_runs(claim(job_id, slot(k), slot(k + 1), job.version, status=status, reason=reason))
         assert isinstance(result.events[0], RunClaimed)
         if check is not None:
             check(core)
