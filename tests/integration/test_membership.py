@@ -231,6 +231,11 @@ def test_voters_survive_compaction_and_a_restart_with_the_original_partners(tmp_
             node.close()
 
 
+def _all_connected(cluster: LocalCluster, node_id: str) -> bool:
+    status = cluster.status(node_id)
+    return status is not None and len(status.peers) >= 3 and all(peer.connected for peer in status.peers)
+
+
 def test_with_tls_and_tokens_only_an_admin_changes_membership_and_a_follower_forwards(tmp_path):
     credentials = ensure_dev_credentials(tmp_path / "credentials")
     tokens = [(principal, f"token-of-{principal.name}-0123456789") for principal in PRINCIPALS]
@@ -242,6 +247,8 @@ def test_with_tls_and_tokens_only_an_admin_changes_membership_and_a_follower_for
     ) as cluster:
         cluster.start()
         leader = cluster.wait_for_leader(60)
+        # An add is refused while a voter is unreachable: let the leader see all three first.
+        wait_until(lambda: _all_connected(cluster, leader), 30, "the leader to reach every voter")
         follower = next(m.node_id for m in cluster.members if m.node_id != leader)
         member = _join(cluster)
         request = {"node_id": member.node_id, "raft_address": member.raft_address, "grpc_address": member.grpc_address}
