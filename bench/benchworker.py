@@ -98,35 +98,29 @@ def main() -> int:
     client = worker._client  # the SDK's client for heartbeats and completions
     real_complete, real_complete_many, real_heartbeat = client.complete, client.complete_many, client.heartbeat
 
-    def complete(request=None, /, **kwargs):
-        try:
-            response = real_complete(request, **kwargs)
-        except Exception:
-            with stats.lock:
-                stats.complete_errors += 1
-            raise
-        with stats.lock:
-            if response.outcome == worker_pb2.OK:
-                stats.completes_ok.append(time.time())
-            else:
-                stats.completes_other += 1
-        return response
+    def counted(call, results_of):
+        """Wrap a completion call: count its errors, and each answer OK or not as it arrives."""
 
-    def complete_many(request=None, /, **kwargs):
-        try:
-            response = real_complete_many(request, **kwargs)
-        except Exception:
+        def wrapped(request=None, /, **kwargs):
+            try:
+                response = call(request, **kwargs)
+            except Exception:
+                with stats.lock:
+                    stats.complete_errors += 1
+                raise
+            now = time.time()
             with stats.lock:
-                stats.complete_errors += 1
-            raise
-        now = time.time()
-        with stats.lock:
-            for result in response.results:
-                if result.outcome == worker_pb2.OK:
-                    stats.completes_ok.append(now)
-                else:
-                    stats.completes_other += 1
-        return response
+                for result in results_of(response):
+                    if result.outcome == worker_pb2.OK:
+                        stats.completes_ok.append(now)
+                    else:
+                        stats.completes_other += 1
+            return response
+
+        return wrapped
+
+    complete = counted(real_complete, lambda response: [response])
+    complete_many = counted(real_complete_many, lambda response: response.results)
 
     def heartbeat(request=None, /, **kwargs):
         sent = time.time()
