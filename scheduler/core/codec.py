@@ -1,6 +1,10 @@
 """The only definition of the log and snapshot formats.
 
-Command: one version byte, then a msgpack-encoded tagged command.
+Command: one version byte, then a msgpack-encoded tagged command; a command whose encoding is
+larger than COMPRESS_ABOVE_BYTES is stored zlib-compressed under its own version byte (map keys
+repeat in every job of a large apply, so it shrinks about tenfold and a 1 MiB entry holds far
+more jobs). A node that predates the compressed format cannot read such entries: upgrade every
+node before applying large job files.
 Snapshot: a magic, one version byte, then the msgpack-encoded State.
 Encoding is deterministic (sorted map keys), so equal states give equal bytes,
 and the digest of those bytes is how replicas prove they agree.
@@ -10,6 +14,7 @@ Golden files under tests/unit/golden keep old logs readable.
 from __future__ import annotations
 
 import hashlib
+import zlib
 
 import msgspec
 
@@ -19,6 +24,10 @@ from scheduler.core.sharing import share_run, share_spec
 from scheduler.core.state import State
 
 COMMAND_FORMAT_VERSION = 1
+COMPRESSED_COMMAND_FORMAT_VERSION = 2
+COMPRESS_ABOVE_BYTES = 64 * 1024
+# A compressed entry never expands past this (a corrupt or hostile one is refused, not inflated).
+MAX_DECOMPRESSED_BYTES = 64 << 20
 SNAPSHOT_MAGIC = b"RCS"
 SNAPSHOT_FORMAT_VERSION = 1
 
@@ -34,16 +43,34 @@ _result_decoder = msgspec.msgpack.Decoder(Result)
 
 
 def encode_command(command: Command) -> bytes:
-    return bytes((COMMAND_FORMAT_VERSION,)) + _encoder.encode(command)
+    body = _encoder.encode(command)
+    if len(body) > COMPRESS_ABOVE_BYTES:
+        return bytes((COMPRESSED_COMMAND_FORMAT_VERSION,)) + zlib.compress(body, 1)
+    return bytes((COMMAND_FORMAT_VERSION,)) + body
+
+
+def _inflate(data: bytes) -> bytes:
+    inflater = zlib.decompressobj()
+    try:
+        body = inflater.decompress(data, MAX_DECOMPRESSED_BYTES)
+    except zlib.error as exc:
+        raise CodecError(f"undecodable compressed command: {exc}") from None
+    if inflater.unconsumed_tail or not inflater.eof:
+        raise CodecError(f"compressed command is truncated or inflates past {MAX_DECOMPRESSED_BYTES} bytes")
+    return body
 
 
 def decode_command(data: bytes) -> Command:
     if not data:
         raise CodecError("empty command")
-    if data[0] != COMMAND_FORMAT_VERSION:
+    if data[0] == COMPRESSED_COMMAND_FORMAT_VERSION:
+        body = _inflate(data[1:])
+    elif data[0] == COMMAND_FORMAT_VERSION:
+        body = data[1:]
+    else:
         raise CodecError(f"unknown command format version {data[0]}")
     try:
-        return _command_decoder.decode(data[1:])
+        return _command_decoder.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise CodecError(f"undecodable command: {exc}") from None
 

@@ -25,9 +25,10 @@ class RpcLimits:
     # -- transport -------------------------------------------------------------------------------
     # Largest request or response message; an ApplyJobs dry run of a big file is the largest call.
     max_message_bytes: int = 16 << 20
-    # A write whose request alone is larger cannot fit one log entry (its command encodes larger):
+    # A write whose request alone is larger would not fit one log entry even compressed (a large
+    # command is stored zlib-compressed, about a tenth of its size, in entries of MAX_ENTRY_BYTES):
     # refused before any planning. Dry runs never reach the log and may use the whole message.
-    max_entry_bytes: int = MAX_ENTRY_BYTES
+    max_write_request_bytes: int = 8 * MAX_ENTRY_BYTES
     # HTTP/2 streams one connection may have open at once (more wait in the client's queue).
     max_streams_per_connection: int = 256
     # Calls a node handles or queues at once; beyond, gRPC answers RESOURCE_EXHAUSTED at once.

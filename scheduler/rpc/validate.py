@@ -75,10 +75,10 @@ def request_problems(request: Message, limits: RpcLimits = DEFAULT_LIMITS) -> li
     else:
         checker(found, request)
     writes = "request_id" in request.DESCRIPTOR.fields_by_name and not getattr(request, "dry_run", False)
-    if writes and not found.problems and request.ByteSize() > limits.max_entry_bytes:
+    if writes and not found.problems and request.ByteSize() > limits.max_write_request_bytes:
         message = (
-            f"the request is {request.ByteSize()} bytes, more than one log entry holds ({limits.max_entry_bytes});"
-            " send it in smaller parts"
+            f"the request is {request.ByteSize()} bytes, more than one write may be "
+            f"({limits.max_write_request_bytes}, to fit one log entry); send it in smaller parts"
         )
         found.problems.append(Problem("", message, grpc.StatusCode.RESOURCE_EXHAUSTED))
     return found.problems

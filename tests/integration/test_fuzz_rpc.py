@@ -15,6 +15,8 @@ takes about 12 s.
 
 from __future__ import annotations
 
+import random
+import string
 import threading
 
 import grpc
@@ -462,15 +464,22 @@ def test_a_message_beyond_the_transport_limit_is_refused(cluster, channels):
     assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
+def _incompressible_json_string(size: int, seed: int) -> str:
+    rng = random.Random(seed)
+    return '"' + "".join(rng.choices(string.ascii_letters + string.digits, k=size)) + '"'
+
+
 @pytest.mark.parametrize(
     ("count", "payload_bytes"),
-    [(40, 60_000), (2_500, 0)],  # a request over 1 MiB; a small request whose command encodes over 1 MiB
+    # A request over 8 MiB (refused before planning); a smaller one whose command, compressed,
+    # is still over 1 MiB (random payloads do not compress).
+    [(150, 60_000), (40, 60_000)],
     ids=["large request", "large command"],
 )
 def test_an_apply_too_large_for_one_log_entry_is_refused_clearly(cluster, channels, count, payload_bytes):
-    payload = '"' + "p" * payload_bytes + '"' if payload_bytes else ""
     jobs = [
-        spec_to_pb(JobSpec(id=f"big{count}-{n}", schedule="0 4 * * *", target_kind="handler", target="h", payload_json=payload))
+        spec_to_pb(JobSpec(id=f"big{count}-{n}", schedule="0 4 * * *", target_kind="handler", target="h",
+                           payload_json=_incompressible_json_string(payload_bytes, seed=n)))
         for n in range(count)
     ]
     with pytest.raises(grpc.RpcError) as raised:

@@ -437,7 +437,7 @@ def test_snapshot_bytes_do_not_depend_on_insertion_order() -> None:
 # -- rejection of what this version does not understand ------------------------------------
 
 
-@pytest.mark.parametrize("version", [0, 2, 0x82, 255])
+@pytest.mark.parametrize("version", [0, 3, 0x82, 255])  # 1 plain, 2 compressed
 def test_unknown_command_version_byte(version: int) -> None:
     data = encode_command(COMMANDS["claim_leadership"])
     with pytest.raises(CodecError, match="version"):

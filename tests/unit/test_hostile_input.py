@@ -616,7 +616,7 @@ def test_the_cli_follows_short_pages_of_runs_until_its_page_is_full(monkeypatch,
 
 def test_a_write_larger_than_one_log_entry_is_refused_before_planning_and_a_dry_run_is_not():
     payload = '"' + "p" * 60_000 + '"'
-    jobs = [good_pb_spec(id=f"big-{n}", payload_json=payload) for n in range(20)]
+    jobs = [good_pb_spec(id=f"big-{n}", payload_json=payload) for n in range(150)]  # 9 MB: too large even compressed
     problems = request_problems(jobs_pb2.ApplyJobsRequest(jobs=jobs))
     assert status_code(problems) == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "log entry" in describe(problems)
