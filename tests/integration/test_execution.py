@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import grpc
 import pytest
 
 from scheduler.core.model import SECOND_US, JobSpec, RetryPolicy

@@ -8,6 +8,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from google.protobuf.duration_pb2 import Duration
 
 from scheduler.core.model import JobSpec
 from scheduler.localcluster import wait_until
@@ -15,7 +16,6 @@ from scheduler.rpc.convert import STATUS_FROM_PB, spec_to_pb
 from tests.integration.conftest import assert_clean_logs
 from worker.api.v1 import runs_pb2
 from worker.api.v1 import worker_pb2 as wpb
-from google.protobuf.duration_pb2 import Duration
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,6 @@ from scheduler.core.model import SECOND_US
 from scheduler.core.results import JobAdded, LeadershipClaimed, Result, RunClaimed
 from scheduler.replication import NotLeader, RaftLog, RaftSettings, RaftTuning
 from scheduler.replication.raftlog import MAX_ENTRY_BYTES
-
 from tests.fakes import T0_US, FakeClock, spec
 
 pytestmark = pytest.mark.integration

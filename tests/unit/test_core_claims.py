@@ -6,7 +6,6 @@ import pytest
 
 from scheduler.core.model import MISSED, QUEUED, SECOND_US, SKIPPED
 from scheduler.core.results import ClaimOutOfPlan, RunAlreadyClaimed, RunClaimed, SlotAlreadyAccounted
-
 from tests.fakes import T0_US, Core, FakeClock, claim, spec, upsert
 
 TEN_S = 10 * SECOND_US

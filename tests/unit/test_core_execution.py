@@ -66,7 +66,6 @@ from scheduler.core.results import (
     RunSucceeded,
 )
 from scheduler.core.retry import backoff_us
-
 from tests.fakes import (
     T0_US,
     Core,

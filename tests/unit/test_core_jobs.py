@@ -19,7 +19,6 @@ from scheduler.core.results import (
     Result,
 )
 from scheduler.core.state import State
-
 from tests.fakes import Core, FakeClock, claim, spec, upsert
 
 TEN_S = 10 * SECOND_US

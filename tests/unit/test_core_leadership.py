@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from scheduler.core.commands import ClaimLeadership
 from scheduler.core.results import LeadershipClaimed
-
 from tests.fakes import Core, claim, spec, upsert
 
 

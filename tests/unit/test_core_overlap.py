@@ -18,7 +18,6 @@ from scheduler.core.results import (
     RunRetryScheduled,
     RunSucceeded,
 )
-
 from tests.fakes import T0_US, Core, FakeClock, claim, completion, expiry, lease_ref, run_ref, spec, upsert
 
 TEN_S = 10 * SECOND_US

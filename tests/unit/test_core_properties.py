@@ -15,8 +15,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.core import CodecError, State, apply, decode_command, decode_snapshot, encode_command
-from scheduler.core import encode_snapshot, state_digest
+from scheduler.core import (
+    CodecError,
+    State,
+    apply,
+    decode_command,
+    decode_snapshot,
+    encode_command,
+    encode_snapshot,
+    state_digest,
+)
 from scheduler.core.commands import (
     AdvanceTime,
     ApplyJobs,
@@ -26,8 +34,8 @@ from scheduler.core.commands import (
     CompleteRuns,
     Completion,
     ExpireLeases,
-    ExtendLeases,
     Expiry,
+    ExtendLeases,
     GrantLeases,
     JobUpsert,
     LeaseRef,
@@ -37,7 +45,6 @@ from scheduler.core.commands import (
     SlotClaim,
 )
 from scheduler.core.model import SECOND_US, JobSpec, MisfirePolicy, RetryPolicy
-
 from tests.fakes import T0_US, apply_checking_time, spec
 
 TEN_S = 10 * SECOND_US

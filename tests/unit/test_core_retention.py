@@ -26,7 +26,6 @@ from scheduler.core.model import (
 )
 from scheduler.core.results import ClaimOutOfPlan, RunClaimed, SlotAlreadyAccounted
 from scheduler.core.retention import ORPHAN_SWEEP_US, horizon_us, plan_pruning, slack
-
 from tests.fakes import T0_US, Core, claim, spec, upsert
 
 TEN_S = 10 * SECOND_US

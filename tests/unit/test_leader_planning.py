@@ -16,7 +16,6 @@ from scheduler.core.results import LeaseStillLive, RunClaimed
 from scheduler.leader.planner import first_due_after, plan_due_slots, schedule_for, slot_outcome
 from scheduler.leader.reaper import MAX_SLEEP_US, overdue
 from scheduler.planning import format_us
-
 from tests.fakes import T0_US, Core, FakeClock, claim, expiry, lease_ref, run_ref, spec, upsert
 
 TEN_S = 10 * SECOND_US

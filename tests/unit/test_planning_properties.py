@@ -9,10 +9,10 @@ showing a later wall time, or skip).
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from zoneinfo import ZoneInfo
 
 from scheduler.planning import compile_schedule, parse_iso_to_us, to_us
 
