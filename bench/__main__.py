@@ -15,6 +15,7 @@ BENCHMARKS = {
     "failover": "bench.failover",
     "scale": "bench.scale",
     "history": "bench.history",
+    "state_memory": "bench.state_memory",
 }
 
 
