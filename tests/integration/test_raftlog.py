@@ -8,7 +8,9 @@ Waits poll a condition against a deadline; nothing sleeps a fixed time.
 
 from __future__ import annotations
 
+import base64
 import logging
+import random
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -267,11 +269,13 @@ def test_replicas_agree_on_indices_and_state_across_compaction_and_restart(clust
 
 
 def test_propose_refuses_an_entry_above_the_size_cap(single_node: RaftLog) -> None:
+    # Random text: large commands are stored compressed, and this one stays large.
+    payload = base64.b64encode(random.Random(0).randbytes(2 * MAX_ENTRY_BYTES)).decode()
     huge = ApplyJobs(
         issued_at_us=T0_US,
         author="test",
         request_id="too-big",
-        upserts=(JobUpsert(spec("big", payload_json="x" * MAX_ENTRY_BYTES), 0, 0),),
+        upserts=(JobUpsert(spec("big", payload_json=payload), 0, 0),),
     )
     with pytest.raises(ValueError, match="bytes"):
         single_node.propose(huge)
