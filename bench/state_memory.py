@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
          f"{measured['kib_jobs'] * 1024 / n_jobs:,.0f} B per job"],
         [f"+ {measured['runs']:,} finished runs, one attempt each (MiB)", fmt(measured["kib_runs"] / 1024),
          f"{measured['kib_runs'] * 1024 / max(1, measured['runs']):,.0f} B per run"],
-        ["snapshot of it all (MB)", fmt(measured["snapshot_bytes"] / 1e6),
+        ["snapshot, encoded, before pysyncobj gzips it (MB)", fmt(measured["snapshot_bytes"] / 1e6),
          f"encoded in {fmt(measured['snapshot_encode_s'])} s"],
     ]
     report = {"benchmark": "state_memory", "mode": "quick" if args.quick else "full", "machine": machine_info(),
