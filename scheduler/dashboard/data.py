@@ -231,15 +231,7 @@ def run_detail(state: State, job_id: str, scheduled_us: int) -> RunDetail | None
 
 @dataclass(frozen=True)
 class AlertRow:
-    id: str
-    kind: str
-    job_id: str
-    owner: str
-    job_class: str
-    scheduled_us: int
-    message: str
-    created_us: int
-    delivered_us: int
+    alert: model.Alert  # a copy taken under the state lock
     has_run: bool  # a retained run at (job, instant); a kill's alert names the moment of the kill instead
 
 
@@ -264,10 +256,7 @@ def alerts_page(state: State, pending_only: bool, kind: str, page: int, page_siz
             continue
         matching.append(key)
     rows = [
-        AlertRow(
-            a.id, a.kind, a.job_id, a.owner, a.job_class, a.scheduled_us, a.message, a.created_us, a.delivered_us,
-            state.get_run(a.job_id, a.scheduled_us) is not None,
-        )
+        AlertRow(msgspec.structs.replace(a), state.get_run(a.job_id, a.scheduled_us) is not None)
         for a in (state.alerts[key] for key in matching[page * page_size : (page + 1) * page_size])
     ]
     return AlertsPage(rows, len(state.alert_order), pending, len(matching), page, state.now_us)

@@ -6,6 +6,7 @@ from html import escape
 from urllib.parse import urlencode
 
 from scheduler.core.alerts import KINDS as ALERT_KINDS
+from scheduler.core.model import Alert
 from scheduler.dashboard import data
 from scheduler.dashboard.svg import SERIES_COLOURS, forecast_svg, run_href
 from scheduler.dashboard.views import badge_html, job_href, layout, pager_html, table_html, when
@@ -53,27 +54,25 @@ def alerts_page(page: data.AlertsPage, pending_only: bool, kind: str, node_id: s
         f'showing {"pending " if pending_only else ""}{escape(kind + " ") if kind else ""}alerts, newest first '
         f'({page.matching:,}).</p><p class="windows">{" ".join(filters)}</p>'
     )
-    rows = [
-        [
-            when(a.created_us, page.now_us),
-            badge_html(a.kind, "bad" if a.kind in ("failed", "timed_out", "missed", "fenced") else ""),
-            f'<a href="{job_href(a.job_id)}">{escape(a.job_id)}</a>',
-            escape(a.owner) or '<span class="muted">—</span>',
-            escape(a.job_class),
-            (
-                f'<a href="{run_href(a.job_id, a.scheduled_us)}">{escape(format_us(a.scheduled_us))}</a>'
-                if a.has_run
-                else escape(format_us(a.scheduled_us))
-            ),
-            escape(a.message),
-            when(a.delivered_us, page.now_us) if a.delivered_us else badge_html("pending"),
-        ]
-        for a in page.alerts
-    ]
+    rows = [_alert_cells(row.alert, row.has_run, page.now_us) for row in page.alerts]
     table = table_html(["raised", "kind", "job", "owner", "class", "slot", "message", "delivered"], rows, empty="no alerts")
     query = {k: v for k, v in (("pending", "1" if pending_only else ""), ("kind", kind)) if v}
     body = summary + table + pager_html("/alerts", query, page.page, page.matching, data.ALERTS_PAGE_SIZE)
     return layout("Alerts", "/alerts", body, node_id, page.now_us)
+
+
+def _alert_cells(a: Alert, has_run: bool, now_us: int) -> list[str]:
+    slot = escape(format_us(a.scheduled_us))
+    return [
+        when(a.created_us, now_us),
+        badge_html(a.kind, "bad" if a.kind in ("failed", "timed_out", "missed", "fenced") else ""),
+        f'<a href="{job_href(a.job_id)}">{escape(a.job_id)}</a>',
+        escape(a.owner) or '<span class="muted">—</span>',
+        escape(a.job_class),
+        f'<a href="{run_href(a.job_id, a.scheduled_us)}">{slot}</a>' if has_run else slot,
+        escape(a.message),
+        when(a.delivered_us, now_us) if a.delivered_us else badge_html("pending"),
+    ]
 
 
 def kills_page(page: data.KillsPage, node_id: str = "") -> str:
