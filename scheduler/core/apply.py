@@ -44,7 +44,7 @@ from scheduler.core.manual import backfill_runs, trigger_run
 from scheduler.core.membership import add_member, remove_member
 from scheduler.core.ops import kill_class, mark_alerts_delivered, revive_class
 from scheduler.core.results import Result, rejected
-from scheduler.core.retention import sweep_orphaned_histories
+from scheduler.core.retention import sweep_histories
 from scheduler.core.state import State
 
 Handler = Callable[[State, object, int], Result]
@@ -66,8 +66,8 @@ def _no_change(state: State, cmd: ReadBarrier, index: int) -> Result:
 
 
 def _advance_time(state: State, cmd: AdvanceTime, index: int) -> Result:
-    """Time moved (in apply, before this handler): deleted jobs' histories age out with it."""
-    sweep_orphaned_histories(state)
+    """Time moved (in apply, before this handler): histories age out with it."""
+    sweep_histories(state)
     return Result(index=index)
 
 

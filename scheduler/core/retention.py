@@ -5,7 +5,9 @@ decisions read only replicated state (the job's policy, `state.now_us`, the runs
 
 A pass over a job's history costs O(its runs), so passes are amortised: after one, the
 job is next looked at once it has grown by a slack (a few percent of its caps) or once
-replicated time reaches the instant its oldest kept run would outlive its age limit.
+replicated time reaches the instant its oldest kept run would outlive its age limit (checked
+when the job records a run, and by a sweep every minute of replicated time, so a job that
+stopped firing and a deleted job's history age out as well).
 Between passes a history may exceed its caps by at most that slack.
 
 Every pruned run key stays accounted for: the job's horizon (the newest pruned scheduled
@@ -22,8 +24,8 @@ from scheduler.core.state import HistoryMark, State
 
 # Age limits are honoured to this granularity: a pass per job at most this often for age.
 AGE_RECHECK_US = 60 * SECOND_US
-# How often replicated time sweeps the histories of deleted jobs for age.
-ORPHAN_SWEEP_US = 60 * SECOND_US
+# How often replicated time sweeps every history for age (a pass only where one is due).
+HISTORY_SWEEP_US = 60 * SECOND_US
 MIN_SLACK = 16
 
 
@@ -133,12 +135,18 @@ def adopt_job(state: State, job_id: str) -> None:
         state.history[job_id] = msgspec.structs.replace(mark, policy=None, recheck_len=0)
 
 
-def sweep_orphaned_histories(state: State) -> None:
-    """Age out deleted jobs' histories, at most once per ORPHAN_SWEEP_US of replicated time."""
-    if state.now_us < state.history_sweep_us or not state.orphaned_histories:
+def sweep_histories(state: State) -> None:
+    """At most once per HISTORY_SWEEP_US of replicated time, prune every history whose age limit
+    has come due: jobs that stopped recording runs, and deleted jobs' histories, age out too."""
+    if state.now_us < state.history_sweep_us:
         return
-    state.history_sweep_us = state.now_us + ORPHAN_SWEEP_US
-    for job_id in sorted(state.orphaned_histories):
+    state.history_sweep_us = state.now_us + HISTORY_SWEEP_US
+    due = [
+        job_id
+        for job_id, mark in state.history.items()
+        if job_id in state.orphaned_histories or (mark.recheck_us and mark.recheck_us <= state.now_us)
+    ]
+    for job_id in sorted(due):
         prune_history(state, job_id)
 
 

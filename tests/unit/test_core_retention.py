@@ -25,7 +25,7 @@ from scheduler.core.model import (
     Run,
 )
 from scheduler.core.results import ClaimOutOfPlan, RunClaimed, SlotAlreadyAccounted
-from scheduler.core.retention import ORPHAN_SWEEP_US, horizon_us, plan_pruning, slack
+from scheduler.core.retention import HISTORY_SWEEP_US, horizon_us, plan_pruning, slack
 from tests.fakes import T0_US, Core, claim, spec, upsert
 
 TEN_S = 10 * SECOND_US
@@ -152,14 +152,14 @@ def test_a_deleted_jobs_history_ages_out_with_its_own_policy_and_its_keys_stay_a
     assert core.state.jobs["a"].cursor_us >= last_pruned
 
 
-def test_orphan_sweeps_are_rate_limited_by_replicated_time() -> None:
+def test_history_sweeps_are_rate_limited_by_replicated_time() -> None:
     policy = HistoryPolicy(keep_runs=1000, max_age_us=DAY_US, keep_failed_runs=1000, failed_max_age_us=DAY_US)
     core = _core(policy, jobs=("a", "b"))
     _claim(core, [SKIPPED] * 3)
     core.apply_jobs(removals=("a",))
     core.advance_time()
     next_sweep = core.state.history_sweep_us
-    assert next_sweep >= core.state.now_us + ORPHAN_SWEEP_US - SECOND_US
+    assert next_sweep >= core.state.now_us + HISTORY_SWEEP_US - SECOND_US
     core.clock.set(core.state.now_us + 2 * DAY_US)
     core.advance_time()
     assert "a" not in core.state.runs
@@ -212,3 +212,14 @@ def test_plan_pruning_keeps_live_runs_the_newest_of_each_class_and_nothing_too_o
 @pytest.mark.parametrize("field", ["keep_runs", "keep_failed_runs"])
 def test_slack_grows_with_the_caps(field: str) -> None:
     assert slack(HistoryPolicy(**{field: 32_000})) == (32_000 + 1000) // 32
+
+
+def test_a_job_that_stopped_firing_still_ages_out() -> None:
+    policy = HistoryPolicy(keep_runs=1000, max_age_us=DAY_US, keep_failed_runs=1000, failed_max_age_us=DAY_US)
+    core = _core(policy, jobs=("a", "b"))
+    _claim(core, [SKIPPED] * 40)  # past the first pass: the job has a mark with an age deadline
+    assert core.state.history["a"].recheck_us
+    core.clock.set(core.state.now_us + 2 * DAY_US)
+    core.advance_time()  # no run recorded since: only the sweep can prune it
+    assert "a" not in core.state.runs and core.state.run_count == 0
+    assert horizon_us(core.state, "a") == slot(40)
