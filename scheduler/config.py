@@ -263,36 +263,28 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
         raft=RaftTuning(**raft_doc),
         log_level=str(pick(args.log_level, "RAFTCRON_LOG_LEVEL", "log_level", "INFO")).upper(),
         log_format=str(pick(args.log_format, "RAFTCRON_LOG_FORMAT", "log_format", "text")).lower(),
-        join=_join_flag(pick(getattr(args, "join", None), "RAFTCRON_JOIN", "join", False)),
+        join=_flag(pick(getattr(args, "join", None), "RAFTCRON_JOIN", "join", False), "join"),
         tls_cert_file=str(pick(getattr(args, "tls_cert", None), "RAFTCRON_TLS_CERT_FILE", "", tls_doc.get("cert_file", "")) or ""),
         tls_key_file=str(pick(getattr(args, "tls_key", None), "RAFTCRON_TLS_KEY_FILE", "", tls_doc.get("key_file", "")) or ""),
         tls_ca_file=str(pick(getattr(args, "tls_ca", None), "RAFTCRON_TLS_CA_FILE", "", tls_doc.get("ca_file", "")) or ""),
-        tls_client_auth=_flag(pick(None, "RAFTCRON_TLS_CLIENT_AUTH", "", tls_doc.get("client_auth", False))),
+        tls_client_auth=_flag(pick(None, "RAFTCRON_TLS_CLIENT_AUTH", "", tls_doc.get("client_auth", False)), "tls.client_auth"),
         principals_file=str(
             pick(getattr(args, "principals_file", None), "RAFTCRON_PRINCIPALS_FILE", "principals_file", "") or ""
         ),
-        insecure_grpc=_flag(pick(None, "RAFTCRON_INSECURE_GRPC", "insecure_grpc", False)),
+        insecure_grpc=_flag(pick(None, "RAFTCRON_INSECURE_GRPC", "insecure_grpc", False), "insecure_grpc"),
         **extra,
     )
 
 
-def _join_flag(value) -> bool:
+def _flag(value, name: str) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
-    if text not in ("1", "true", "yes", "0", "false", "no", ""):
-        raise ConfigError(f"join must be true or false, got {value!r}")
-    return text in ("1", "true", "yes")
-
-
-def _flag(value) -> bool:
-    if isinstance(value, bool):
-        return value
-    if str(value).strip().lower() in ("1", "true", "yes", "on"):
+    if text in ("1", "true", "yes", "on"):
         return True
-    if str(value).strip().lower() in ("", "0", "false", "no", "off"):
+    if text in ("", "0", "false", "no", "off"):
         return False
-    raise ConfigError(f"{value!r} is not true or false")
+    raise ConfigError(f"{name} must be true or false, got {value!r}")
 
 
 def _peer_from(item) -> Peer:
