@@ -20,7 +20,6 @@ could not be measured). Figures go to stdout and bench/out/claims.json.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
@@ -32,14 +31,11 @@ from pathlib import Path
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-import scheduler
 from bench.common import (
     PortAllocator,
-    code_revision,
     fmt,
     load_average,
     local_cluster_ports,
-    machine_info,
     median,
     percentile,
     print_table,
@@ -47,6 +43,7 @@ from bench.common import (
     scan_logs,
     write_json,
 )
+from bench.harness import bench_parser, new_report
 from bench.rawraft import RawCluster, raw_ports
 from scheduler.core.codec import encode_command
 from scheduler.core.commands import ClaimRuns, SlotClaim
@@ -434,16 +431,13 @@ def summarize(raw: dict, trigger: dict[str, list[dict]], n: int) -> tuple[list[l
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench claims", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="N=2,000 jobs, 1 repetition")
+    parser = bench_parser("claims", __doc__, port_base=7600, quick_help="N=2,000 jobs, 1 repetition")
     parser.add_argument("--jobs", type=int, help="jobs due at the same instant (default 20,000; 2,000 with --quick)")
     parser.add_argument("--reps", type=int, help="repetitions (default 3; 1 with --quick)")
-    parser.add_argument("--port-base", type=int, default=7600, help="first loopback port base (default 7600)")
     parser.add_argument("--cap", type=float, default=60.0, help="stop measuring a variant N s after T (default 60)")
     parser.add_argument("--drain", type=float, default=300.0, help="after a cap, wait up to N s for the rest (300)")
     parser.add_argument("--lead", type=float, default=8.0, help="at least N s between the apply's end and T (8)")
     parser.add_argument("--variants", default="single,batched", help="comma-separated: single, batched")
-    parser.add_argument("--keep", action="store_true", help="keep the data directories (kept anyway on failure)")
     args = parser.parse_args(argv)
     n = args.jobs or (2_000 if args.quick else 20_000)
     reps = args.reps or (1 if args.quick else 3)
@@ -457,18 +451,8 @@ def main(argv: list[str] | None = None) -> int:
 
     root = Path(tempfile.mkdtemp(prefix="raftcron-bench-claims-"))
     ports = PortAllocator(args.port_base, step=10, limit=200)
-    report: dict = {
-        "benchmark": "claims",
-        "mode": "quick" if args.quick else "full",
-        "command": "python -m bench claims" + (" --quick" if args.quick else ""),
-        "jobs": n,
-        "reps": reps,
-        "cap_s": args.cap,
-        "machine": machine_info(),
-        "code": code_revision(scheduler.__file__),
-        "raw": {},
-        "trigger": {v: [] for v in variants},
-    }
+    report = new_report("claims", args.quick, jobs=n, reps=reps, cap_s=args.cap, raw={},
+                        trigger={v: [] for v in variants})
     interrupted = False
     try:
         log(f"claims: N={n:,}, {reps} repetition(s), data under {root}")

@@ -26,7 +26,6 @@ Each phase's cluster ends by comparing replica digests; node logs must hold no C
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import sys
 import tempfile
@@ -41,7 +40,6 @@ from bench.common import (
     fmt,
     load_average,
     local_cluster_ports,
-    machine_info,
     median,
     percentile,
     print_table,
@@ -52,11 +50,12 @@ from bench.harness import (
     WorkerFleet,
     apply_specs,
     bench_cluster,
-    code_info,
+    bench_parser,
     finish,
     instant_ahead,
     list_runs,
     log,
+    new_report,
     ts_s,
     yearly_schedule,
 )
@@ -388,8 +387,7 @@ def summarize(report: dict) -> list[list]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench execution", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = bench_parser("execution", __doc__, port_base=7700)
     parser.add_argument("--jobs", type=int, help="runs due at once (20,000; 2,000 with --quick)")
     parser.add_argument("--reps", type=int, help="repetitions (3; 1 with --quick)")
     parser.add_argument("--workers", type=int, default=4)
@@ -399,8 +397,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hb-duration", type=float, help="seconds of heartbeating (10; 4 with --quick)")
     parser.add_argument("--cap", type=float, default=120.0, help="give up waiting for completions N s after T")
     parser.add_argument("--phases", default="cycles,heartbeats")
-    parser.add_argument("--port-base", type=int, default=7700)
-    parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
     quick = args.quick
     n = args.jobs or (2_000 if quick else 20_000)
@@ -412,11 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     raise_on_sigterm()
     root = Path(tempfile.mkdtemp(prefix="raftcron-bench-execution-"))
     ports = PortAllocator(args.port_base, step=10, limit=200)
-    report: dict = {
-        "benchmark": "execution", "mode": "quick" if quick else "full",
-        "command": "python -m bench execution" + (" --quick" if quick else ""),
-        "machine": machine_info(), "code": code_info(), "raw_unary_per_s": [], "problems": [],
-    }
+    report = new_report("execution", quick, raw_unary_per_s=[])
     interrupted = False
     raw_port = PortAllocator(args.port_base + 290, step=1, limit=9).take(lambda b: [b])
     raw_s = 2.0 if quick else 3.0

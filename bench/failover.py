@@ -30,7 +30,6 @@ already-applied" line in node logs. Output: bench/out/failover.json.
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 import tempfile
@@ -45,7 +44,6 @@ from bench.common import (
     fmt,
     load_average,
     local_cluster_ports,
-    machine_info,
     median,
     print_table,
     raise_on_sigterm,
@@ -55,11 +53,12 @@ from bench.harness import (
     WorkerFleet,
     apply_specs,
     bench_cluster,
-    code_info,
+    bench_parser,
     finish,
     index_times,
     list_runs,
     log,
+    new_report,
     ts_s,
 )
 from scheduler.core.model import JobSpec
@@ -211,23 +210,16 @@ def summarize(out: dict) -> list[list]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench failover", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = bench_parser("failover", __doc__, port_base=7900)
     parser.add_argument("--kills", type=int, help="repetitions (10; 3 with --quick)")
     parser.add_argument("--jobs", type=int, help="every-second jobs (200; 100 with --quick)")
-    parser.add_argument("--port-base", type=int, default=7900)
-    parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
     kills = args.kills or (3 if args.quick else 10)
     jobs = args.jobs or (100 if args.quick else 200)
     raise_on_sigterm()
     root = Path(tempfile.mkdtemp(prefix="raftcron-bench-failover-"))
     ports = PortAllocator(args.port_base, step=10, limit=50)
-    report: dict = {
-        "benchmark": "failover", "mode": "quick" if args.quick else "full",
-        "command": "python -m bench failover" + (" --quick" if args.quick else ""),
-        "machine": machine_info(), "code": code_info(), "problems": [],
-    }
+    report = new_report("failover", args.quick)
     interrupted = False
     try:
         report["result"] = run(root, ports.take(local_cluster_ports), jobs, kills, 2, 64)

@@ -29,7 +29,6 @@ Checks (exit 1): every slot claimed exactly once, replica digests equal, no CRIT
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import sys
 import tempfile
@@ -44,7 +43,6 @@ from bench.common import (
     fmt,
     load_average,
     local_cluster_ports,
-    machine_info,
     median,
     percentile,
     print_table,
@@ -54,12 +52,13 @@ from bench.harness import (
     StatusPoller,
     apply_specs,
     bench_cluster,
-    code_info,
+    bench_parser,
     finish,
     index_times,
     instant_ahead,
     list_runs,
     log,
+    new_report,
     ts_s,
     yearly_schedule,
 )
@@ -254,14 +253,11 @@ def summarize(report: dict) -> list[list]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench fire_lateness", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = bench_parser("fire_lateness", __doc__, port_base=7850)
     parser.add_argument("--jobs", type=int, help="herd size (20,000; 2,000 with --quick)")
     parser.add_argument("--reps", type=int, help="herd repetitions (3; 1 with --quick)")
     parser.add_argument("--steady", type=float, help="seconds of steady slots measured (60; 20 with --quick)")
     parser.add_argument("--aps-reps", type=int, help="APScheduler runs per grace setting (2; 1 with --quick)")
-    parser.add_argument("--port-base", type=int, default=7850)
-    parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
     quick = args.quick
     n = args.jobs or (2_000 if quick else 20_000)
@@ -271,11 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     raise_on_sigterm()
     root = Path(tempfile.mkdtemp(prefix="raftcron-bench-lateness-"))
     ports = PortAllocator(args.port_base, step=10, limit=100)
-    report: dict = {
-        "benchmark": "fire_lateness", "mode": "quick" if quick else "full",
-        "command": "python -m bench fire_lateness" + (" --quick" if quick else ""),
-        "machine": machine_info(), "code": code_info(), "problems": [], "apscheduler": {},
-    }
+    report = new_report("fire_lateness", quick, apscheduler={})
     interrupted = False
     try:
         import apscheduler

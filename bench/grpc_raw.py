@@ -15,7 +15,6 @@ the same run.
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import sys
 import time
@@ -26,13 +25,12 @@ from bench.common import (
     PortAllocator,
     fmt,
     load_average,
-    machine_info,
     median,
     print_table,
     raise_on_sigterm,
     write_json,
 )
-from bench.harness import code_info, log
+from bench.harness import bench_parser, log, new_report
 
 SERVICE = "raftcronbench.Echo"
 PAYLOAD = b"x" * 80
@@ -236,23 +234,15 @@ def rows_of(result: dict) -> list[list]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench grpc_raw", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="2 repetitions of 2 s")
+    parser = bench_parser("grpc_raw", __doc__, port_base=7950, keep=False, quick_help="2 repetitions of 2 s")
     parser.add_argument("--reps", type=int)
     parser.add_argument("--duration", type=float, help="seconds per unary measurement (4; 2 with --quick)")
-    parser.add_argument("--port-base", type=int, default=7950)
     args = parser.parse_args(argv)
     reps = args.reps or (2 if args.quick else 5)
     duration_s = args.duration or (2.0 if args.quick else 4.0)
     raise_on_sigterm()
     port = PortAllocator(args.port_base, step=1, limit=40).take(lambda b: [b])
-    report = {
-        "benchmark": "grpc_raw",
-        "mode": "quick" if args.quick else "full",
-        "command": "python -m bench grpc_raw" + (" --quick" if args.quick else ""),
-        "machine": machine_info(),
-        "code": code_info(),
-    }
+    report = new_report("grpc_raw", args.quick)
     interrupted = False
     try:
         report["result"] = run(port, reps, duration_s, [(1, 8), (4, 16)], [1, 4],

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -28,7 +29,7 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 import scheduler
-from bench.common import code_revision, load_average, scan_logs
+from bench.common import code_revision, load_average, machine_info, scan_logs
 from scheduler.core.model import JobSpec, Resource
 from scheduler.localcluster import LocalCluster
 from scheduler.rpc.convert import resource_to_pb, spec_to_pb, timestamp_us
@@ -60,6 +61,33 @@ def log(text: str) -> None:
 
 def code_info() -> dict:
     return code_revision(scheduler.__file__)
+
+
+def bench_parser(name: str, doc: str, port_base: int | None = None, keep: bool = True,
+                 quick_help: str | None = None) -> argparse.ArgumentParser:
+    """The options every benchmark shares: --quick, and for those that start clusters --port-base
+    (and --keep); each benchmark adds its own after."""
+    parser = argparse.ArgumentParser(prog=f"python -m bench {name}", description=doc.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help=quick_help or "smoke mode: smaller and fewer repetitions")
+    if port_base is not None:
+        parser.add_argument("--port-base", type=int, default=port_base,
+                            help=f"first loopback port base (default {port_base})")
+    if keep:
+        parser.add_argument("--keep", action="store_true", help="keep the data directories (kept anyway on failure)")
+    return parser
+
+
+def new_report(name: str, quick: bool, **fields) -> dict:
+    """The JSON report every benchmark starts from: what ran, where, on which code; then its own fields."""
+    return {
+        "benchmark": name,
+        "mode": "quick" if quick else "full",
+        "command": f"python -m bench {name}" + (" --quick" if quick else ""),
+        "machine": machine_info(),
+        "code": code_info(),
+        "problems": [],
+        **fields,
+    }
 
 
 def ts(value: datetime | float) -> Timestamp:

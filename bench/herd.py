@@ -26,7 +26,6 @@ Output: bench/out/herd.json and, without --quick, bench/out/herd.png (fires per 
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -40,7 +39,6 @@ from bench.common import (
     fmt,
     load_average,
     local_cluster_ports,
-    machine_info,
     median,
     print_table,
     raise_on_sigterm,
@@ -50,13 +48,14 @@ from bench.harness import (
     WorkerFleet,
     apply_specs,
     bench_cluster,
-    code_info,
+    bench_parser,
     finish,
     instant_ahead,
     list_runs,
     log,
     max_concurrent,
     max_in_window,
+    new_report,
     ts_s,
     yearly_schedule,
 )
@@ -207,15 +206,12 @@ def plot(report: dict, path: Path) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench herd", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = bench_parser("herd", __doc__, port_base=7800)
     parser.add_argument("--jobs", type=int, help="pinned and spread herd size (20,000; 2,000 with --quick)")
     parser.add_argument("--reps", type=int, help="pinned repetitions (3; 1 with --quick)")
     parser.add_argument("--window", default=None, help="explicit jitter window of the spread variant (60s; 20s quick)")
     parser.add_argument("--budget-jobs", type=int, help="jobs behind the budget (3,000; 500 with --quick)")
     parser.add_argument("--variants", default="pinned,spread,budget")
-    parser.add_argument("--port-base", type=int, default=7800)
-    parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
     quick = args.quick
     n = args.jobs or (2_000 if quick else 20_000)
@@ -226,12 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     raise_on_sigterm()
     root = Path(tempfile.mkdtemp(prefix="raftcron-bench-herd-"))
     ports = PortAllocator(args.port_base, step=10, limit=100)
-    report: dict = {
-        "benchmark": "herd", "mode": "quick" if quick else "full",
-        "command": "python -m bench herd" + (" --quick" if quick else ""),
-        "machine": machine_info(), "code": code_info(), "clusters": [], "problems": [],
-        "workers": WORKERS, "concurrency": CONCURRENCY,
-    }
+    report = new_report("herd", quick, clusters=[], workers=WORKERS, concurrency=CONCURRENCY)
     interrupted = False
     window_s = float(window.rstrip("s"))
     try:

@@ -20,7 +20,6 @@ Output: bench/out/history.json.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -36,13 +35,12 @@ from bench.common import (
     PortAllocator,
     fmt,
     local_cluster_ports,
-    machine_info,
     median,
     percentile,
     print_table,
     raise_on_sigterm,
 )
-from bench.harness import ROOT, apply_specs, bench_cluster, code_info, finish, log, ts
+from bench.harness import ROOT, apply_specs, bench_cluster, bench_parser, finish, log, new_report, ts
 from scheduler.core.model import HistoryPolicy, JobSpec
 from worker.api.v1 import runs_pb2
 
@@ -154,18 +152,13 @@ def summarize(report: dict) -> list[list]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench history", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = bench_parser("history", __doc__, port_base=8180)
     parser.add_argument("--runs", type=int, help="runs of the job (100,000; 20,000 with --quick)")
-    parser.add_argument("--port-base", type=int, default=8180)
-    parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
     runs = args.runs or (20_000 if args.quick else 100_000)
     raise_on_sigterm()
     root = Path(tempfile.mkdtemp(prefix="raftcron-bench-history-"))
-    report: dict = {"benchmark": "history", "mode": "quick" if args.quick else "full",
-                    "command": "python -m bench history" + (" --quick" if args.quick else ""),
-                    "machine": machine_info(), "code": code_info(), "problems": []}
+    report = new_report("history", args.quick)
     interrupted = False
     port_base = PortAllocator(args.port_base, step=10, limit=100).take(local_cluster_ports)
     try:

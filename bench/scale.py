@@ -35,7 +35,6 @@ Output: bench/out/scale.json.
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 import tempfile
@@ -52,12 +51,11 @@ from bench.common import (
     fmt,
     load_average,
     local_cluster_ports,
-    machine_info,
     median,
     print_table,
     raise_on_sigterm,
 )
-from bench.harness import apply_specs, bench_cluster, code_info, finish, log, rss_kib, ts
+from bench.harness import apply_specs, bench_cluster, bench_parser, finish, log, new_report, rss_kib, ts
 from scheduler.core.model import JobSpec
 
 ZONES = ["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata", "Australia/Sydney"]
@@ -401,13 +399,10 @@ def summarize(report: dict) -> list[list]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench scale", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = bench_parser("scale", __doc__, port_base=7980)
     parser.add_argument("--jobs", type=int, help="jobs (100,000; 20,000 with --quick)")
     parser.add_argument("--backfill-jobs", type=int, help="jobs backfilled with 10,000 runs each (100; 10 with --quick)")
     parser.add_argument("--phases", default="cluster,planning")
-    parser.add_argument("--port-base", type=int, default=7980)
-    parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
     quick = args.quick
     n_jobs = args.jobs or (20_000 if quick else 100_000)
@@ -416,15 +411,13 @@ def main(argv: list[str] | None = None) -> int:
     raise_on_sigterm()
     root = Path(tempfile.mkdtemp(prefix="raftcron-bench-scale-"))
     ports = PortAllocator(args.port_base, step=10, limit=100)
-    report: dict = {
-        "benchmark": "scale", "mode": "quick" if quick else "full",
-        "command": "python -m bench scale" + (" --quick" if quick else ""),
-        "machine": machine_info(), "code": code_info(), "problems": [],
-        "not_done": [
+    report = new_report(
+        "scale", quick,
+        not_done=[
             "1,000,000 *finished* retained runs (measured: queued backfilled runs; see the docstring)",
             "the longest Raft tick stall is inferred from a probe's commit latency, not read from the tick thread",
         ],
-    }
+    )
     interrupted = False
     try:
         if "cluster" in phases:

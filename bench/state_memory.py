@@ -18,13 +18,12 @@ Output: bench/out/state_memory.json.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import sys
 import time
 
-from bench.common import fmt, machine_info, print_table, write_json
-from bench.harness import code_info, log
+from bench.common import fmt, print_table, write_json
+from bench.harness import bench_parser, log, new_report
 from scheduler.core import State, apply, decode_command, decode_snapshot, encode_command, encode_snapshot, state_digest
 from scheduler.core.commands import (
     ApplyJobs,
@@ -126,8 +125,7 @@ def measure(n_jobs: int, run_jobs_count: int, runs_each: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench state_memory", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = bench_parser("state_memory", __doc__, keep=False)
     args = parser.parse_args(argv)
     n_jobs, run_jobs_count = (20_000, 200) if args.quick else (100_000, 1_000)
     measured = measure(n_jobs, run_jobs_count, 1_000)
@@ -139,9 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         ["snapshot, encoded, before pysyncobj gzips it (MB)", fmt(measured["snapshot_bytes"] / 1e6),
          f"encoded in {fmt(measured['snapshot_encode_s'])} s"],
     ]
-    report = {"benchmark": "state_memory", "mode": "quick" if args.quick else "full", "machine": machine_info(),
-              "code": code_info(), "measured": measured, "problems": measured["problems"],
-              "command": "python -m bench state_memory" + (" --quick" if args.quick else "")}
+    report = new_report("state_memory", args.quick, measured=measured, problems=measured["problems"])
     report["table"] = print_table(["figure", "value", "detail"], rows, title="state_memory: one replica's state, in-process")
     path = write_json("state_memory.json", report)
     log(f"wrote {path}")
