@@ -145,16 +145,6 @@ def list_runs(client, since: datetime | None = None, until: datetime | None = No
     return runs
 
 
-def rss_kib(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 # -- status polling -------------------------------------------------------------------------------
 class StatusPoller:
     """Polls one node's Status every `period_s` in a thread; keeps (sent, received, status) samples."""

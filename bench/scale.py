@@ -55,8 +55,9 @@ from bench.common import (
     print_table,
     raise_on_sigterm,
 )
-from bench.harness import apply_specs, bench_cluster, bench_parser, finish, log, new_report, rss_kib, ts
+from bench.harness import apply_specs, bench_cluster, bench_parser, finish, log, new_report, ts
 from scheduler.core.model import JobSpec
+from scheduler.localcluster import rss_kib
 
 ZONES = ["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata", "Australia/Sydney"]
 COMPACTION_MIN_ENTRIES = 1_000

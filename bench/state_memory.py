@@ -19,6 +19,7 @@ Output: bench/out/state_memory.json.
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import time
 
@@ -38,14 +39,10 @@ from scheduler.core.commands import (
     SlotClaim,
 )
 from scheduler.core.model import SECOND_US, SUCCEEDED, JobSpec
+from scheduler.localcluster import rss_kib
 
 T0_US = 1_800_000_000 * SECOND_US
 ZONES = ("UTC", "Europe/Paris", "America/New_York", "Asia/Tokyo", "Australia/Sydney")
-
-
-def rss_kib() -> int:
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
 
 
 class Replica:
@@ -95,23 +92,23 @@ def measure(n_jobs: int, run_jobs_count: int, runs_each: int) -> dict:
     replica = Replica()
     replica.apply(ClaimLeadership(issued_at_us=T0_US, node_id="n1", term=1, monotonic_us=T0_US))
     gc.collect()
-    base = rss_kib()
+    base = rss_kib(os.getpid())
     started = time.monotonic()
     add_jobs(replica, [job_spec(n) for n in range(n_jobs)], T0_US + 86_400 * SECOND_US)
     gc.collect()
     out["jobs_s"] = time.monotonic() - started
-    out["kib_jobs"] = rss_kib() - base
+    out["kib_jobs"] = rss_kib(os.getpid()) - base
     log(f"state_memory: {n_jobs:,} jobs: +{out['kib_jobs'] / 1024:.1f} MiB")
     firing = [job_spec(n_jobs + n, schedule="* * * * * *") for n in range(run_jobs_count)]
     add_jobs(replica, firing, T0_US + SECOND_US)
     gc.collect()
-    before_runs = rss_kib()
+    before_runs = rss_kib(os.getpid())
     started = time.monotonic()
     run_jobs(replica, [spec.id for spec in firing], runs_each)
     gc.collect()
     out["runs_s"] = time.monotonic() - started
     out["runs"] = replica.state.run_count
-    out["kib_runs"] = rss_kib() - before_runs
+    out["kib_runs"] = rss_kib(os.getpid()) - before_runs
     log(f"state_memory: {out['runs']:,} finished runs: +{out['kib_runs'] / 1024:.1f} MiB in {out['runs_s']:.0f}s")
     statuses = {run.status for runs in replica.state.runs.values() for run in runs}
     if statuses != {SUCCEEDED}:

@@ -42,6 +42,17 @@ class Member:
         return self.process is not None and self.process.poll() is None
 
 
+def rss_kib(pid: int) -> int | None:
+    """Resident memory of a process (VmRSS, KiB), or None if it is gone or unreadable."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def wait_until(condition: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.05):
     """Poll `condition` until it returns something truthy; TimeoutError naming `what` otherwise."""
     deadline = time.monotonic() + timeout_s

@@ -12,18 +12,10 @@ import threading
 import time
 from pathlib import Path
 
+from scheduler.localcluster import rss_kib
+
 # (seconds since the sampler started, resident KiB, journal bytes)
 Sample = tuple[float, int, int]
-
-
-def rss_kib(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def journal_bytes(node_dir: Path) -> int:
