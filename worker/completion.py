@@ -77,7 +77,6 @@ class CompletionBatcher:
         self._cond = threading.Condition()
         self._closed = False
         self._unary_only = False
-        self.calls = 0
         self._threads = [threading.Thread(target=self._send_loop, daemon=True, name=f"raftcron-complete-{i}")
                          for i in range(senders)]
         for thread in self._threads:
@@ -134,7 +133,6 @@ class CompletionBatcher:
     def _send_many(self, batch: list[_Pending]) -> bool:
         """One CompleteMany call for the batch; False if the node does not know CompleteMany."""
         try:
-            self.calls += 1
             response = self._client.complete_many(
                 worker_id=self._worker_id, completions=[p.request for p in batch], timeout_s=self._call_timeout_s
             )

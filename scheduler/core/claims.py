@@ -59,9 +59,10 @@ def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.Event:
     job = state.jobs.get(claim.job_id)
     if job is not None and claim.scheduled_us <= job.cursor_us:
         return ev.SlotAlreadyAccounted(claim.job_id, claim.scheduled_us, job.cursor_us)
-    if claim.scheduled_us <= horizon_us(state, claim.job_id):
+    pruned_through_us = horizon_us(state, claim.job_id)
+    if claim.scheduled_us <= pruned_through_us:
         # Its run may have been pruned from history: the key counts as claimed.
-        return ev.SlotAlreadyAccounted(claim.job_id, claim.scheduled_us, horizon_us(state, claim.job_id))
+        return ev.SlotAlreadyAccounted(claim.job_id, claim.scheduled_us, pruned_through_us)
     reason = _out_of_plan(state, claim)
     if reason:
         return ev.ClaimOutOfPlan(claim.job_id, claim.scheduled_us, reason)
