@@ -60,7 +60,9 @@ def test_leader_killed_mid_claim_batch(make_cluster):
     cluster = make_cluster(3)
     cluster.start()
     first_leader = cluster.wait_for_leader()
-    assert _status_leaders_via_cli(cluster) == {first_leader}
+    # A follower names the leader once the leader's first append reaches it, which can trail
+    # the leader opening its epoch by a heartbeat: wait for every node to agree.
+    wait_until(lambda: _status_leaders_via_cli(cluster) == {first_leader}, 15, "every node to name the leader")
 
     specs = [
         JobSpec(id=f"every-second-{i:04d}", schedule="* * * * * *", target_kind="handler", target="noop", jitter="pinned")
