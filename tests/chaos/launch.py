@@ -19,11 +19,6 @@ from pathlib import Path
 from tests.chaos.netns import HOST_NETNS_ENV, netns_inode
 
 ROOT = Path(__file__).resolve().parents[2]
-# pysyncobj 0.3.17 logs this CRITICAL line when a duplicated append (pipelined appends both
-# answered "reset") truncates entries a follower already applied; the entries are re-sent
-# identical and the digests still agree (the replicas_agree check holds them to it).
-# test_known_issues.py reproduces it as a strict xfail; elsewhere it is reported, not failed.
-KNOWN_LOG_ALERTS = ("truncating already-applied log entries",)
 UNSHARE = ["unshare", "--net", "--pid", "--mount", "--fork", "--kill-child", "--mount-proc"]
 
 
@@ -53,23 +48,13 @@ def launch(scenario: str, seed: int, workdir: Path, timeout_s: float, extra: lis
     return json.loads(out.read_text())
 
 
-def unexpected(verdict: dict) -> list[dict]:
-    """The violations that fail a run: all but the known log alerts above."""
-    return [
-        v for v in verdict["violations"]
-        if not (v["check"] == "clean_logs" and any(known in v["message"] for known in KNOWN_LOG_ALERTS))
-    ]
-
-
 def passed(verdict: dict) -> bool:
-    return not verdict.get("error") and not unexpected(verdict)
+    return not verdict.get("error") and not verdict.get("violations")
 
 
 def describe(verdict: dict) -> str:
-    known = len(verdict.get("violations", [])) - len(unexpected(verdict))
     lines = [f"chaos scenario {verdict['scenario']} seed {verdict['seed']}: "
-             f"{'ok' if passed(verdict) else 'FAILED'}; rerun with CHAOS_SEED={verdict['seed']}"
-             + (f" ({known} known pysyncobj log alerts)" if known else "")]
+             f"{'ok' if passed(verdict) else 'FAILED'}; rerun with CHAOS_SEED={verdict['seed']}"]
     lines += [f"  {v['check']}: {v['message']}" for v in verdict.get("violations", [])[:30]]
     if verdict.get("error"):
         lines.append(verdict["error"])

@@ -20,6 +20,7 @@ CI_SCENARIOS = [
     "pause_leader",
     "kill_leader_repeatedly",
     "partitions",
+    "lossy_phases",
     "restart_all",
     "minority_partition",
     "pause_worker",

@@ -25,7 +25,7 @@ def _registry() -> dict[str, Scenario]:
         "partitions": Scenario(network.partitions),
         "lossy_links": Scenario(network.lossy_links),
         "minority_partition": Scenario(network.minority_partition, nodes=5),
-        "lossy_until_truncation": Scenario(network.lossy_until_truncation),
+        "lossy_phases": Scenario(network.lossy_phases),
         "restart_all": Scenario(restart.restart_all),
         "pause_worker": Scenario(workers.pause_worker),
         "cut_worker": Scenario(workers.cut_worker),
