@@ -170,6 +170,8 @@ def _validate(config: NodeConfig) -> None:
     if not 0 < tuning.keepalive_period_s < max(3.5, tuning.election_timeout_max_s) / 2:
         raise ConfigError("keepalive_period_s must be positive and under half of pysyncobj's connection timeout "
                           "(3.5 s, or election_timeout_max_s if larger)")
+    if not isinstance(tuning.eager_append, bool):
+        raise ConfigError(f"raft.eager_append must be true or false, got {tuning.eager_append!r}")
 
 
 def add_node_flags(parser: argparse.ArgumentParser) -> None:
