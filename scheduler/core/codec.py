@@ -76,7 +76,29 @@ def decode_command(data: bytes) -> Command:
 
 
 def encode_snapshot(state: State) -> bytes:
-    return SNAPSHOT_MAGIC + bytes((SNAPSHOT_FORMAT_VERSION,)) + _encoder.encode(state)
+    return SNAPSHOT_MAGIC + bytes((SNAPSHOT_FORMAT_VERSION,)) + _encoder.encode(_presorted(state))
+
+
+def _presorted(state: State) -> State:
+    """A shallow copy of `state` whose dicts are already in key order.
+
+    msgspec's deterministic encoding sorts every dict, and its sort is quadratic on keys that are
+    in order except for a smaller one at the end: 100,000 jobs added in id order, then one whose
+    id sorts first, took 7 s to encode instead of 0.005 s (16-60 s in a busy node, which made
+    every compaction and digest of such a state crawl). Python's sort is linear on that input,
+    and msgspec's pass over keys already in order is linear too. The bytes are unchanged:
+    msgspec still sorts, it just finds nothing to move.
+    """
+    dicts = {}
+    for name in state.__struct_fields__:
+        value = getattr(state, name)
+        if isinstance(value, dict) and len(value) > 1:
+            dicts[name] = dict(sorted(value.items(), key=_first))
+    return msgspec.structs.replace(state, **dicts)
+
+
+def _first(item: tuple) -> object:
+    return item[0]
 
 
 def decode_snapshot(data: bytes) -> State:
