@@ -410,8 +410,10 @@ def test_dispatcher_queue_depths(setup):
     term = SimpleNamespace(clock=None, stopping=threading.Event(), epoch=1)
     dispatcher = Dispatcher(term, log, 10 * S, 1.0)
     with log.read() as state:
-        dispatcher._push(state.get_run("a", slot), state.jobs["a"].spec)
-        dispatcher._push(state.get_run("b", slot), state.jobs["b"].spec, not_before_us=slot + 60 * S)
+        dispatcher._push([
+            dispatcher._entry(state.get_run("a", slot), state.jobs["a"].spec),
+            dispatcher._entry(state.get_run("b", slot), state.jobs["b"].spec, not_before_us=slot + 60 * S),
+        ])
     dispatcher._promote_ready(slot)
     assert dispatcher_queue_depths(dispatcher) == {("h", "ready"): 1, ("other", "pending"): 1}
     assert dispatcher_queue_depths(None) == {}
