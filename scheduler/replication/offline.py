@@ -1,0 +1,103 @@
+"""A stopped node's state rebuilt from its Raft directory, as a restart would rebuild it.
+
+Replica agreement is normally checked live (every node reports its digest at its applied index),
+which needs the nodes to sit at one index at the same time. A cluster whose state keeps moving
+(time ticks, jobs firing every second) and is large enough that a digest takes seconds never
+does. Stopped nodes can be compared instead: each one's dump plus journal, replayed through the
+core up to an index every node has committed, must give the same digest.
+"""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import dataclass
+from pathlib import Path
+
+from pysyncobj import pickle as raft_pickle
+from pysyncobj.journal import FileJournal
+from pysyncobj.syncobj import _COMMAND_TYPE
+
+from scheduler.core import State, apply, decode_command, decode_snapshot
+from scheduler.core.codec import CodecError, state_digest
+
+JOURNAL, DUMP = "raft.journal", "raft.dump"
+
+
+@dataclass(frozen=True)
+class RaftFiles:
+    """What one node's Raft directory holds: its dump's index (0: none) and its journal's terms."""
+
+    raft_dir: Path
+    dump_index: int
+    terms: dict[int, int]  # entry index -> term
+
+    @property
+    def last_index(self) -> int:
+        return max(self.terms, default=self.dump_index)
+
+
+def inspect(raft_dir: Path) -> RaftFiles:
+    journal = FileJournal(str(raft_dir / JOURNAL))
+    try:
+        terms = {journal[i][1]: journal[i][2] for i in range(len(journal))}
+    finally:
+        journal._destroy()  # closes its file (pysyncobj names it so)
+    dump_index = _load_dump(raft_dir)[0] if (raft_dir / DUMP).exists() else 0
+    return RaftFiles(raft_dir, dump_index, terms)
+
+
+def state_at(raft_dir: Path, index: int) -> State:
+    """The state after applying every entry up to `index` (the dump must not be past it)."""
+    dump_index, state = _load_dump(raft_dir) if (raft_dir / DUMP).exists() else (0, State())
+    if dump_index > index:
+        raise ValueError(f"{raft_dir}: its dump is at {dump_index}, past {index}")
+    journal = FileJournal(str(raft_dir / JOURNAL))
+    try:
+        for position in range(len(journal)):
+            command, entry_index, _term = journal[position]
+            if dump_index < entry_index <= index and command[:1] == bytes((_COMMAND_TYPE.REGULAR,)):
+                _apply_entry(state, command, entry_index)
+    finally:
+        journal._destroy()
+    return state
+
+
+def common_index(files: list[RaftFiles]) -> int:
+    """The highest index every journal holds with the same term. By Raft's log matching, the
+    logs agree up to there; every possible leader holds those entries, so they are committed
+    (pysyncobj persists its commit index lazily, so the journal's own figure lags)."""
+    index = min(f.last_index for f in files)
+    while index > 0 and len({f.terms.get(index) for f in files}) != 1:
+        index -= 1
+    if any(f.dump_index > index for f in files) or any(index not in f.terms for f in files):
+        raise ValueError(f"no index every node can replay to (dumps at {[f.dump_index for f in files]}, "
+                         f"journals end at {[f.last_index for f in files]})")
+    return index
+
+
+def common_digests(raft_dirs: dict[str, Path]) -> tuple[int, dict[str, str]]:
+    """Digest of every node's state at the highest index all of them hold."""
+    index = common_index([inspect(path) for path in raft_dirs.values()])
+    return index, {name: state_digest(state_at(path, index)) for name, path in raft_dirs.items()}
+
+
+def _load_dump(raft_dir: Path) -> tuple[int, State]:
+    with gzip.open(raft_dir / DUMP, "rb") as stream:
+        data, last_applied_entry, _previous_entry, _cluster = raft_pickle.load(stream)
+    consumer_data = data[1]  # [SyncObj attributes, our consumer's _serialize()]
+    return last_applied_entry[1], decode_snapshot(consumer_data["snapshot"])
+
+
+def _apply_entry(state: State, command: bytes, index: int) -> None:
+    """What RaftLog._apply_entry does with a regular entry, minus the listeners."""
+    call = raft_pickle.loads(command[1:])
+    data = call[1][0]  # (method id, (bytes,)) or (method id, (bytes,), kwargs)
+    try:
+        decoded = decode_command(data)
+    except CodecError:
+        state.applied_index = max(state.applied_index, index)
+        return
+    try:
+        apply(state, decoded, index)
+    except Exception:  # noqa: BLE001 (the live node records a rejection and goes on; so does this)
+        pass
