@@ -90,8 +90,9 @@ def lossy_phases(scene: Scene, options, phases: int = 6):
 
 
 def minority_partition(scene: Scene, options):
-    """Five nodes: the leader and one follower are cut off from the other three. The minority
-    side must not commit (its leader steps down); the majority elects a leader and goes on."""
+    """Five nodes: the leader and one follower are cut off from the other three. The minority's
+    leader steps down; the majority elects a leader and goes on; after the heal every replica
+    holds the majority's history (equal digests, no truncated applied entry)."""
     cluster, recorder, rng = scene.cluster, scene.recorder, scene.rng
     cluster.start()
     old = cluster.wait_for_leader()
@@ -104,12 +105,15 @@ def minority_partition(scene: Scene, options):
             scene.firewall.cut(a, b)
     say(f"partitioned {minority} | {majority}")
     new = cluster.wait_for_leader(timeout_s=15, exclude=tuple(minority))
-    applied = {n: cluster.status(n).applied_index for n in minority}
     time.sleep(3)
-    grown = {n: cluster.status(n).applied_index - applied[n] for n in minority}
+    roles = {n: cluster.status(n).role for n in minority}
     recorder.interim.update({n: runs_on(scene, n) for n in minority})
     recorder.expect("the majority elected its own leader", new in majority, new)
-    recorder.expect("the minority applied nothing new", not any(grown.values()), str(grown))
+    # Nothing the minority applies can be its own: it may still apply entries the majority acked
+    # before the cut (a starved node learns their commit late, measured here), and anything it
+    # committed on its own would be truncated at the heal, which the finale's replica digests and
+    # its CRITICAL-line check catch.
+    recorder.expect("the cut-off leader stepped down", roles[old] != "leader", str(roles))
     scene.firewall.heal()
     say("healed")
     time.sleep(2)
