@@ -155,9 +155,10 @@ _FAILURES: dict[int, type[ReplicationError]] = {
 KEEPALIVE_MESSAGE = {"type": "raftcron_keepalive"}
 
 
-class _KeptAliveSyncObj(FollowerAppendMixin, SyncObj):
-    """SyncObj whose tick thread also sends every peer a keepalive once per period, and whose
-    follower side truncates only conflicting entries (see follower_append)."""
+class _RaftcronSyncObj(FollowerAppendMixin, SyncObj):
+    """pysyncobj's SyncObj with three changes: every peer gets a keepalive once per period, the
+    leader sends new entries in the tick that appended them (eager_append), and a follower
+    truncates only entries that conflict (follower_append)."""
 
     def __init__(self, *args, keepalive_period_s: float, eager_append: bool = True, **kwargs) -> None:
         # Set before SyncObj starts its tick thread, which calls _onTick.
@@ -205,7 +206,7 @@ class RaftLog:
         # compaction) with the process umask: make it private for the life of the process.
         os.umask(0o077)
         conf = self.settings.to_conf(self._on_state_changed)
-        self._syncobj = _KeptAliveSyncObj(
+        self._syncobj = _RaftcronSyncObj(
             self.settings.self_address,
             list(self.settings.partner_addresses),
             conf,

@@ -11,7 +11,7 @@ import logging
 import pytest
 from pysyncobj import SyncObj, SyncObjConf
 
-from scheduler.replication.raftlog import _KeptAliveSyncObj
+from scheduler.replication.raftlog import _RaftcronSyncObj
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +50,7 @@ def _entries(first: int, last: int, term: int = 1) -> list:
 def make_follower():
     made = []
 
-    def make(kind=_KeptAliveSyncObj, **kwargs) -> Follower:
+    def make(kind=_RaftcronSyncObj, **kwargs) -> Follower:
         me, peer = f"127.0.0.1:{next(_ports)}", f"127.0.0.1:{next(_ports)}"
         syncobj = kind(me, [peer], SyncObjConf(autoTick=False), **kwargs)
         made.append(syncobj)
