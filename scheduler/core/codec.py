@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from operator import itemgetter
 
 import msgspec
 
@@ -93,12 +94,8 @@ def _presorted(state: State) -> State:
     for name in state.__struct_fields__:
         value = getattr(state, name)
         if isinstance(value, dict) and len(value) > 1:
-            dicts[name] = dict(sorted(value.items(), key=_first))
+            dicts[name] = dict(sorted(value.items(), key=itemgetter(0)))
     return msgspec.structs.replace(state, **dicts)
-
-
-def _first(item: tuple) -> object:
-    return item[0]
 
 
 def decode_snapshot(data: bytes) -> State:

@@ -26,6 +26,7 @@ from scheduler.core.commands import (
     TriggerRun,
 )
 from scheduler.core.model import QUEUED, SECOND_US, JobSpec, Run
+from scheduler.core.state import State
 from scheduler.leader.lifecycle import LeaderTerm
 from scheduler.replication import RaftLog, ReplicationError
 
@@ -114,20 +115,23 @@ class Dispatcher:
         while chunk := list(itertools.islice(keys, REBUILD_CHUNK_RUNS)):
             if self._term.stopping.is_set():
                 return
-            entries = []
             with self._raftlog.read() as state:
-                for job_id, scheduled_us in chunk:
-                    run, job = state.get_run(job_id, scheduled_us), state.jobs.get(job_id)
-                    if run is not None and job is not None and run.status == QUEUED:
-                        entries.append(self._entry(run, job.spec))
+                entries = [self._queued_entry(state, job_id, scheduled_us) for job_id, scheduled_us in chunk]
             self._push(entries)
 
-    def _entry(self, run: Run, spec: JobSpec, not_before_us: int = 0) -> _Entry:
+    def _queued_entry(self, state: State, job_id: str, scheduled_us: int, not_before_us: int = 0) -> _Entry | None:
+        """The queue entry of a run that is still QUEUED (its job still there); None otherwise."""
+        run, job = state.get_run(job_id, scheduled_us), state.jobs.get(job_id)
+        if run is None or job is None or run.status != QUEUED:
+            return None
+        spec = job.spec
         ready_us = max(run.not_before_us, run.effective_us or run.scheduled_us, not_before_us)
         return _Entry(ready_us, spec.priority, next(self._arrivals), target_key(spec), run.job_id, run.scheduled_us)
 
-    def _push(self, entries: list[_Entry]) -> None:
-        """Queue entries with one lock hold and one wake-up (a backfill queues 10,000 at once)."""
+    def _push(self, entries: list[_Entry | None]) -> None:
+        """Queue entries (skipping Nones) with one lock hold and one wake-up (a backfill queues
+        10,000 at once)."""
+        entries = [entry for entry in entries if entry is not None]
         if not entries:
             return
         with self._changed:
@@ -155,16 +159,11 @@ class Dispatcher:
         if not isinstance(command, _QUEUEING_COMMANDS) or not result.accepted:
             return
         state = self._raftlog._state  # we are inside the apply, under its lock
-        entries = []
-        for event in result.events:
-            newly_queued = (isinstance(event, ev.RunClaimed) and event.status == QUEUED) or isinstance(
-                event, ev.RunRetryScheduled
-            )
-            if newly_queued:
-                run, job = state.get_run(event.job_id, event.scheduled_us), state.jobs.get(event.job_id)
-                if run is not None and job is not None and run.status == QUEUED:
-                    entries.append(self._entry(run, job.spec))
-        self._push(entries)
+        self._push([
+            self._queued_entry(state, event.job_id, event.scheduled_us)
+            for event in result.events
+            if (isinstance(event, ev.RunClaimed) and event.status == QUEUED) or isinstance(event, ev.RunRetryScheduled)
+        ])
 
     # -- leasing -----------------------------------------------------------------
     def _pick(self, targets: list[str], max_runs: int, now_us: int) -> tuple[list[RunRef], int]:
@@ -228,12 +227,8 @@ class Dispatcher:
         return granted
 
     def _requeue(self, refs: list[RunRef], not_before_us: int = 0) -> None:
-        entries = []
         with self._raftlog.read() as state:
-            for ref in refs:
-                run, job = state.get_run(ref.job_id, ref.scheduled_us), state.jobs.get(ref.job_id)
-                if run is not None and job is not None and run.status == QUEUED:
-                    entries.append(self._entry(run, job.spec, not_before_us))
+            entries = [self._queued_entry(state, ref.job_id, ref.scheduled_us, not_before_us) for ref in refs]
         self._push(entries)
 
 

@@ -4,7 +4,7 @@ Replica agreement is normally checked live (every node reports its digest at its
 which needs the nodes to sit at one index at the same time. A cluster whose state keeps moving
 (time ticks, jobs firing every second) and is large enough that a digest takes seconds never
 does. Stopped nodes can be compared instead: each one's dump plus journal, replayed through the
-core up to an index every node has committed, must give the same digest.
+core up to an index every node holds (so every node has it committed), must give the same digest.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ JOURNAL, DUMP = "raft.journal", "raft.dump"
 class RaftFiles:
     """What one node's Raft directory holds: its dump's index (0: none) and its journal's terms."""
 
-    raft_dir: Path
     dump_index: int
     terms: dict[int, int]  # entry index -> term
 
@@ -42,15 +41,16 @@ def inspect(raft_dir: Path) -> RaftFiles:
         terms = {journal[i][1]: journal[i][2] for i in range(len(journal))}
     finally:
         journal._destroy()  # closes its file (pysyncobj names it so)
-    dump_index = _load_dump(raft_dir)[0] if (raft_dir / DUMP).exists() else 0
-    return RaftFiles(raft_dir, dump_index, terms)
+    dump_index = _read_dump(raft_dir)[0] if (raft_dir / DUMP).exists() else 0
+    return RaftFiles(dump_index, terms)
 
 
 def state_at(raft_dir: Path, index: int) -> State:
     """The state after applying every entry up to `index` (the dump must not be past it)."""
-    dump_index, state = _load_dump(raft_dir) if (raft_dir / DUMP).exists() else (0, State())
+    dump_index, snapshot = _read_dump(raft_dir) if (raft_dir / DUMP).exists() else (0, None)
     if dump_index > index:
         raise ValueError(f"{raft_dir}: its dump is at {dump_index}, past {index}")
+    state = decode_snapshot(snapshot) if snapshot is not None else State()
     journal = FileJournal(str(raft_dir / JOURNAL))
     try:
         for position in range(len(journal)):
@@ -81,11 +81,12 @@ def common_digests(raft_dirs: dict[str, Path]) -> tuple[int, dict[str, str]]:
     return index, {name: state_digest(state_at(path, index)) for name, path in raft_dirs.items()}
 
 
-def _load_dump(raft_dir: Path) -> tuple[int, State]:
+def _read_dump(raft_dir: Path) -> tuple[int, bytes]:
+    """The dump's index and its snapshot bytes (decoding them is left to who needs the state)."""
     with gzip.open(raft_dir / DUMP, "rb") as stream:
         data, last_applied_entry, _previous_entry, _cluster = raft_pickle.load(stream)
     consumer_data = data[1]  # [SyncObj attributes, our consumer's _serialize()]
-    return last_applied_entry[1], decode_snapshot(consumer_data["snapshot"])
+    return last_applied_entry[1], consumer_data["snapshot"]
 
 
 def _apply_entry(state: State, command: bytes, index: int) -> None:

@@ -411,8 +411,8 @@ def test_dispatcher_queue_depths(setup):
     dispatcher = Dispatcher(term, log, 10 * S, 1.0)
     with log.read() as state:
         dispatcher._push([
-            dispatcher._entry(state.get_run("a", slot), state.jobs["a"].spec),
-            dispatcher._entry(state.get_run("b", slot), state.jobs["b"].spec, not_before_us=slot + 60 * S),
+            dispatcher._queued_entry(state, "a", slot),
+            dispatcher._queued_entry(state, "b", slot, not_before_us=slot + 60 * S),
         ])
     dispatcher._promote_ready(slot)
     assert dispatcher_queue_depths(dispatcher) == {("h", "ready"): 1, ("other", "pending"): 1}
