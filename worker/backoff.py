@@ -24,7 +24,9 @@ class Backoff:
         self.initial_s = initial_s
         self.max_s = max_s
         self._next_s = initial_s
-        self._rng = rng or random.Random()
+        # The module's generator by default: a Random() of its own per Backoff reads the OS's
+        # entropy, a cost every reported outcome would pay (each report has a Backoff).
+        self._rng = rng or random
 
     def next_delay_s(self) -> float:
         delay = self._next_s

@@ -31,6 +31,7 @@ from typing import Any
 
 from worker.context import UNREPORTABLE_REASONS, CancelReason, RetryLater, RunContext
 from worker.shell import ShellResult
+from worker.threads import DeadlineWatcher
 
 __all__ = ["AsyncLoopThread", "Outcome", "OutcomeKind", "arm_deadline", "execute"]
 
@@ -150,18 +151,18 @@ def _cancelled_outcome(ctx: RunContext, ended: Outcome | None = None) -> Outcome
     return Outcome(OutcomeKind.FAILURE, f"cancelled: {reason}", exit_code, tail, None, reason)
 
 
-def arm_deadline(ctx: RunContext) -> threading.Timer | None:
-    """Cancel `ctx` with reason DEADLINE when its deadline passes; cancel the returned timer
+# One thread watches every attempt's deadline in the process (see threads.py).
+_deadlines = DeadlineWatcher()
+
+
+def arm_deadline(ctx: RunContext):
+    """Cancel `ctx` with reason DEADLINE when its deadline passes; `.cancel()` what this returns
     when the run ends. The deadline is an absolute instant from the cluster, so it relies on
     clocks in sync; the cluster also stops the run at its maximum runtime on its own."""
     if ctx.deadline is None:
         return None
     delay_s = (ctx.deadline - datetime.now(timezone.utc)).total_seconds()
-    timer = threading.Timer(max(0.0, delay_s), _deadline_passed, args=(ctx,))
-    timer.daemon = True
-    timer.name = f"raftcron-deadline-{ctx.run_key}"
-    timer.start()
-    return timer
+    return _deadlines.arm(delay_s, lambda: _deadline_passed(ctx))
 
 
 def _deadline_passed(ctx: RunContext) -> None:

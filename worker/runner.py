@@ -10,8 +10,8 @@
 
 Threads: one lease loop (long-polls WorkerService.Lease for at most `concurrency - held` runs),
 one heartbeater (one Heartbeat call for all leases, see heartbeat.py), one thread per running
-attempt (bounded by `concurrency`), one asyncio loop for `async def` handlers, and a deadline
-timer per attempt. A lease counts against `concurrency` from its grant until its outcome is
+attempt (bounded by `concurrency`, reused from attempt to attempt, see threads.py), one asyncio
+loop for `async def` handlers, and one watcher for every attempt's deadline. A lease counts against `concurrency` from its grant until its outcome is
 reported, and while a cancelled handler is still running, so the worker never holds more leases,
 nor runs more handlers, than `concurrency`.
 
@@ -45,6 +45,7 @@ from worker.execution import AsyncLoopThread, Handler, Outcome, OutcomeKind, arm
 from worker.heartbeat import Heartbeater
 from worker.leases import SHELL_TARGET, HeldLease, LeaseTable, lease_from_grant
 from worker.shell import DEFAULT_GRACE_S, ShellCommand
+from worker.threads import HandlerThreads
 
 __all__ = ["SHELL_TARGET", "Worker"]
 
@@ -118,6 +119,7 @@ class Worker:
             self.add_handler(name, handler)
 
         self._table = LeaseTable(concurrency)
+        self._threads = HandlerThreads()
         self._async_loop = AsyncLoopThread()
         self._state_lock = threading.Lock()
         self._leasing_stopped = threading.Event()
@@ -376,10 +378,7 @@ class Worker:
             self._finish(lease, Outcome(OutcomeKind.RETRY_LATER, message, retry_after_s=UNSERVED_RETRY_AFTER_S))
         else:
             log.debug("run %s: leased (attempt %d, token %d)", lease.run_key, ctx.attempt, ctx.fencing_token)
-            thread = threading.Thread(
-                target=self._run, args=(lease, handler), daemon=True, name=f"raftcron-run-{lease.run_key}"
-            )
-            thread.start()
+            self._threads.submit(self._run, lease, handler)
 
     def _handler_for(self, target: worker_pb2.Target) -> Handler | None:
         kind = target.WhichOneof("kind")
