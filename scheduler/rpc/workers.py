@@ -13,7 +13,7 @@ from scheduler.core import results as ev
 from scheduler.core.commands import CompleteRuns, Completion, ExtendLeases, LeaseRef
 from scheduler.core.execution import OUTCOME_FAILURE, OUTCOME_RETRY_LATER, OUTCOME_SUCCESS
 from scheduler.core.model import SECOND_US
-from scheduler.leader.batcher import Coalescer, RejectedBatch
+from scheduler.leader.batcher import Coalescer, RejectedBatch, Submission
 from scheduler.leader.dispatch import Dispatcher, Granted, NotLeading, target_key
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import duration, duration_us, printable_run_key, spec_to_pb, timestamp, timestamp_us
@@ -151,13 +151,13 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         if foreign and len(foreign) == len(request.leases):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, next(iter(foreign.values())))
         mine = [ref for position, ref in enumerate(request.leases) if position not in foreign]
-        extended = iter(self._extend.submit([_lease_ref(ref) for ref in mine]))
+        extended = iter(self._wait(self._extend.submit([_lease_ref(ref) for ref in mine]), context))
         results = []
         for position, ref in enumerate(request.leases):
             if position in foreign:
                 results.append(wpb.LeaseResult(lease=ref, outcome=wpb.NOT_FOUND))
                 continue
-            event = self._wait(next(extended), context)
+            event = next(extended)
             if isinstance(event, ev.LeaseExtended):
                 results.append(wpb.LeaseResult(lease=ref, outcome=wpb.OK, expires_at=timestamp(event.lease_expires_us)))
             else:
@@ -169,7 +169,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "kind must be SUCCESS, FAILURE or RETRY_LATER")
         if foreign := self._foreign_runs([request.lease]):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, foreign[0])
-        event = self._wait(self._complete.submit([_completion(request)])[0], context)
+        (event,) = self._wait(self._complete.submit([_completion(request)]), context)
         return _complete_response(event)
 
     def CompleteMany(self, request: wpb.CompleteManyRequest, context):
@@ -180,18 +180,18 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         if foreign and len(foreign) == len(request.completions):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, next(iter(foreign.values())))
         mine = [item for position, item in enumerate(request.completions) if position not in foreign]
-        submitted = iter(self._complete.submit([_completion(item) for item in mine]))
+        submitted = iter(self._wait(self._complete.submit([_completion(item) for item in mine]), context))
         results = []
         for position in range(len(request.completions)):
             if position in foreign:
                 results.append(wpb.CompleteResponse(outcome=wpb.NOT_FOUND))
             else:
-                results.append(_complete_response(self._wait(next(submitted), context)))
+                results.append(_complete_response(next(submitted)))
         return wpb.CompleteManyResponse(results=results)
 
-    def _wait(self, future, context):
+    def _wait(self, submission: Submission, context) -> list:
         try:
-            return future.result(timeout=self._timeout_s + 1)
+            return submission.result(timeout_s=self._timeout_s + 1)
         except ReplicationError as exc:
             abort_replication(context, exc)
         except RejectedBatch as exc:

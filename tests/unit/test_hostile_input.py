@@ -432,8 +432,7 @@ def test_coalesced_completions_with_long_texts_are_split_below_the_entry_limit()
     try:
         # The servicer keeps 4,096 characters of each text; two-byte characters double the bytes.
         chatty = completion(lease_ref("a", T0_US, 1), outcome="failure", error="é" * 4096, output_tail="ü" * 4096)
-        futures = coalescer.submit([chatty] * 300)
-        positions = [future.result(timeout=10) for future in futures]  # raises if a batch was refused
+        positions = coalescer.submit([chatty] * 300).result(timeout_s=10)  # raises if a batch was refused
     finally:
         coalescer.close()
     assert sum(1 for position in positions if position == 0) == len(raftlog.entry_sizes) > 1
