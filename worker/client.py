@@ -195,6 +195,17 @@ class ClusterClient:
         self._preferred = 0  # index of the last node that answered
         self._closed = False
 
+    def prefer(self, address: str) -> bool:
+        """Try `address` first from now on (a node named it the leader); False, and nothing
+        changed, if it is not one of this client's addresses."""
+        try:
+            index = self._addresses.index(address)
+        except ValueError:
+            return False
+        with self._lock:
+            self._preferred = index
+        return True
+
     @property
     def addresses(self) -> tuple[str, ...]:
         """The node addresses, in configuration order."""

@@ -348,6 +348,8 @@ class Worker:
             return True
         failures.succeeded()
         backoff.reset()
+        if response.leader_address:
+            self._follow_leader(response.leader_address)
         for grant in response.leases:
             self._accept(grant)
         if not response.leases and time.monotonic() - asked_at < self.lease_wait_s / 2:
@@ -355,6 +357,14 @@ class Worker:
             # or ignores it): pause, jittered, so an idle worker never polls in a tight loop.
             self._leasing_stopped.wait(random.uniform(0.5, 1.0))
         return True
+
+    def _follow_leader(self, address: str) -> None:
+        """The node called forwarded our Lease to the leader at `address`: call the leader
+        directly from now on, for leases and for heartbeats and outcomes (a follower proposes
+        those through the leader too). An address outside our list (the nodes may know each
+        other by other names than ours) changes nothing: the forwarding goes on working."""
+        if self._lease_client.prefer(address) and self._client.prefer(address):
+            log.debug("worker %s: the leader is %s: calling it directly", self.worker_id, address)
 
     def _accept(self, grant: worker_pb2.LeaseGrant) -> None:
         lease, bad_payload = lease_from_grant(grant, self.worker_id)

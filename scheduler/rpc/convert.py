@@ -114,6 +114,10 @@ def history_to_pb(history: model.HistoryPolicy) -> pb.HistoryPolicy:
     )
 
 
+def target_to_pb(spec: model.JobSpec) -> pb.Target:
+    return pb.Target(**{spec.target_kind: spec.target})
+
+
 def spec_to_pb(spec: model.JobSpec) -> pb.JobSpec:
     return pb.JobSpec(
         id=spec.id,
@@ -129,7 +133,7 @@ def spec_to_pb(spec: model.JobSpec) -> pb.JobSpec:
         dst=pb.DstPolicy(gap=spec.dst_gap, repeat=spec.dst_repeat),
         jitter=spec.jitter,
         paused=spec.paused,
-        target=pb.Target(**{spec.target_kind: spec.target}),
+        target=target_to_pb(spec),
         payload_json=spec.payload_json,
         timeout=duration(spec.timeout_us),
         retry=pb.RetryPolicy(

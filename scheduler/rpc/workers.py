@@ -16,7 +16,7 @@ from scheduler.core.model import SECOND_US
 from scheduler.leader.batcher import Coalescer, RejectedBatch, Submission
 from scheduler.leader.dispatch import Dispatcher, Granted, NotLeading, target_key
 from scheduler.replication import RaftLog, ReplicationError
-from scheduler.rpc.convert import duration, duration_us, printable_run_key, spec_to_pb, timestamp, timestamp_us
+from scheduler.rpc.convert import duration, duration_us, printable_run_key, target_to_pb, timestamp, timestamp_us
 from scheduler.rpc.errors import abort_replication
 from scheduler.security.interceptor import caller_authorization, current_principal, require
 from scheduler.security.policy import lease_denial, run_denial
@@ -47,7 +47,7 @@ def _grant_to_pb(granted: Granted) -> wpb.LeaseGrant:
         attempt=event.attempt,
         deadline=timestamp(event.deadline_us),
         lease_ttl=duration(run.lease_ttl_us),
-        target=spec_to_pb(granted.spec).target,
+        target=target_to_pb(granted.spec),  # not spec_to_pb: a grant needs the target alone
         payload_json=granted.spec.payload_json,
     )
 
@@ -112,9 +112,11 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         stub = worker_pb2_grpc.WorkerServiceStub(self._channel_to(address))
         try:
             # On the caller's behalf: the leader authorizes the same token again.
-            return stub.Lease(request, timeout=wait_s + self._timeout_s, metadata=caller_authorization(context))
+            response = stub.Lease(request, timeout=wait_s + self._timeout_s, metadata=caller_authorization(context))
         except grpc.RpcError as exc:
             context.abort(exc.code(), f"via leader {address}: {exc.details()}")
+        response.leader_address = address  # so the worker can lease there directly next time
+        return response
 
     def _channel_to(self, address: str) -> grpc.Channel:
         with self._channels_lock:

@@ -184,3 +184,16 @@ def test_leader_killed_while_a_thousand_due_runs_are_leased(make_cluster, worker
     cluster.start(leader)
     cluster.wait_converged(timeout_s=30)
     assert_clean_logs(cluster)
+
+
+def test_a_follower_forwards_lease_and_names_the_leader(make_cluster):
+    """The worker SDK then leases at the leader directly (tested against fakes in the unit tests)."""
+    cluster = make_cluster(3)
+    cluster.start()
+    leader = cluster.member(cluster.wait_for_leader())
+    follower = next(m for m in cluster.members if m.node_id != leader.node_id)
+    request = wpb.LeaseRequest(worker_id="w-probe", targets=["it.nothing"], max_runs=1)
+    for member, named in ((follower, leader.grpc_address), (leader, "")):
+        with cluster.client(member.node_id, role="worker") as client:
+            wait_until(lambda: client.lease(request).leader_address == named, 30,
+                       f"{member.node_id} to answer leader_address {named!r}")

@@ -80,6 +80,7 @@ class FakeWorkerService(worker_pb2_grpc.WorkerServiceServicer):
         self.extra_grants = 0  # grant this many more than max_runs (a misbehaving server)
         self.ignore_targets = False  # grant whatever is queued (a misbehaving server)
         self.max_wait_s: float | None = None  # cap the long poll (None: honour `wait`)
+        self.leader_address = ""  # answered with every Lease, as a follower that forwarded it does
         self.outstanding: set[int] = set()
         self.max_outstanding = 0
 
@@ -130,7 +131,7 @@ class FakeWorkerService(worker_pb2_grpc.WorkerServiceServicer):
                 self.outstanding.add(grant.fencing_token)
             self.max_outstanding = max(self.max_outstanding, len(self.outstanding))
             self.cond.notify_all()
-        return worker_pb2.LeaseResponse(leases=granted)
+        return worker_pb2.LeaseResponse(leases=granted, leader_address=self.leader_address)
 
     def Heartbeat(self, request, context):  # noqa: N802 (gRPC method name)
         with self.cond:

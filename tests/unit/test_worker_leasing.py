@@ -259,3 +259,26 @@ def test_stop_before_start_and_all_nodes_down() -> None:
     started = time.monotonic()
     assert worker.stop() is True
     assert time.monotonic() - started < 3.0
+
+
+def test_a_worker_told_the_leader_calls_it_directly() -> None:
+    """A follower forwards Lease to the leader and names it; the worker then leases, and reports
+    outcomes, at the leader itself: no forwarding hop for every call."""
+    with fake_cluster() as (follower, follower_address), fake_cluster() as (leader, leader_address):
+        follower.leader_address = leader_address
+        follower.max_wait_s = 0.0  # it has nothing to grant: answers at once, naming the leader
+        leader.add(make_grant("job", 7))
+        with running([follower_address, leader_address], handlers={"job": lambda ctx: None}):
+            assert leader.wait_for(lambda: leader.completed_tokens() == [7])
+        assert len(follower.lease_requests) == 1
+        assert not follower.completions and not follower.heartbeats
+
+
+def test_a_leader_address_outside_the_workers_list_changes_nothing() -> None:
+    with fake_cluster() as (follower, follower_address):
+        follower.leader_address = closed_address()  # the nodes' own name for the leader
+        follower.max_wait_s = 0.0
+        with running([follower_address], handlers={"job": lambda ctx: None}):
+            assert follower.wait_for(lambda: len(follower.lease_requests) >= 2)
+            follower.add(make_grant("job", 8))
+            assert follower.wait_for(lambda: follower.completed_tokens() == [8])

@@ -81,10 +81,12 @@ class LeaseGrant(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_key: _Optional[str] = ..., fencing_token: _Optional[int] = ..., attempt: _Optional[int] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., target: _Optional[_Union[_common_pb2.Target, _Mapping]] = ..., payload_json: _Optional[str] = ...) -> None: ...
 
 class LeaseResponse(_message.Message):
-    __slots__ = ("leases",)
+    __slots__ = ("leases", "leader_address")
     LEASES_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     leases: _containers.RepeatedCompositeFieldContainer[LeaseGrant]
-    def __init__(self, leases: _Optional[_Iterable[_Union[LeaseGrant, _Mapping]]] = ...) -> None: ...
+    leader_address: str
+    def __init__(self, leases: _Optional[_Iterable[_Union[LeaseGrant, _Mapping]]] = ..., leader_address: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("worker_id", "leases")
