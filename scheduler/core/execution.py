@@ -45,7 +45,7 @@ def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int) -> ev.Ev
     run.lease_ttl_us = cmd.lease_ttl_us
     run.lease_expires_us = state.now_us + cmd.lease_ttl_us
     run.deadline_us = state.now_us + job.spec.timeout_us
-    run.attempts.append(Attempt(number=run.attempt, worker_id=cmd.worker_id, fencing_token=index, started_us=state.now_us))
+    run.attempts = (*run.attempts, Attempt(number=run.attempt, worker_id=cmd.worker_id, fencing_token=index, started_us=state.now_us))
     return ev.LeaseGranted(ref.job_id, ref.scheduled_us, index, run.attempt, run.lease_expires_us, run.deadline_us)
 
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 import msgspec
 
 
-class Rejection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class Rejection(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     code: str
     message: str
     # Whether the caller may retry the same command after refreshing its view.
     retryable: bool = False
 
 
-class Event(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
+class Event(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True, gc=False):
     pass
 
 
@@ -197,7 +197,7 @@ AnyEvent = (
 )
 
 
-class Result(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class Result(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     index: int
     events: tuple[AnyEvent, ...] = ()
     rejection: Rejection | None = None

@@ -16,7 +16,7 @@ from scheduler.core.model import RUN_STATUSES, JobSpec, Run
 MAX_SHARED_PER_FIELD = 65_536
 _SHARED_FIELDS = (
     "schedule", "target_kind", "target", "timezone", "owner", "job_class", "dst_gap", "dst_repeat", "jitter",
-    "overlap", "retry", "misfire", "history", "uses",
+    "overlap", "retry", "misfire", "history", "uses", "timeout_us",
 )  # fmt: skip
 _STATUSES = {status: status for status in RUN_STATUSES}
 

@@ -44,7 +44,7 @@ def _index(index: dict[str, list[int]], run: Run, add: bool) -> None:
         del index[run.job_id]
 
 
-class HistoryMark(msgspec.Struct, forbid_unknown_fields=True):
+class HistoryMark(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """Retention bookkeeping of one job's history (see retention.py)."""
 
     # The newest pruned scheduled instant: keys at or before it are accounted for.

@@ -209,10 +209,10 @@ def golden_state() -> State:
         worker_id="worker-1",
         started_us=T + 2_000,
         finished_us=T + 9_000,
-        attempts=[
+        attempts=(
             Attempt(number=1, worker_id="worker-0", fencing_token=41, started_us=T + 1_500, finished_us=T + 1_700, outcome="failure", error="exit 3", exit_code=3),
             Attempt(number=2, worker_id="worker-1", fencing_token=44, started_us=T + 2_000, finished_us=T + 9_000, outcome="success"),
-        ],
+        ),
     )
     retrying = Run(
         job_id="hello",
@@ -227,7 +227,7 @@ def golden_state() -> State:
         fencing_token=46,
         error="exit 1",
         exit_code=1,
-        attempts=[Attempt(number=1, worker_id="worker-1", fencing_token=46, started_us=T + 300_001_000, finished_us=T + 300_002_000, outcome="failure", error="exit 1", exit_code=1)],
+        attempts=(Attempt(number=1, worker_id="worker-1", fencing_token=46, started_us=T + 300_001_000, finished_us=T + 300_002_000, outcome="failure", error="exit 1", exit_code=1),),
         not_before_us=T + 310_000_000,
         lease_ttl_us=30_000_000,
         output_tail="Traceback ...",
@@ -244,7 +244,7 @@ def golden_state() -> State:
         fencing_token=48,
         worker_id="worker-2",
         started_us=T + 600_001_000,
-        attempts=[Attempt(number=1, worker_id="worker-2", fencing_token=48, started_us=T + 600_001_000)],
+        attempts=(Attempt(number=1, worker_id="worker-2", fencing_token=48, started_us=T + 600_001_000),),
         lease_ttl_us=30_000_000,
         lease_expires_us=T + 630_001_000,
         deadline_us=T + 4_200_001_000,

@@ -141,7 +141,7 @@ def test_grant_stamps_token_attempt_expiry_and_deadline(core: Core) -> None:
     assert (run.status, run.attempt, run.fencing_token, run.worker_id) == (LEASED, 1, token, "w7")
     assert (run.lease_ttl_us, run.lease_expires_us, run.deadline_us) == (TTL, at + TTL, at + TIMEOUT)
     assert run.started_us == at
-    assert run.attempts == [Attempt(number=1, worker_id="w7", fencing_token=token, started_us=at)]
+    assert run.attempts == (Attempt(number=1, worker_id="w7", fencing_token=token, started_us=at),)
     assert core.state.live_runs == {"a": [slot(1)]}
 
 
@@ -209,7 +209,7 @@ def test_a_stale_or_future_epoch_rejects_the_whole_grant(epoch_delta: int) -> No
     assert result.events == ()
     for job_id in ("a", "b"):
         run = core.state.get_run(job_id, slot(1))
-        assert (run.status, run.attempt, run.fencing_token, run.attempts) == (QUEUED, 0, 0, [])
+        assert (run.status, run.attempt, run.fencing_token, run.attempts) == (QUEUED, 0, 0, ())
 
 
 def test_a_grant_from_the_deposed_leader_is_rejected(core: Core) -> None:
@@ -521,7 +521,7 @@ def test_success_ends_the_run_and_records_the_attempt(core: Core) -> None:
     run = run_a(core)
     assert (run.status, run.finished_us, run.lease_expires_us) == (SUCCEEDED, done, 0)
     assert (run.reason, run.output_tail) == ("", "ok\n")
-    assert run.attempts == [
+    assert list(run.attempts) == [
         Attempt(
             number=1,
             worker_id="w1",
@@ -691,7 +691,7 @@ def test_every_attempt_is_recorded(core: Core) -> None:
     t3 = t2 + 2 * HOUR
     third = grant_a(core, t3, worker_id="w3")
     core.complete(completion(third, "success", worker_id="w3"), issued_at_us=t3 + 5)
-    assert run_a(core).attempts == [
+    assert list(run_a(core).attempts) == [
         Attempt(1, "w1", first.fencing_token, t1, t1 + SECOND_US, "failure", "disk full", 2),
         Attempt(2, "w2", second.fencing_token, t2, t2 + TTL, "lease_expired", "lease expired: heartbeats stopped", 0),
         Attempt(3, "w3", third.fencing_token, t3, t3 + 5, "success", "", 0),

@@ -65,7 +65,7 @@ def test_forbid_skips_the_slot_with_a_reason_while_a_run_is_leased() -> None:
     assert event == RunClaimed("a", slot(2), SKIPPED, core.index)
     skipped = core.state.get_run("a", slot(2))
     assert skipped.reason == f"overlap forbid: run a@{slot(1)} still live"
-    assert skipped.attempts == [] and skipped.fencing_token == 0
+    assert skipped.attempts == () and skipped.fencing_token == 0
     # The slot is accounted for: the cursor moves on, only the first run stays live.
     job = core.state.jobs["a"]
     assert (job.cursor_us, job.next_due_us, job.last_status) == (slot(2), slot(3), SKIPPED)
@@ -156,7 +156,7 @@ def test_queue_claims_the_next_run_but_leases_it_only_after_the_first_ends() -> 
     waiting = core.grant(run_ref("a", slot(2)), issued_at_us=slot(2) + 1)
     assert waiting.events == (LeaseNotGranted("a", slot(2), "overlap_queue"),)
     second = core.state.get_run("a", slot(2))
-    assert (second.status, second.attempt, second.attempts) == (QUEUED, 0, [])
+    assert (second.status, second.attempt, second.attempts) == (QUEUED, 0, ())
     done = core.complete(completion(first, "success"), issued_at_us=slot(2) + 2)
     assert done.events == (RunSucceeded("a", slot(1), 1),)
     granted = core.grant(run_ref("a", slot(2)), issued_at_us=slot(2) + 3)
