@@ -12,6 +12,7 @@ process alive. These threads are daemons, as the per-attempt threads were.
 
 from __future__ import annotations
 
+import contextvars
 import heapq
 import itertools
 import logging
@@ -29,7 +30,8 @@ class HandlerThreads:
     """Runs each submitted call on an idle thread, or on a new one when none is idle.
 
     The caller bounds how many calls run at once (the worker's lease table does); a thread idle
-    for `idle_exit_s` ends, so a burst does not leave its threads behind.
+    for `idle_exit_s` ends, so a burst does not leave its threads behind. Each call runs in an
+    empty `contextvars` context (thread-local data, as in any pool, outlives the call).
     """
 
     def __init__(self, name: str = "raftcron-run", idle_exit_s: float = 60.0) -> None:
@@ -65,7 +67,9 @@ class HandlerThreads:
                         return
                 continue  # a call was promised to an idle thread, maybe this one: take it
             try:
-                function(*args)
+                # An empty context per call, as a new thread had: a context variable one
+                # handler sets is not seen by the next attempt this thread runs.
+                contextvars.Context().run(function, *args)
             except BaseException:  # noqa: BLE001 (the caller's own handling failed; keep serving)
                 log.exception("unexpected error in a worker thread")
             with self._lock:

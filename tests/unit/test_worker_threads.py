@@ -130,3 +130,24 @@ def test_cancel_after_firing_and_a_failing_action_are_harmless() -> None:
     assert second_fired.wait(WAIT_S)  # the failing action did not end the watcher
     first.cancel()  # already called: nothing to call off
     assert watcher.pending() == 0 and watcher.held() == 0
+
+
+def test_each_call_starts_with_an_empty_context() -> None:
+    import contextvars
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("attempt", default="unset")
+    pool = HandlerThreads(name="t-context")
+    seen: list[str] = []
+    for value in ("first", "second"):
+        done = threading.Event()
+
+        def call(value: str = value, done: threading.Event = done) -> None:
+            seen.append(var.get())
+            var.set(value)
+            done.set()
+
+        pool.submit(call)
+        assert done.wait(WAIT_S)
+        assert wait_until(lambda: pool.idle == 1)
+    assert seen == ["unset", "unset"]  # the second attempt did not see the first one's value
+    assert len(threads_named("t-context")) == 1  # and it ran on the same thread
