@@ -5,18 +5,18 @@ planning for 100,000 jobs against croniter called naively.
     python -m bench scale --quick    # 20,000 jobs; 10 x 10,000 runs
 
 One 3-node cluster with `raft.compaction_min_entries` lowered (1,000) so a compaction can be
-provoked; the phases run in the order 1, 4, 3, 2 (jobs, compaction, restart, runs), because a
+provoked; the phases run in the order 1, 4, 3, 2, 5 (jobs, compaction, restart, runs, finished runs), because a
 state with hundreds of thousands of live runs destabilises the cluster (see RESULTS.md); a thread watches every node's `raft.dump.tmp` (pysyncobj writes the snapshot there,
 in a forked child, then renames it) every 5 ms, so each compaction's duration is known.
 
 1. **memory, jobs**: RSS (VmRSS) of each node when idle, then after applying N jobs (daily
    schedules with distinct minute/hour, 5 time zones, far from firing; 2,000 per ApplyJobs).
-2. **memory, runs**: 100 jobs `* * * * * *`, each backfilled with 10,000 past slots
-   (BackfillJob, the largest one call takes): 1,000,000 run records, QUEUED (backfilled runs
-   wait for a worker; none runs here). They are live runs, not the finished runs that
-   RUNS_RETAINED_PER_JOB (1,000 per job) keeps: a state with 1,000,000 *finished* retained runs
-   needs 1,000 jobs x 1,000 completed runs, which at the measured execution rate takes longer than
-   this benchmark may run. A finished run also holds an Attempt record; see RESULTS.md.
+2. **memory, runs**: 100 jobs `* * * * * *` (histories kept 10,000 runs long), each backfilled
+   with 10,000 past slots (BackfillJob, the largest one call takes): 1,000,000 run records,
+   QUEUED (no worker runs yet).
+5. **memory, finished runs** (after 2; `--no-finish` skips it): 4 worker processes x 128 execute
+   every backfilled run (`bench.noop`), then RSS again: the same million runs retained as
+   finished runs, each with its attempt.
 3. **restart**: a follower is SIGKILLed and started again: time until its gRPC answers, until
    it has applied the leader's commit index at restart, and until it is ready.
 4. **compaction**: sequential TriggerJob calls (one entry each; their latency is the probe) plus
@@ -55,12 +55,14 @@ from bench.common import (
     print_table,
     raise_on_sigterm,
 )
-from bench.harness import apply_specs, bench_cluster, bench_parser, finish, log, new_report, ts
-from scheduler.core.model import JobSpec
+from bench.harness import WorkerFleet, apply_specs, bench_cluster, bench_parser, finish, log, new_report, ts
+from scheduler.core.model import HistoryPolicy, JobSpec
 from scheduler.localcluster import rss_kib
 
 ZONES = ["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata", "Australia/Sydney"]
 COMPACTION_MIN_ENTRIES = 1_000
+BACKFILL_RUNS_PER_JOB = 10_000  # the most one BackfillJob call takes
+FINISH_WORKERS, FINISH_CONCURRENCY = 4, 128
 
 
 class DumpWatcher:
@@ -114,7 +116,7 @@ def job_specs(n: int) -> list[JobSpec]:
     ]
 
 
-def run_cluster_phases(root: Path, port_base: int, n_jobs: int, bf_jobs: int, quick: bool) -> dict:
+def run_cluster_phases(root: Path, port_base: int, n_jobs: int, bf_jobs: int, quick: bool, finish_runs: bool = True) -> dict:
     out: dict = {"jobs": n_jobs, "backfill_jobs": bf_jobs, "problems": [], "load_before": load_average()}
     overrides = {"raft": {"compaction_min_entries": COMPACTION_MIN_ENTRIES}}
     with bench_cluster(root, port_base, overrides=overrides, out=out, name="scale") as cluster:
@@ -164,8 +166,11 @@ def run_cluster_phases(root: Path, port_base: int, n_jobs: int, bf_jobs: int, qu
             if ready is None:
                 out["problems"].append(f"scale: restarted {follower} not ready within 180s")
             # 4. runs
-            bf = [JobSpec(id=f"bf-{i:04d}", schedule="* * * * * *", target_kind="handler", target="bench.none",
-                          jitter="pinned") for i in range(bf_jobs)]
+            # Targets a worker serves (none runs before phase 5) and histories long enough to
+            # retain every backfilled run once it has finished.
+            bf = [JobSpec(id=f"bf-{i:04d}", schedule="* * * * * *", target_kind="handler", target="bench.noop",
+                          jitter="pinned", history=HistoryPolicy(keep_runs=BACKFILL_RUNS_PER_JOB))
+                  for i in range(bf_jobs)]
             apply_specs(client, bf)
             time.sleep(1.5)
             now = datetime.now(timezone.utc).replace(microsecond=0)
@@ -183,9 +188,10 @@ def run_cluster_phases(root: Path, port_base: int, n_jobs: int, bf_jobs: int, qu
                 request_id = f"bench-backfill-{spec.id}-{now:%H%M%S}"
                 for attempt in range(5):  # a leader change aborts the call: retried with the same id
                     try:
-                        response = client.backfill_job(job_id=spec.id, author="bench", max_runs=10_000, rate_per_s=1000.0,
-                                                       to=ts(now - timedelta(seconds=1)), request_id=request_id,
-                                                       **{"from": ts(now - timedelta(seconds=10_000))})
+                        response = client.backfill_job(job_id=spec.id, author="bench", max_runs=BACKFILL_RUNS_PER_JOB,
+                                                       rate_per_s=1000.0, to=ts(now - timedelta(seconds=1)),
+                                                       request_id=request_id,
+                                                       **{"from": ts(now - timedelta(seconds=BACKFILL_RUNS_PER_JOB))})
                         break
                     except grpc.RpcError as exc:
                         out["backfill_retries"].append(f"{spec.id}: {exc.code().name} at {time.time():.1f}")
@@ -212,6 +218,9 @@ def run_cluster_phases(root: Path, port_base: int, n_jobs: int, bf_jobs: int, qu
             log(f"scale: {created:,} runs backfilled in {out['backfill_s']:.1f}s; run_count {out['run_count']:,}; "
                 f"RSS per node {fmt(mib(out['rss_runs_kib']))} MiB (leader {fmt((out['rss_runs_kib'][leader] or 0) / 1024)} MiB); "
                 f"{fmt(per_run)} B per run")
+            # 5. the same runs executed: retained as finished runs, one attempt each
+            if finish_runs and created:
+                finish_backfilled_runs(cluster, root, port_base, created, out, quick)
         finally:
             watcher.stop()
             out["compactions"] = watcher.events
@@ -220,6 +229,37 @@ def run_cluster_phases(root: Path, port_base: int, n_jobs: int, bf_jobs: int, qu
             client.close()
     out["load_after"] = load_average()
     return out
+
+
+def finish_backfilled_runs(cluster, root: Path, port_base: int, created: int, out: dict, quick: bool) -> None:
+    """Workers execute the queued runs; then each node's RSS with them retained as finished runs."""
+    fleet = WorkerFleet(cluster, root / f"scale-workers-{port_base}")
+    cap_s = 120.0 if quick else 900.0
+    try:
+        fleet.start(FINISH_WORKERS, FINISH_CONCURRENCY, "bench.noop", max_life_s=cap_s + 120)
+        fleet.wait_ready(60)
+        started = time.monotonic()
+        done = 0
+        while time.monotonic() - started < cap_s:
+            time.sleep(1.0)
+            done = sum(len(stats["completes_ok"]) for stats in fleet.stats())
+            if done >= created:
+                break
+        out["finish_s"] = time.monotonic() - started
+        out["runs_finished"] = done
+    finally:
+        fleet.stop()
+        if bad := fleet.log_problems():
+            out["problems"].append(f"scale: worker logs: {len(bad)} tracebacks/CRITICAL: {bad[:2]}")
+    if done < created:
+        out["problems"].append(f"scale: {done:,} of {created:,} backfilled runs finished within {cap_s:.0f}s")
+    time.sleep(2.0)
+    leader = cluster.leader() or out["leader"]
+    status = cluster.status(leader)
+    out["run_count_finished"] = status.run_count if status else None
+    out["rss_finished_kib"] = node_rss(cluster)
+    log(f"scale: {done:,} runs executed in {out['finish_s']:.1f}s; run_count {out['run_count_finished']:,}; "
+        f"RSS per node {fmt(mib(out['rss_finished_kib']))} MiB (leader {fmt((out['rss_finished_kib'][leader] or 0) / 1024)} MiB)")
 
 
 def terms(cluster) -> dict[str, int | None]:
@@ -375,6 +415,11 @@ def summarize(report: dict) -> list[list]:
         rows.append(["  bytes of RSS per run (median node growth / runs)", c.get("bytes_per_run"), ""])
         rows.append(["  backfill calls aborted by a leader change", len(c.get("backfill_retries", [])), c.get("backfill_stopped", "")[:40]])
         rows.append([f"  backfill {c.get('runs_created', 0):,} runs (s)", c.get("backfill_s"), ""])
+    if c.get("rss_finished_kib"):
+        rows.append([f"RSS per node with the runs finished and retained, {c.get('run_count_finished') or 0:,} runs (MiB)",
+                     mib(c["rss_finished_kib"]), " ".join(fmt((v or 0) / 1024) for v in c["rss_finished_kib"].values())])
+        rows.append([f"  {c.get('runs_finished', 0):,} runs executed by {FINISH_WORKERS} workers x {FINISH_CONCURRENCY} (s)",
+                     c.get("finish_s"), ""])
     r = c.get("restart")
     if r:
         rows.append(["restart a follower (after the compaction): s to gRPC", r["s_to_grpc"], ""])
@@ -404,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, help="jobs (100,000; 20,000 with --quick)")
     parser.add_argument("--backfill-jobs", type=int, help="jobs backfilled with 10,000 runs each (100; 10 with --quick)")
     parser.add_argument("--phases", default="cluster,planning")
+    parser.add_argument("--no-finish", action="store_true",
+                        help="leave the backfilled runs queued (skip phase 5, the workers executing them)")
     args = parser.parse_args(argv)
     quick = args.quick
     n_jobs = args.jobs or (20_000 if quick else 100_000)
@@ -415,14 +462,14 @@ def main(argv: list[str] | None = None) -> int:
     report = new_report(
         "scale", quick,
         not_done=[
-            "1,000,000 *finished* retained runs (measured: queued backfilled runs; see the docstring)",
             "the longest Raft tick stall is inferred from a probe's commit latency, not read from the tick thread",
         ],
     )
     interrupted = False
     try:
         if "cluster" in phases:
-            report["cluster"] = run_cluster_phases(root, ports.take(local_cluster_ports), n_jobs, bf_jobs, quick)
+            report["cluster"] = run_cluster_phases(root, ports.take(local_cluster_ports), n_jobs, bf_jobs, quick,
+                                                   finish_runs=not args.no_finish)
             report["problems"] += report["cluster"]["problems"]
         if "planning" in phases:
             report["planning"] = run_planning(100_000 if not quick else 20_000, 10_000 if not quick else 2_000)

@@ -11,9 +11,10 @@
 Threads: one lease loop (long-polls WorkerService.Lease for at most `concurrency - held` runs),
 one heartbeater (one Heartbeat call for all leases, see heartbeat.py), one thread per running
 attempt (bounded by `concurrency`, reused from attempt to attempt, see threads.py), one asyncio
-loop for `async def` handlers, and one watcher for every attempt's deadline. A lease counts against `concurrency` from its grant until its outcome is
-reported, and while a cancelled handler is still running, so the worker never holds more leases,
-nor runs more handlers, than `concurrency`.
+loop for `async def` handlers, and one watcher for every attempt's deadline. A lease counts
+against `concurrency` from its grant until its outcome is reported, and while a cancelled
+handler is still running, so the worker never holds more leases, nor runs more handlers, than
+`concurrency`. Calls go to the first node that answers, then to the leader once a node names it.
 
 Stopping (`stop()`, or the first SIGTERM/SIGINT under `run()`) drains in stages: stop leasing
 (the long poll in flight is cancelled); wait up to the drain timeout for running attempts to end,

@@ -133,7 +133,11 @@ class Coalescer:
             if not result.accepted:
                 _settle_all(batch, RejectedBatch(result.rejection.code, result.rejection.message))
                 continue
-            for event, (_, submission, position, _) in zip(result.events, batch, strict=True):
+            if len(result.events) != len(batch):  # a core bug: fail the callers, keep the flusher
+                log.error("coalesced entry %d: %d events for %d items", result.index, len(result.events), len(batch))
+                _settle_all(batch, RuntimeError(f"entry {result.index} answered {len(result.events)} events for {len(batch)} items"))
+                continue
+            for event, (_, submission, position, _) in zip(result.events, batch):
                 submission._settle(position, event)
 
 

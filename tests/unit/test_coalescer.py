@@ -104,3 +104,14 @@ def test_nothing_submitted_is_answered_at_once_and_an_undecided_entry_times_out(
     finally:
         hold.set()
         batcher.close()
+
+
+def test_an_entry_answering_the_wrong_number_of_events_fails_its_callers_not_the_flusher() -> None:
+    log = ScriptedLog(answers={0: Result(index=1, events=("only one",))})
+    batcher = coalescer(log)
+    try:
+        with pytest.raises(RuntimeError, match="1 events for 2 items"):
+            batcher.submit(["a", "b"]).result(WAIT_S)
+        assert [item for _, item in batcher.submit(["next"]).result(WAIT_S)] == ["next"]
+    finally:
+        batcher.close()
