@@ -110,13 +110,22 @@ class RaftSettings:
         )
 
 
+# The compaction child's priority, below the node's. Encoding and compressing a state of a
+# million runs takes it tens of seconds of CPU; at the same priority, on a busy host, it takes
+# that CPU from the Raft threads of its own node and of others, whose heartbeats then come late.
+COMPACTION_NICENESS = 10
+
+
 class _LazySnapshot:
     """Pickled by pysyncobj inside its forked compaction child: encoding happens there."""
 
     def __init__(self, state: State) -> None:
         self._state = state
+        self._owner_pid = os.getpid()
 
     def __reduce__(self):
+        if os.getpid() != self._owner_pid:  # in the forked child: yield the CPU to the nodes
+            os.nice(COMPACTION_NICENESS)
         return (bytes, (encode_snapshot(self._state),))
 
 
