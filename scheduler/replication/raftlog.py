@@ -22,8 +22,9 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replic
 from pysyncobj.syncobj import _RAFT_STATE
 
 from scheduler.core import Command, Result, State, apply, decode_command, decode_snapshot, encode_command
-from scheduler.core.codec import CodecError, encode_snapshot, state_digest
+from scheduler.core.codec import CodecError, encode_snapshot
 from scheduler.core.results import rejected
+from scheduler.replication.digest import digest_at
 from scheduler.replication.errors import (
     EntryTooLarge,
     NotLeader,
@@ -318,8 +319,12 @@ class RaftLog:
         self._role_listeners.append(listener)
 
     def digest(self) -> str:
-        with self._lock:
-            return state_digest(self._state)
+        return self.digest_at()[1]
+
+    def digest_at(self) -> tuple[int, str]:
+        """(applied index, state digest at it); a large state is digested in a forked child,
+        so applies go on meanwhile (see digest.py)."""
+        return digest_at(self.read)
 
     # -- raft facts -----------------------------------------------------
     def is_leader(self) -> bool:

@@ -9,10 +9,11 @@ from collections.abc import Callable
 import grpc
 
 from scheduler.config import ConfigError, NodeConfig, Peer
-from scheduler.core import Result, state_digest
+from scheduler.core import Result
 from scheduler.core import results as ev
 from scheduler.membership import ChangeInFlight, MembershipChanger, Refusal, members_view, peer_by_raft_address
 from scheduler.replication import RaftLog, ReplicationError
+from scheduler.replication.digest import DigestFailed
 from scheduler.replication.raftlog import ROLE_NAMES
 from scheduler.rpc.convert import timestamp
 from scheduler.rpc.errors import abort_rejected, abort_replication
@@ -82,8 +83,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         with self._raftlog.read() as state:
             epoch, now_us = state.epoch, state.now_us
             job_count, run_count = len(state.jobs), state.run_count
-            digest = state_digest(state) if request.include_digest else ""
-            digest_index = state.applied_index
+        digest_index, digest = self._digest(context) if request.include_digest else (0, "")
         return cluster_pb2.StatusResponse(
             node_id=self._config.node_id,
             role=ROLE_NAMES.get(raft.get("state"), "unknown"),
@@ -100,8 +100,14 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
             job_count=job_count,
             run_count=run_count,
             state_digest=digest,
-            digest_index=digest_index if digest else 0,
+            digest_index=digest_index,
         )
+
+    def _digest(self, context) -> tuple[int, str]:
+        try:
+            return self._raftlog.digest_at()
+        except (DigestFailed, OSError) as exc:  # OSError: no fork (memory, process limit)
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"state digest not computed: {exc}")
 
     # -- membership ---------------------------------------------------------------
     def AddMember(self, request, context):
