@@ -65,3 +65,12 @@ def test_a_run_keeps_its_attempts_in_a_tuple() -> None:
     run = state.get_run("a", T0_US + SECOND_US)
     gc.collect()
     assert isinstance(run.attempts, tuple) and not gc.is_tracked(run.attempts)
+
+
+def test_the_leaders_queue_entries_are_not_tracked() -> None:
+    from scheduler.leader.dispatch import _Entry
+
+    entry = _Entry(ready_us=1, priority=0, arrival=7, target="handler:t.a", job_id="a", scheduled_us=2)
+    queued = (entry.ready_us, entry.arrival, entry)  # as the queue's heaps hold it
+    gc.collect()
+    assert not gc.is_tracked(entry) and not gc.is_tracked(queued)
