@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj.monotonic import monotonic as pysyncobj_monotonic
 from pysyncobj.syncobj import _RAFT_STATE
 
 from scheduler.core import Command, Result, State, apply, decode_command, decode_snapshot, encode_command
@@ -188,6 +189,7 @@ class _RaftcronSyncObj(FollowerAppendMixin, SyncObj):
             self._SyncObj__sendAppendEntries()
 
     def _onTick(self, timeToWait=0.0):  # noqa: N802, N803 (pysyncobj's names)
+        self._read_before_electing()
         super()._onTick(timeToWait)
         now = time.monotonic()
         if now < self._next_keepalive:
@@ -197,6 +199,19 @@ class _RaftcronSyncObj(FollowerAppendMixin, SyncObj):
         if transport.ready:
             for node in list(self._SyncObj__otherNodes):
                 transport.send(node, KEEPALIVE_MESSAGE)
+
+
+    def _read_before_electing(self) -> None:
+        """pysyncobj checks a follower's election deadline at the start of a tick and reads its
+        sockets only at the end. After a long tick (a large batch applied, a starved process)
+        the deadline has passed while the leader's appends wait unread, and a node that was
+        merely busy deposed a healthy leader; each new leader then rebuilt its queue, was busy in
+        turn, and was deposed (a million queued runs: elections every 3-5 s). Read first: an
+        append from the leader pushes the deadline back."""
+        if (self._SyncObj__raftState != _RAFT_STATE.LEADER
+                and self._SyncObj__raftElectionDeadline < pysyncobj_monotonic()
+                and self._SyncObj__transport.ready):
+            self._poller.poll(0)
 
 
 class RaftLog:

@@ -356,3 +356,34 @@ def test_a_leader_dying_after_an_idle_spell_is_replaced_in_one_election(tmp_path
     finally:
         for node in nodes:
             node.close()
+
+
+def test_a_follower_whose_tick_thread_stalled_reads_the_leader_before_electing(cluster: list[RaftLog]) -> None:
+    """A follower's tick thread that does not run for longer than the election timeout (a starved
+    process: other threads, a compaction child, a busy host) finds the leader's appends waiting
+    when it runs again; it reads them before judging the leader silent, and deposes nobody."""
+    leader = leader_of(cluster)
+    follower = next(node for node in cluster if node is not leader)
+    term = _term(leader)
+    stall_s = RaftTuning().election_timeout_max_s + 1.0
+    poller = follower._syncobj._poller
+    real_poll = poller.poll
+    armed, stalled = [True], []
+
+    def poll_then_stall(timeout):
+        real_poll(timeout)
+        if armed and timeout:  # the end-of-tick poll: the thread then stalls between two ticks
+            armed.clear()
+            time.sleep(stall_s)  # the fault injected: this thread does not run meanwhile
+            stalled.append(True)
+
+    poller.poll = poll_then_stall
+    try:
+        wait_until(lambda: stalled, "the follower's stall to end", timeout_s=stall_s + TIMEOUT_S)
+        # Proposed after the stall: once the follower applied it, it has ticked again.
+        index = submit(cluster, ReadBarrier(issued_at_us=T0_US)).index
+        wait_until(lambda: follower.applied_index >= index, "the follower to apply after its stall")
+    finally:
+        poller.poll = real_poll
+    assert [_term(node) for node in cluster] == [term] * 3
+    assert leader.is_leader()
