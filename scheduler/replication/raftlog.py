@@ -167,9 +167,10 @@ KEEPALIVE_MESSAGE = {"type": "raftcron_keepalive"}
 
 
 class _RaftcronSyncObj(FollowerAppendMixin, SyncObj):
-    """pysyncobj's SyncObj with three changes: every peer gets a keepalive once per period, the
-    leader sends new entries in the tick that appended them (eager_append), and a follower
-    truncates only entries that conflict (follower_append)."""
+    """pysyncobj's SyncObj with four changes: every peer gets a keepalive once per period, the
+    leader sends new entries in the tick that appended them (eager_append), a follower
+    truncates only entries that conflict (follower_append), and a follower reads its sockets
+    before it judges the leader silent."""
 
     def __init__(self, *args, keepalive_period_s: float, eager_append: bool = True, **kwargs) -> None:
         # Set before SyncObj starts its tick thread, which calls _onTick.
