@@ -115,13 +115,30 @@ def instant_ahead(seconds: float) -> datetime:
     return datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=int(seconds) + 1)
 
 
+# Answers that say "the outcome is unknown or the leader changed: retry with the same request id".
+APPLY_RETRY_CODES = (grpc.StatusCode.ABORTED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+APPLY_ATTEMPTS = 5
+
+
 def apply_specs(client, specs: list[JobSpec], resources: list[Resource] = ()) -> float:
-    """Apply in chunks (resources with the first); the seconds it took."""
+    """Apply in chunks (resources with the first); the seconds it took. A chunk caught by a
+    leader change (a fresh cluster's first elections can race) is retried with its request id."""
     start = time.monotonic()
+    run_tag = f"{os.getpid()}-{time.time_ns()}"
     for first in range(0, max(1, len(specs)), JOBS_PER_APPLY):
         chunk = specs[first : first + JOBS_PER_APPLY]
         extra = {"resources": [resource_to_pb(r) for r in resources]} if resources and first == 0 else {}
-        response = client.apply_jobs(jobs=[spec_to_pb(s) for s in chunk], author="bench", **extra)
+        request_id = f"bench-apply-{run_tag}-{first}"
+        for attempt in range(1, APPLY_ATTEMPTS + 1):
+            try:
+                response = client.apply_jobs(jobs=[spec_to_pb(s) for s in chunk], author="bench",
+                                             request_id=request_id, **extra)
+                break
+            except grpc.RpcError as exc:
+                if exc.code() not in APPLY_RETRY_CODES or attempt == APPLY_ATTEMPTS:
+                    raise
+                log(f"apply: {exc.code().name} ({exc.details()}); retrying with the same request id")
+                time.sleep(0.5 * attempt)
         if response.errors:
             raise RuntimeError(f"apply rejected: {list(response.errors)[:3]}")
     return time.monotonic() - start

@@ -37,7 +37,12 @@ def digest_at(read: Callable[[], ContextManager[State]], digest_fn: Callable[[St
         if len(state.jobs) + state.run_count < fork_min_records:
             return index, digest_fn(state)
         read_end, write_end = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # no memory or no process left for a child: the caller reports it
+            os.close(read_end)
+            os.close(write_end)
+            raise
         if pid == 0:
             _digest_and_exit(state, digest_fn, read_end, write_end)
     os.close(write_end)
