@@ -20,6 +20,8 @@ from scheduler.core import State, state_digest
 
 # Below this many jobs and runs a digest takes milliseconds: computed in place, no fork.
 FORK_MIN_RECORDS = 50_000
+# The priority of the digest and compaction children, below the node's. With a million runs each
+# is tens of seconds of CPU, which the Raft threads of every node on a busy host need more.
 CHILD_NICENESS = 10
 _DIGEST_CHARS = 64  # sha256, hex
 

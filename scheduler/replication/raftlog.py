@@ -25,7 +25,7 @@ from pysyncobj.syncobj import _RAFT_STATE
 from scheduler.core import Command, Result, State, apply, decode_command, decode_snapshot, encode_command
 from scheduler.core.codec import CodecError, encode_snapshot
 from scheduler.core.results import rejected
-from scheduler.replication.digest import digest_at
+from scheduler.replication.digest import CHILD_NICENESS, digest_at
 from scheduler.replication.errors import (
     EntryTooLarge,
     NotLeader,
@@ -112,12 +112,6 @@ class RaftSettings:
         )
 
 
-# The compaction child's priority, below the node's. Encoding and compressing a state of a
-# million runs takes it tens of seconds of CPU; at the same priority, on a busy host, it takes
-# that CPU from the Raft threads of its own node and of others, whose heartbeats then come late.
-COMPACTION_NICENESS = 10
-
-
 class _LazySnapshot:
     """Pickled by pysyncobj inside its forked compaction child: encoding happens there."""
 
@@ -127,7 +121,7 @@ class _LazySnapshot:
 
     def __reduce__(self):
         if os.getpid() != self._owner_pid:  # in the forked child: yield the CPU to the nodes
-            os.nice(COMPACTION_NICENESS)
+            os.nice(CHILD_NICENESS)
         return (bytes, (encode_snapshot(self._state),))
 
 
@@ -201,14 +195,12 @@ class _RaftcronSyncObj(FollowerAppendMixin, SyncObj):
             for node in list(self._SyncObj__otherNodes):
                 transport.send(node, KEEPALIVE_MESSAGE)
 
-
     def _read_before_electing(self) -> None:
         """pysyncobj checks a follower's election deadline at the start of a tick and reads its
-        sockets only at the end. After a long tick (a large batch applied, a starved process)
-        the deadline has passed while the leader's appends wait unread, and a node that was
-        merely busy deposed a healthy leader; each new leader then rebuilt its queue, was busy in
-        turn, and was deposed (a million queued runs: elections every 3-5 s). Read first: an
-        append from the leader pushes the deadline back."""
+        sockets only at the end: a follower whose tick thread was starved past the deadline
+        deposed a healthy leader whose appends sat unread (a million queued runs: elections
+        every 3-5 s, each new leader busy rebuilding its queue). Read first: an append from
+        the leader pushes the deadline back."""
         if (self._SyncObj__raftState != _RAFT_STATE.LEADER
                 and self._SyncObj__raftElectionDeadline < pysyncobj_monotonic()
                 and self._SyncObj__transport.ready):

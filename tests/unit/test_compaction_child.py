@@ -7,7 +7,8 @@ import os
 import pickle
 
 from scheduler.core import State, decode_snapshot, state_digest
-from scheduler.replication.raftlog import COMPACTION_NICENESS, _LazySnapshot
+from scheduler.replication.digest import CHILD_NICENESS
+from scheduler.replication.raftlog import _LazySnapshot
 
 
 def pickled_in_child(snapshot: _LazySnapshot) -> tuple[int, bytes]:
@@ -35,7 +36,7 @@ def test_the_child_encodes_at_a_lower_priority() -> None:
     state = State(applied_index=7)
     parent_niceness = os.nice(0)
     child_niceness, data = pickled_in_child(_LazySnapshot(state))
-    assert child_niceness == min(19, parent_niceness + COMPACTION_NICENESS)
+    assert child_niceness == min(19, parent_niceness + CHILD_NICENESS)
     assert state_digest(decode_snapshot(pickle.loads(data))) == state_digest(state)
 
 
