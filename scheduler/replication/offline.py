@@ -17,8 +17,9 @@ from pysyncobj import pickle as raft_pickle
 from pysyncobj.journal import FileJournal
 from pysyncobj.syncobj import _COMMAND_TYPE
 
-from scheduler.core import State, apply, decode_command, decode_snapshot
-from scheduler.core.codec import CodecError, state_digest
+from scheduler.core import State, decode_snapshot
+from scheduler.core.codec import state_digest
+from scheduler.replication.raftlog import apply_encoded
 
 JOURNAL, DUMP = "raft.journal", "raft.dump"
 
@@ -90,15 +91,6 @@ def _read_dump(raft_dir: Path) -> tuple[int, bytes]:
 
 
 def _apply_entry(state: State, command: bytes, index: int) -> None:
-    """What RaftLog._apply_entry does with a regular entry, minus the listeners."""
+    """What the live node does with a regular entry (RaftLog._apply_entry), minus the listeners."""
     call = raft_pickle.loads(command[1:])
-    data = call[1][0]  # (method id, (bytes,)) or (method id, (bytes,), kwargs)
-    try:
-        decoded = decode_command(data)
-    except CodecError:
-        state.applied_index = max(state.applied_index, index)
-        return
-    try:
-        apply(state, decoded, index)
-    except Exception:  # noqa: BLE001 (the live node records a rejection and goes on; so does this)
-        pass
+    apply_encoded(state, call[1][0], index)  # call: (method id, (bytes,)) or (method id, (bytes,), kwargs)

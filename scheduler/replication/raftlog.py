@@ -125,6 +125,24 @@ class _LazySnapshot:
         return (bytes, (encode_snapshot(self._state),))
 
 
+def apply_encoded(state: State, data: bytes, index: int) -> tuple[Command | None, Result]:
+    """Decode one entry's bytes and apply them, as every replica (and an offline replay) must:
+    an undecodable entry, or one the core raises on, still counts as applied and is recorded
+    as a rejection. The command is None when the bytes did not decode."""
+    try:
+        command = decode_command(data)
+    except CodecError as exc:
+        log.error("rejecting undecodable entry %d: %s", index, exc)
+        # Still an applied entry: every replica sees the same bytes and records the same index.
+        state.applied_index = max(state.applied_index, index)
+        return None, rejected(index, "bad_command", str(exc))
+    try:
+        return command, apply(state, command, index)
+    except Exception:  # a raise here would wedge every replica on this entry
+        log.critical("core raised on entry %d; recorded as a rejection", index, exc_info=True)
+        return command, rejected(index, "internal_error", "the core failed on this command")
+
+
 class _CoreConsumer(SyncObjConsumer):
     def __init__(self, owner: RaftLog) -> None:
         self._owner = owner
@@ -243,20 +261,8 @@ class RaftLog:
         # pysyncobj bumps raftLastApplied after the method returns: during it, +1 is this entry.
         index = self._syncobj.raftLastApplied + 1
         with self._lock:
-            try:
-                command = decode_command(data)
-            except CodecError as exc:
-                log.error("rejecting undecodable entry %d: %s", index, exc)
-                # Still an applied entry: every replica sees the same bytes and records the same index.
-                self._state.applied_index = max(self._state.applied_index, index)
-                self._applied.notify_all()
-                return rejected(index, "bad_command", str(exc))
-            try:
-                result = apply(self._state, command, index)
-            except Exception:  # a raise here would wedge every replica on this entry
-                log.critical("core raised on entry %d; recorded as a rejection", index, exc_info=True)
-                result = rejected(index, "internal_error", "the core failed on this command")
-            for listener in self._listeners:
+            command, result = apply_encoded(self._state, data, index)
+            for listener in self._listeners if command is not None else ():
                 try:
                     listener(command, result)
                 except Exception:  # a listener is local, never part of the replicated outcome
