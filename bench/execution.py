@@ -112,13 +112,13 @@ def run_cycles(root: Path, port_base: int, n: int, reps: int, procs: int, concur
                 deadline = T + cap_s
                 while time.time() < deadline:
                     time.sleep(0.5)
-                    total = sum(len(s["completes_ok"]) for s in fleet.stats())
+                    total = fleet.completed()
                     if total - done_before >= n and time.time() > T:
                         break
                 after = cluster.status(leader)
                 stats = fleet.stats()
                 completes = sorted(t for s in stats for t in s["completes_ok"] if t >= T - 1)
-                done_before = sum(len(s["completes_ok"]) for s in stats)
+                done_before = fleet.completed(stats)
                 runs = list_runs(client, at, at + timedelta(seconds=1))
                 rep_out = analyse_cycles(runs, n, T, completes)
                 rep_out["raft_entries"] = after.commit_index - before.commit_index if before and after else None

@@ -380,6 +380,10 @@ class WorkerFleet:
                     found.append(json.loads(path.read_text()))
         return found
 
+    def completed(self, stats: list[dict] | None = None) -> int:
+        """Outcomes the workers got answered OK so far (from `stats`, default read afresh)."""
+        return sum(len(worker["completes_ok"]) for worker in (self.stats() if stats is None else stats))
+
     def log_problems(self) -> list[str]:
         return scan_logs([self.out_dir / f"{w}.log" for w, _ in self.processes], markers=("Traceback", "CRITICAL"))
 

@@ -87,11 +87,11 @@ def run_variant(cluster, client, fleet, poller, variant: str, n: int, jitter: st
     out["T"] = at.isoformat()
     baseline = poller.snapshot()[-1][2]
     log(f"{variant}: {n} jobs due at {at:%H:%M:%S}Z ({T - time.time():.1f}s ahead), jitter {jitter}")
-    done_before = sum(len(s["completes_ok"]) for s in fleet.stats())
+    done_before = fleet.completed()
     deadline = T + max(cap_s, expect_s + 60)
     while time.time() < deadline:
         time.sleep(0.5)
-        if time.time() > T and sum(len(s["completes_ok"]) for s in fleet.stats()) - done_before >= n:
+        if time.time() > T and fleet.completed() - done_before >= n:
             break
     else:
         out["problems"].append(f"{variant}: not every run completed within {deadline - T:.0f}s of T")

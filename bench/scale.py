@@ -242,7 +242,7 @@ def finish_backfilled_runs(cluster, root: Path, port_base: int, created: int, ou
         done = 0
         while time.monotonic() - started < cap_s:
             time.sleep(1.0)
-            done = sum(len(stats["completes_ok"]) for stats in fleet.stats())
+            done = fleet.completed()
             if done >= created:
                 break
         out["finish_s"] = time.monotonic() - started
