@@ -27,7 +27,7 @@ def every_second(job_id: str, job_class: str) -> JobSpec:
 
 def runs(cluster, job_id: str):
     with cluster.client() as client:
-        return list(client.list_runs(runs_pb2.ListRunsRequest(job_id=job_id, page_size=1000, newest_first=False)).runs)
+        return list(client.list_runs(runs_pb2.ListRunsRequest(job_id=job_id, page_size=1000, newest_first=False, linearizable=True)).runs)
 
 
 def lease_one(cluster):

@@ -76,9 +76,17 @@ def cluster(tmp_path_factory):
         # Any node: one that has not applied the new epoch yet answers UNAVAILABLE, and the client moves on.
         with cluster.client(timeout_s=10) as root:
             root.apply_jobs(jobs=[spec_to_pb(FIN_REPORT), spec_to_pb(ANA_BILLING)])
+        # Reads are served from local state: the tests below may ask any node, so wait until each has both.
+        for member in cluster.current_members:
+            wait_until(lambda: served_job_ids(cluster, member.node_id) >= {"fin-report", "ana-billing"}, 10, f"{member.node_id} to apply the jobs")
         yield cluster
     finally:
         cluster.stop()
+
+
+def served_job_ids(cluster, node_id: str) -> set[str]:
+    with cluster.client(node_id) as root:
+        return {job.spec.id for job in root.list_jobs().jobs}
 
 
 def refused(call, code: grpc.StatusCode) -> str:
@@ -128,7 +136,7 @@ def test_a_role_calls_only_what_it_may(cluster):
 
 def job_ids(cluster) -> set[str]:
     with cluster.client() as root:
-        return {job.spec.id for job in root.list_jobs().jobs}
+        return {job.spec.id for job in root.list_jobs(linearizable=True).jobs}
 
 
 def test_a_submitter_changes_only_jobs_of_its_owners(cluster):
@@ -150,7 +158,7 @@ def test_a_submitter_changes_only_jobs_of_its_owners(cluster):
         response = fin.apply_jobs(jobs=[spec_to_pb(FIN_REPORT), spec_to_pb(mine)], prune=True, author="mallory")
         assert {(c.job_id, c.change) for c in response.changes} == {("fin-report", "unchanged"), ("fin-extra", "added")}
         assert fin.pause_job(job_id="fin-extra").job.paused
-        assert fin.get_job(job_id="fin-extra").job.author == "fin"  # the principal, not the claimed author
+        assert fin.get_job(job_id="fin-extra", linearizable=True).job.author == "fin"  # the principal, not the claimed author
         fin.delete_job(job_id="fin-extra")
     assert {"fin-report", "ana-billing"} <= job_ids(cluster) and "fin-extra" not in job_ids(cluster)
 
