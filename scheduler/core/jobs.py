@@ -67,6 +67,11 @@ def _check_resources(state: State, cmd: ApplyJobs, index: int) -> Result | None:
     declared = (set(state.resources) | {r.name for r in cmd.resources}) - set(cmd.resource_removals)
     if any(r.max_concurrent < 0 or r.max_starts_per_s < 0 or not r.name for r in cmd.resources):
         return rejected(index, "invalid", "resource limits must not be negative, names not empty")
+    # Every job in state uses only declared resources (each apply checked it), so when none is
+    # removed only the upserted specs can fail. The full pass below is O(jobs) per apply, and
+    # it alone picks which failing job a rejection names, so every replica names the same one.
+    if not cmd.resource_removals and all(declared.issuperset(u.spec.uses) for u in cmd.upserts):
+        return None
     upserted = {u.spec.id: u.spec for u in cmd.upserts}
     remaining = {job_id: job.spec for job_id, job in state.jobs.items() if job_id not in cmd.removals}
     for job_id, spec in {**remaining, **upserted}.items():

@@ -35,6 +35,21 @@ def test_a_job_cannot_use_an_undeclared_resource():
     assert result.rejection.code == "invalid" and "undeclared" in result.rejection.message
 
 
+def test_a_rejection_names_the_first_failing_job_in_state_order():
+    # The upsert of existing job j0 comes after a new job in the command; the rejection still
+    # names j0, the job the full check meets first (replicas must agree on every message).
+    core = core_with_jobs(1)
+    both = (upsert(spec("new", uses=("nope",))), upsert(spec("j0", uses=("nope",)), expected_version=1))
+    result = core.apply(ApplyJobs(core.state.now_us, "alice", "", both))
+    assert result.rejection.code == "invalid" and "job 'j0' uses undeclared resources ['nope']" in result.rejection.message
+
+
+def test_jobs_without_resources_apply_beside_jobs_that_use_them():
+    core = core_with_jobs(2)
+    result = core.apply(ApplyJobs(core.state.now_us, "alice", "", (upsert(spec("plain")), upsert(spec("db2", uses=("db",))))))
+    assert result.accepted and {"j0", "j1", "plain", "db2"} <= set(core.state.jobs)
+
+
 def test_a_resource_in_use_cannot_be_removed():
     core = core_with_jobs(1)
     result = core.apply(ApplyJobs(core.state.now_us, "alice", "", (), (), (), ("db",)))
