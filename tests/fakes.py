@@ -17,6 +17,10 @@ instant moves replicated time there first (`advance`, or any command of the lead
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from concurrent.futures import Future
+
 import msgspec
 
 from scheduler.core import Result, State, apply
@@ -343,3 +347,35 @@ class Core:
 
     def barrier(self, issued_at_us: int | None = None) -> Result:
         return self.apply(ReadBarrier(issued_at_us=self._at(issued_at_us)))
+
+
+class ImmediateRaftLog:
+    """Just enough of RaftLog for the leader loops: proposals apply at once, in order."""
+
+    def __init__(self, state: State, index: int) -> None:
+        self._state, self._index = state, index
+        self._lock = threading.RLock()
+        self._listeners = []
+        self.claim_entries = 0
+
+    @contextlib.contextmanager
+    def read(self):
+        with self._lock:
+            yield self._state
+
+    def propose(self, command) -> Future:
+        with self._lock:
+            self._index += 1
+            self.claim_entries += isinstance(command, ClaimRuns)
+            result = apply(self._state, command, self._index)
+            for listener in list(self._listeners):
+                listener(command, result)
+        future = Future()
+        future.set_result(result)
+        return future
+
+    def add_apply_listener(self, listener) -> None:
+        self._listeners.append(listener)
+
+    def remove_apply_listener(self, listener) -> None:
+        self._listeners.remove(listener)

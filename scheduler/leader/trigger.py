@@ -1,13 +1,13 @@
 """The trigger loop: sleep until the earliest due slot, claim every due run key in batches.
 
-It keeps a heap of (next_due_us, job_id) built from replicated state when the
-epoch starts (each job's next due instant is replicated, so nothing is
-recomputed), refreshed from apply notifications when jobs change.
+It keeps a due index (jobs by next due instant) built from replicated state when the
+epoch starts (each job's next due instant is replicated, so nothing is recomputed),
+refreshed from apply notifications when jobs change.
 """
 
 from __future__ import annotations
 
-import heapq
+import contextlib
 import logging
 import threading
 
@@ -16,6 +16,7 @@ import msgspec
 from scheduler.core.commands import ApplyJobs, ClaimRuns, SetJobPaused, SlotClaim
 from scheduler.core.model import SECOND_US
 from scheduler.core.results import ClaimOutOfPlan
+from scheduler.leader.due_index import DueIndex
 from scheduler.leader.lifecycle import LeaderTerm
 from scheduler.leader.planner import plan_due_slots
 from scheduler.planning import ScheduleError
@@ -46,8 +47,7 @@ class TriggerLoop:
         self._batch_size = batch_size
         self._max_sleep_s = max_sleep_s
         self._propose_timeout_s = propose_timeout_s
-        self._heap: list[tuple[int, str]] = []
-        self._due: dict[str, int] = {}  # the heap entry that is current for each job
+        self._due = DueIndex()
         self._changed: set[str] = set()
         self._changed_lock = threading.Lock()
         self._wake = threading.Event()
@@ -65,32 +65,35 @@ class TriggerLoop:
         self._wake.set()
 
     def __call__(self) -> None:
-        self._raftlog.add_apply_listener(self._on_apply)
         try:
-            self._load_all()
-            while not self._term.stopping.is_set():
-                self._refresh_changed()
-                if not self._claim_due():
-                    self._sleep_until_due()
+            with self.attached():
+                while not self._term.stopping.is_set():
+                    if not self.step():
+                        self._sleep_until_due()
         except Exception:
             log.exception("trigger loop failed; giving up this epoch")
             self._term.depose("trigger loop failed")
+
+    @contextlib.contextmanager
+    def attached(self):
+        """Listen to applied job changes and build the due index from replicated state."""
+        self._raftlog.add_apply_listener(self._on_apply)
+        try:
+            self._load_all()
+            yield self
         finally:
             self._raftlog.remove_apply_listener(self._on_apply)
 
-    # -- the due queue -----------------------------------------------------
-    def _track(self, job_id: str, next_due_us: int) -> None:
-        if next_due_us and self._due.get(job_id) != next_due_us:
-            self._due[job_id] = next_due_us
-            heapq.heappush(self._heap, (next_due_us, job_id))
-        elif not next_due_us:
-            self._due.pop(job_id, None)
+    def step(self) -> bool:
+        """One pass: take in changed jobs, claim what is due; False when nothing was due."""
+        self._refresh_changed()
+        return self._claim_due()
 
+    # -- the due queue -----------------------------------------------------
     def _load_all(self) -> None:
         with self._raftlog.read() as state:
-            for job_id, job in state.jobs.items():
-                self._track(job_id, job.next_due_us)
-        log.info("trigger loop ready with %d scheduled jobs", len(self._due))
+            scheduled = self._due.rebuild((job_id, job.next_due_us) for job_id, job in state.jobs.items())
+        log.info("trigger loop ready with %d scheduled jobs", scheduled)
 
     def _refresh_changed(self) -> None:
         with self._changed_lock:
@@ -99,22 +102,16 @@ class TriggerLoop:
             return
         with self._raftlog.read() as state:
             for job_id in changed:
-                job = state.jobs.get(job_id)
-                self._track(job_id, job.next_due_us if job else 0)
-
-    def _pop_due(self, now_us: int) -> list[str]:
-        due_ids = []
-        while self._heap and self._heap[0][0] <= now_us:
-            due_us, job_id = heapq.heappop(self._heap)
-            if self._due.get(job_id) == due_us:  # otherwise a stale entry, superseded
-                del self._due[job_id]
-                due_ids.append(job_id)
-        return due_ids
+                if (job := state.jobs.get(job_id)) is not None:
+                    self._due.add(job_id, job.next_due_us)
+        if self._due.needs_rebuild():
+            self._load_all()
 
     def _sleep_until_due(self) -> None:
         wait_s = self._max_sleep_s
-        if self._heap:
-            wait_s = min(wait_s, max(0.0, (self._heap[0][0] - self._clock.now_us()) / SECOND_US))
+        earliest_us = self._due.earliest_us()
+        if earliest_us is not None:
+            wait_s = min(wait_s, max(0.0, (earliest_us - self._clock.now_us()) / SECOND_US))
         self._wake.wait(wait_s)
         self._wake.clear()
 
@@ -127,11 +124,16 @@ class TriggerLoop:
         for the planning of a large herd and the first keys commit early.
         """
         now_us, mono_us = self._clock.read()
-        due_ids = self._pop_due(now_us)
+        due_ids = self._due.pop_due(now_us)
         if not due_ids:
             return False
         with self._raftlog.read() as state:
-            jobs = [msgspec.structs.replace(job) for job_id in due_ids if (job := state.jobs.get(job_id)) is not None]
+            # A stale entry (the job moved to a later instant, or is gone) plans nothing.
+            jobs = [
+                msgspec.structs.replace(job)
+                for job_id in due_ids
+                if (job := state.jobs.get(job_id)) is not None and 0 < job.next_due_us <= now_us
+            ]
         futures, batch, planned = [], [], 0
         for job in jobs:
             if planned >= MAX_CLAIMS_PER_PASS:

@@ -16,10 +16,8 @@ The clocks are built the way LeaderLifecycle builds them: following the core's c
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
-from concurrent.futures import Future
 
 from scheduler.core import State, apply
 from scheduler.core.clock import bounded_now_us
@@ -27,7 +25,6 @@ from scheduler.core.commands import (
     AdvanceTime,
     ApplyJobs,
     ClaimLeadership,
-    ClaimRuns,
     GrantLeases,
     JobUpsert,
     RunRef,
@@ -38,6 +35,7 @@ from scheduler.leader.clock import LeaderClock
 from scheduler.leader.lifecycle import LeaderTerm
 from scheduler.leader.reaper import overdue
 from scheduler.leader.trigger import TriggerLoop
+from tests.fakes import ImmediateRaftLog
 
 S = 1_000_000
 T0 = 1_780_000_000 * S
@@ -82,38 +80,6 @@ def test_the_leader_clock_never_reads_ahead_of_what_the_core_accepts():
         f"the leader reads {(issued_us - bounded_now_us(state, mono_us)) / S:.1f}s beyond the core's bound")
 
 
-class _RaftLog:
-    """Just enough of RaftLog for a TriggerLoop: proposals apply at once, in order."""
-
-    def __init__(self, state: State, index: int) -> None:
-        self._state, self._index = state, index
-        self._lock = threading.RLock()
-        self._listeners = []
-        self.claim_entries = 0
-
-    @contextlib.contextmanager
-    def read(self):
-        with self._lock:
-            yield self._state
-
-    def propose(self, command) -> Future:
-        with self._lock:
-            self._index += 1
-            self.claim_entries += isinstance(command, ClaimRuns)
-            result = apply(self._state, command, self._index)
-            for listener in list(self._listeners):
-                listener(command, result)
-        future = Future()
-        future.set_result(result)
-        return future
-
-    def add_apply_listener(self, listener) -> None:
-        self._listeners.append(listener)
-
-    def remove_apply_listener(self, listener) -> None:
-        self._listeners.remove(listener)
-
-
 def test_the_trigger_loop_does_not_spin_after_a_forward_clock_step():
     state, index, wall, mono = _an_hour_of_leadership()
     clocks = _Clocks(wall, mono)
@@ -121,7 +87,7 @@ def test_the_trigger_loop_does_not_spin_after_a_forward_clock_step():
     first_slot = (state.now_us // S + 1) * S
     index += 1
     apply(state, ApplyJobs(state.now_us, "test", "r1", (JobUpsert(spec, 0, first_slot),)), index)
-    raftlog = _RaftLog(state, index)
+    raftlog = ImmediateRaftLog(state, index)
     clocks.wall_offset += 60 * S  # NTP steps the leader's wall clock a minute forward
     clock = LeaderClock(T0, 500 * S, clocks.wall, clocks.mono, _anchor_of(state))
     term = LeaderTerm(epoch=state.epoch, term=1, clock=clock)

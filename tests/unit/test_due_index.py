@@ -1,0 +1,97 @@
+"""The trigger loop's due index, alone and driven pass by pass through a TriggerLoop."""
+
+from __future__ import annotations
+
+from scheduler.core.commands import ApplyJobs
+from scheduler.core.model import SECOND_US
+from scheduler.leader.clock import LeaderClock
+from scheduler.leader.due_index import DueIndex
+from scheduler.leader.lifecycle import LeaderTerm
+from scheduler.leader.trigger import TriggerLoop
+from tests.fakes import Core, ImmediateRaftLog, spec, upsert
+
+S = SECOND_US
+
+
+def test_jobs_pop_by_instant_each_once_earliest_first():
+    index = DueIndex()
+    assert index.rebuild([("a", 30), ("b", 10), ("c", 20), ("none", 0)]) == 3
+    index.add("b", 10)  # the same job added again at the same instant
+    index.add("d", 10)
+    assert index.earliest_us() == 10
+    assert index.pop_due(9) == []
+    assert index.pop_due(20) == ["b", "d", "c"]
+    assert index.earliest_us() == 30 and len(index) == 1
+    assert index.pop_due(100) == ["a"] and index.earliest_us() is None and len(index) == 0
+
+
+def test_stale_entries_ask_for_a_rebuild_once_they_outnumber_the_jobs():
+    index = DueIndex()
+    index.rebuild((f"j{i}", 1_000 + i) for i in range(2_000))
+    for step in range(2_000 + 1_024):
+        assert not index.needs_rebuild(), step
+        index.add(f"j{step % 2_000}", 5_000)  # each job moved to a later instant: its old entry is stale
+    index.add("j0", 6_000)
+    assert index.needs_rebuild()
+    assert index.rebuild((f"j{i}", 5_000) for i in range(2_000)) == 2_000 and not index.needs_rebuild()
+
+
+class Leader:
+    """A core led by n1, a TriggerLoop on it, and the leader's clock under the test's hand."""
+
+    def __init__(self) -> None:
+        self.core = Core()
+        self.core.lead()
+        self.now_us = self.core.state.now_us
+        state = self.core.state
+        clock = LeaderClock(
+            state.clock_anchor_now_us, state.clock_anchor_mono_us, lambda: self.now_us, lambda: self.now_us,
+            lambda: (state.clock_anchor_now_us, state.clock_anchor_mono_us),
+        )
+        self.raftlog = ImmediateRaftLog(state, self.core.index)
+        self.loop = TriggerLoop(LeaderTerm(state.epoch, 1, clock), self.raftlog, 1_000, 1.0, 1.0)
+
+    def apply(self, *upserts, removals=()) -> None:
+        # Through the fake Raft log, so the loop hears of it as it would of a committed entry.
+        command = ApplyJobs(self.core.state.now_us, "alice", "", tuple(upserts), tuple(removals))
+        result = self.raftlog.propose(command).result()
+        assert result.accepted, result.rejection
+
+    def pass_at(self, now_us: int) -> set[tuple[str, int]]:
+        """One pass of the loop at `now_us`: the run keys it claimed."""
+        self.now_us = now_us
+        before = {(r.job_id, r.scheduled_us) for runs in self.core.state.runs.values() for r in runs}
+        self.loop.step()
+        return {(r.job_id, r.scheduled_us) for runs in self.core.state.runs.values() for r in runs} - before
+
+
+def test_the_loop_claims_due_jobs_follows_changes_and_forgets_deleted_ones():
+    leader = Leader()
+    t = (leader.now_us // (10 * S) + 1) * 10 * S  # the next 10-second slot
+    leader.apply(upsert(spec("a", jitter="pinned"), next_due_us=t), upsert(spec("b", jitter="pinned"), next_due_us=t),
+                 upsert(spec("gone", jitter="pinned"), next_due_us=t))
+    with leader.loop.attached():
+        assert leader.pass_at(t - 1) == set()
+        assert leader.pass_at(t) == {("a", t), ("b", t), ("gone", t)}
+        # b moves to a schedule with slots a minute apart; gone is deleted.
+        every_minute = spec("b", schedule="0 * * * * *", jitter="pinned")
+        next_minute = (t // (60 * S) + 1) * 60 * S
+        leader.apply(upsert(every_minute, expected_version=1, next_due_us=next_minute), removals=("gone",))
+        claimed = set()
+        for now_us in range(t + 10 * S, next_minute + 1, 10 * S):
+            claimed |= leader.pass_at(now_us)
+        a_slots = {("a", u) for u in range(t + 10 * S, next_minute + 1, 10 * S)}
+        assert claimed == a_slots | {("b", next_minute)}
+
+
+def test_reapplying_unchanged_jobs_keeps_the_index_bounded():
+    leader = Leader()
+    t = (leader.now_us // (10 * S) + 1) * 10 * S
+    specs = [spec(f"j{i}", jitter="pinned") for i in range(100)]
+    leader.apply(*(upsert(s, next_due_us=t) for s in specs))
+    with leader.loop.attached():
+        for _ in range(200):  # a deploy pipeline that applies the same files over and over
+            leader.apply(*(upsert(s, expected_version=1) for s in specs))
+            leader.pass_at(t - 1)
+            assert len(leader.loop._due) <= 2 * 100 + 1_024 + 100
+        assert leader.pass_at(t) == {(s.id, t) for s in specs}
