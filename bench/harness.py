@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -251,16 +252,32 @@ def index_times(steps: list[tuple[float, int]]):
 
 
 # -- the cluster ----------------------------------------------------------------------------------
+def node_counters(cluster: LocalCluster, node_id: str, names: tuple[str, ...]) -> dict[str, float]:
+    """Counters of one node's /metrics (the cluster started with `metrics`), as "name{label=value,...}"."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(cluster.member(node_id).metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.removesuffix("_total") in names and sample.name.endswith("_total"):
+                labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+                found[f"{sample.name.removesuffix('_total')}{{{labels}}}"] = sample.value
+    return found
+
+
 @contextlib.contextmanager
 def bench_cluster(root: Path, port_base: int, overrides: dict | None = None, out: dict | None = None,
-                  name: str = "cluster", check: bool = True):
+                  name: str = "cluster", check: bool = True, metrics: bool = False):
     """Start a 3-node LocalCluster, yield it; compare digests (when `check`), stop, scan logs.
 
     Problems are appended to out["problems"]; the digest goes to out["digest"].
     """
     out = out if out is not None else {}
     out.setdefault("problems", [])
-    cluster = LocalCluster(root / f"{name}-{port_base}", nodes=3, port_base=port_base, overrides=overrides or {})
+    cluster = LocalCluster(root / f"{name}-{port_base}", nodes=3, port_base=port_base, overrides=overrides or {},
+                           metrics=metrics)
     converged_checked = False
     try:
         cluster.start()

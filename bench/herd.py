@@ -17,7 +17,9 @@ written as a 6-field schedule `S M H D MON *`, the same shape as `0 2 * * *` at 
   `uses: [db]`, handler sleeps 0.4 s so both limits are reached): from the run records, the most
   attempts open at once ([started_at, finished_at) in replicated time) and the most starts in any
   1-second window (sliding, at every start), and that every run succeeded with one attempt.
-  Also the Raft entries appended per granted lease (grants refused for lack of room cost entries).
+  Also the Raft entries appended per granted lease, and from the leader's metrics the
+  GrantLeases entries and the grants the core refused for a full budget (each refusal is a
+  run the leader proposed without room: an entry spent for nothing).
 
 Checks (exit 1): one run per job, every run SUCCEEDED with exactly one attempt, budget held,
 replica digests equal, no CRITICAL or "truncating already-applied" line in node logs.
@@ -56,6 +58,7 @@ from bench.harness import (
     max_concurrent,
     max_in_window,
     new_report,
+    node_counters,
     ts_s,
     yearly_schedule,
 )
@@ -64,6 +67,7 @@ from worker.api.v1 import common_pb2
 
 WORKERS, CONCURRENCY = 4, 64
 BUDGET = Resource("db", max_concurrent=20, max_starts_per_s=50)
+BUDGET_COUNTERS = ("raftcron_applied_entries", "raftcron_lease_refusals")
 BUDGET_SLEEP_S = 0.4
 
 
@@ -86,6 +90,9 @@ def run_variant(cluster, client, fleet, poller, variant: str, n: int, jitter: st
     T = at.timestamp()
     out["T"] = at.isoformat()
     baseline = poller.snapshot()[-1][2]
+    leader = cluster.leader()
+    counted = uses and cluster.members[0].metrics_url and leader
+    counters_before = node_counters(cluster, leader, BUDGET_COUNTERS) if counted else {}
     log(f"{variant}: {n} jobs due at {at:%H:%M:%S}Z ({T - time.time():.1f}s ahead), jitter {jitter}")
     done_before = fleet.completed()
     deadline = T + max(cap_s, expect_s + 60)
@@ -102,6 +109,13 @@ def run_variant(cluster, client, fleet, poller, variant: str, n: int, jitter: st
     first = poller.time_when(lambda s: s.run_count > baseline.run_count)
     out["ms_T_to_first_claim"] = (first - T) * 1000 if first else None
     out["raft_entries"] = after.commit_index - baseline.commit_index
+    if counted:
+        # The leader's own apply counters (every node applies the same entries) over the variant.
+        after_counters = node_counters(cluster, leader, BUDGET_COUNTERS)
+        grew = {key: value - counters_before.get(key, 0) for key, value in after_counters.items()}
+        out["grant_entries"] = sum(v for k, v in grew.items() if k.startswith("raftcron_applied_entries{command=GrantLeases"))
+        out["grants_refused_for_budget"] = sum(v for k, v in grew.items()
+                                               if k.startswith("raftcron_lease_refusals{reason=resource_"))
     runs = list_runs(client, at, at + timedelta(seconds=1))
     ids = Counter(r.job_id for r in runs)
     statuses = Counter(common_pb2.RunStatus.Name(r.status) for r in runs)
@@ -144,9 +158,10 @@ def run_variant(cluster, client, fleet, poller, variant: str, n: int, jitter: st
     return out
 
 
-def run_cluster(root: Path, port_base: int, name: str, plans: list[dict], max_life_s: float) -> dict:
+def run_cluster(root: Path, port_base: int, name: str, plans: list[dict], max_life_s: float,
+                metrics: bool = False) -> dict:
     result: dict = {"problems": [], "variants": [], "load_before": load_average()}
-    with bench_cluster(root, port_base, out=result, name=name) as cluster:
+    with bench_cluster(root, port_base, out=result, name=name, metrics=metrics) as cluster:
         client = cluster.client(timeout_s=60.0)
         fleet = WorkerFleet(cluster, root / f"{name}-workers-{port_base}")
         poller = None
@@ -236,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
             plans = [dict(variant="budget", n=nb, jitter="pinned", target="bench.sleep", uses=["db"],
                           payload=f'{{"sleep_s": {BUDGET_SLEEP_S}}}', resources=[BUDGET],
                           expect_s=nb / BUDGET.max_starts_per_s)]
-            report["clusters"].append(run_cluster(root, ports.take(local_cluster_ports), "budget", plans, 900))
+            with_metrics = ports.take(lambda base: local_cluster_ports(base) + [base + 200 + i for i in (1, 2, 3)])
+            report["clusters"].append(run_cluster(root, with_metrics, "budget", plans, 900, metrics=True))
     except KeyboardInterrupt:
         interrupted = True
         log("interrupted: every cluster and worker was stopped")
@@ -284,6 +300,8 @@ def summarize(report: dict) -> list[list]:
         if kind == "budget":
             add("  most attempts open at once (budget 20)", "budget_max_concurrent", kind)
             add("  most starts in any 1 s (budget 50)", "budget_max_starts_any_1s", kind)
+            add("  GrantLeases entries", "grant_entries", kind)
+            add("  grants the core refused for a full budget", "grants_refused_for_budget", kind)
     return rows
 
 

@@ -11,22 +11,26 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+from collections import Counter
 from dataclasses import dataclass
 
 import msgspec
 
 from scheduler.core import results as ev
 from scheduler.core.commands import (
+    ApplyJobs,
     BackfillRuns,
     ClaimRuns,
     CompleteRuns,
     ExpireLeases,
     GrantLeases,
+    KillClass,
     RunRef,
     TriggerRun,
 )
 from scheduler.core.model import QUEUED, SECOND_US, JobSpec, Run
 from scheduler.core.state import State
+from scheduler.leader.budget import admit, room
 from scheduler.leader.lifecycle import LeaderTerm
 from scheduler.replication import RaftLog, ReplicationError
 
@@ -35,6 +39,8 @@ PRIORITY_STEP_US = 60 * SECOND_US
 OVERLAP_RECHECK_US = SECOND_US // 2
 # Commands whose events can make a run leasable.
 _QUEUEING_COMMANDS = (ClaimRuns, CompleteRuns, ExpireLeases, TriggerRun, BackfillRuns)
+# Commands that can end a lease or change a budget: runs held for room are looked at again.
+_RELEASING_COMMANDS = (CompleteRuns, ExpireLeases, ApplyJobs, ClaimRuns, TriggerRun, KillClass)
 
 
 def target_key(spec: JobSpec) -> str:
@@ -53,6 +59,7 @@ class _Entry(msgspec.Struct, frozen=True, gc=False):
     target: str
     job_id: str
     scheduled_us: int
+    uses: tuple[str, ...] = ()  # the job's resources when queued: whether to plan its budget
 
     @property
     def rank_us(self) -> int:
@@ -88,6 +95,13 @@ class Dispatcher:
         self._pending: list[tuple[int, int, _Entry]] = []
         # Due runs per target, by rank: readiness minus a head start for priority.
         self._ready: dict[str, list[tuple[int, int, _Entry]]] = {}
+        # Due runs held back for a full budget, per resource, by rank; released as room appears.
+        self._held: dict[str, list[tuple[int, int, _Entry]]] = {}
+        self._held_until_us = 0  # when a rate window next frees room for a held run (0: no such wait)
+        # Runs admitted per resource whose grants are not applied yet: concurrent Lease calls
+        # plan against the same state, so each counts the others' admissions as started.
+        self._budget_lock = threading.Lock()
+        self._starting: Counter[str] = Counter()
         self._arrivals = itertools.count()
         self._changed = threading.Condition()
         self.ready = threading.Event()
@@ -129,7 +143,8 @@ class Dispatcher:
             return None
         spec = job.spec
         ready_us = max(run.not_before_us, run.effective_us or run.scheduled_us, not_before_us)
-        return _Entry(ready_us, spec.priority, next(self._arrivals), target_key(spec), run.job_id, run.scheduled_us)
+        return _Entry(ready_us, spec.priority, next(self._arrivals), target_key(spec), run.job_id, run.scheduled_us,
+                      spec.uses)
 
     def _push(self, entries: list[_Entry | None]) -> None:
         """Queue entries (skipping Nones) with one lock hold and one wake-up (a backfill queues
@@ -149,16 +164,21 @@ class Dispatcher:
             heapq.heappush(self._ready.setdefault(entry.target, []), (entry.rank_us, entry.arrival, entry))
 
     def queue_depths(self) -> dict[tuple[str, str], int]:
-        """(target, "ready" | "pending") -> queued entries; an upper bound (stale entries are
-        dropped only when picked). Call without the state lock held."""
+        """(target, "ready" | "pending" | "held") -> queued entries; an upper bound (stale entries
+        are dropped only when picked). Call without the state lock held."""
         with self._changed:
             depths = {(target, "ready"): len(queue) for target, queue in self._ready.items()}
-            for _, _, entry in self._pending:
-                depths[(entry.target, "pending")] = depths.get((entry.target, "pending"), 0) + 1
+            held = (entry for queue in self._held.values() for _, _, entry in queue)
+            for stage, entries in (("pending", (e for _, _, e in self._pending)), ("held", held)):
+                for entry in entries:
+                    depths[(entry.target, stage)] = depths.get((entry.target, stage), 0) + 1
         return depths
 
     def _on_apply(self, command, result) -> None:
         """Tick thread, state lock held (re-entrant): enqueue what became leasable."""
+        if self._held and result.accepted and isinstance(command, _RELEASING_COMMANDS):
+            with self._changed:
+                self._changed.notify_all()  # a waiting Lease call releases what has room now
         if not isinstance(command, _QUEUEING_COMMANDS) or not result.accepted:
             return
         state = self._raftlog._state  # we are inside the apply, under its lock
@@ -169,9 +189,9 @@ class Dispatcher:
         ])
 
     # -- leasing -----------------------------------------------------------------
-    def _pick(self, targets: list[str], max_runs: int, now_us: int) -> tuple[list[RunRef], int]:
+    def _pick(self, targets: list[str], max_runs: int, now_us: int) -> tuple[list[_Entry], int]:
         """Up to max_runs ready runs for these targets, best rank first; and the next ready instant."""
-        picked: list[RunRef] = []
+        picked: list[_Entry] = []
         with self._changed:
             self._promote_ready(now_us)
             queues = [self._ready[t] for t in (targets or list(self._ready)) if self._ready.get(t)]
@@ -179,8 +199,7 @@ class Dispatcher:
                 best = min((q for q in queues if q), key=lambda q: q[0], default=None)
                 if best is None:
                     break
-                entry = heapq.heappop(best)[2]
-                picked.append(RunRef(entry.job_id, entry.scheduled_us))
+                picked.append(heapq.heappop(best)[2])
             next_ready_us = self._pending[0][0] if self._pending else now_us + SECOND_US
         return picked, min(next_ready_us, now_us + SECOND_US)
 
@@ -190,19 +209,74 @@ class Dispatcher:
         deadline_us = self._clock.now_us() + int(wait_s * SECOND_US)
         while not self._term.stopping.is_set():
             now_us, mono_us = self._clock.read()
+            if self._held:
+                self._release_held(now_us)
             picked, next_ready_us = self._pick(targets, max_runs, now_us)
             if picked:
-                granted = self._grant(worker_id, picked, now_us, mono_us)
+                admitted, starting = self._hold_without_room(picked, now_us)
+                if not admitted:
+                    continue  # every pick waits for a budget: the rest of the queue may not
+                try:
+                    granted = self._grant(worker_id, [RunRef(e.job_id, e.scheduled_us) for e in admitted], now_us, mono_us)
+                finally:
+                    if starting:
+                        with self._budget_lock:
+                            self._starting -= starting  # applied (or not): state counts them now
                 if granted or now_us >= deadline_us:
-                    # A queue of runs that cannot start (budget full, backing off) is not worked
-                    # through one grant entry at a time past the caller's wait.
+                    # A queue of runs that cannot start (backing off, a budget the core saw full)
+                    # is not worked through one grant entry at a time past the caller's wait.
                     return granted
                 continue
             if now_us >= deadline_us:
                 return []
+            wake_us = min(deadline_us, next_ready_us, self._held_until_us or deadline_us)
             with self._changed:
-                self._changed.wait(min(deadline_us, next_ready_us) / SECOND_US - now_us / SECOND_US)
+                self._changed.wait(max(0, wake_us - now_us) / SECOND_US)
         raise NotLeading("leadership ended while waiting")
+
+    # -- budgets -------------------------------------------------------------------
+    def _hold_without_room(self, picked: list[_Entry], now_us: int) -> tuple[list[_Entry], Counter[str]]:
+        """The picked runs whose budgets have room, in order, and the starts they reserve per
+        resource (released by the caller once the grant is applied); the others are held."""
+        if not any(entry.uses for entry in picked):
+            return picked, Counter()
+        with self._budget_lock, self._raftlog.read() as state:
+            uses = [_uses_now(state, entry) for entry in picked]
+            verdicts = admit(state, uses, now_us, self._starting)
+            starting = Counter(name for names, full in zip(uses, verdicts) if not full for name in names)
+            self._starting += starting
+            frees_at = [room(state, name, now_us, self._starting[name])[1] for name in set(verdicts) if name]
+        with self._changed:
+            for entry, full in zip(picked, verdicts):
+                if full:
+                    heapq.heappush(self._held.setdefault(full, []), (entry.rank_us, entry.arrival, entry))
+            self._note_rate_wait(frees_at)
+        return [entry for entry, full in zip(picked, verdicts) if not full], starting
+
+    def _release_held(self, now_us: int) -> None:
+        """Move as many held runs as each budget has room for, best rank first, back to ready."""
+        with self._changed:
+            names = list(self._held)
+        with self._budget_lock, self._raftlog.read() as state:
+            rooms = {name: room(state, name, now_us, self._starting[name]) for name in names}
+        with self._changed:
+            self._held_until_us = 0
+            for name, (starts_left, frees_at_us) in rooms.items():
+                held = self._held.get(name, [])
+                while held and starts_left > 0:
+                    entry = heapq.heappop(held)[2]
+                    heapq.heappush(self._ready.setdefault(entry.target, []), (entry.rank_us, entry.arrival, entry))
+                    starts_left -= 1
+                if not held:
+                    self._held.pop(name, None)
+                elif frees_at_us:
+                    self._note_rate_wait([frees_at_us])
+
+    def _note_rate_wait(self, frees_at: list[int]) -> None:
+        """With `_changed` held: wake waiting Lease calls when a rate window frees room."""
+        for at_us in frees_at:
+            if at_us and (not self._held_until_us or at_us < self._held_until_us):
+                self._held_until_us = at_us
 
     def _grant(self, worker_id: str, picked: list[RunRef], now_us: int, mono_us: int) -> list[Granted]:
         command = GrantLeases(now_us, self._term.epoch, worker_id, self._lease_ttl_us, tuple(picked), mono_us)
@@ -233,6 +307,11 @@ class Dispatcher:
         with self._raftlog.read() as state:
             entries = [self._queued_entry(state, ref.job_id, ref.scheduled_us, not_before_us) for ref in refs]
         self._push(entries)
+
+
+def _uses_now(state: State, entry: _Entry) -> tuple[str, ...]:
+    job = state.jobs.get(entry.job_id)
+    return job.spec.uses if job is not None else ()
 
 
 def _copy(run: Run) -> Run:

@@ -152,7 +152,8 @@ def dispatcher_queue_depths(dispatcher) -> dict[tuple[str, str], int]:
     """(target, stage) -> entries in the leader's in-memory run queue (see Dispatcher.queue_depths).
 
     stage "ready": due, waiting for a worker of that target; "pending": not due when last
-    looked at (herd spreading, retry backoff, an overlap recheck).
+    looked at (herd spreading, retry backoff, an overlap recheck); "held": due, waiting for room
+    in a dependency budget.
     """
     return {} if dispatcher is None else dispatcher.queue_depths()
 
@@ -386,7 +387,8 @@ class RaftcronCollector(Collector):
     # -- the leader's queue: no state lock held ------------------------------------------
     def _dispatch_families(self) -> Iterator:
         family = GaugeMetricFamily("raftcron_dispatch_queue", "The leader's in-memory run queue per target: ready "
-                                   "(due) or pending (not yet due). Empty on followers.", labels=["target", "stage"])
+                                   "(due), pending (not yet due) or held (due, its budget full). "
+                                   "Empty on followers.", labels=["target", "stage"])
         for (target, stage), count in sorted(dispatcher_queue_depths(self._current_dispatcher()).items()):
             family.add_metric([target, stage], count)
         yield family
