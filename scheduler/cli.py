@@ -40,11 +40,17 @@ def credential_environ(args, environ=os.environ) -> dict[str, str]:
     return merged
 
 
+CLI_OUTCOME_RETRIES = 3
+
+
 def _client(args):
     from worker.client import ClusterClient, Credentials, parse_cluster
 
     credentials = Credentials.from_env(credential_environ(args))
-    return ClusterClient(parse_cluster(args.cluster), timeout_s=args.timeout, credentials=credentials)
+    # A write cut short by a leader change is sent again with its request id: the cluster applies
+    # it once either way, whereas the operator running the command again would trigger twice.
+    return ClusterClient(parse_cluster(args.cluster), timeout_s=args.timeout, credentials=credentials,
+                         outcome_retries=CLI_OUTCOME_RETRIES)
 
 
 def cmd_serve(args) -> int:

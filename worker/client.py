@@ -13,7 +13,10 @@ Credentials (TLS, a client certificate, a bearer token) come from `Credentials`,
 
 A write request with an empty `request_id` gets a fresh one, shared by every attempt of the
 call, so a write that reached a node before it failed over is deduplicated by the cluster
-instead of being applied twice.
+instead of being applied twice. With `outcome_retries`, a write whose outcome is unknown (the
+node says so in trailing metadata, `raftcron-outcome: unknown`, when leadership changed or its
+entry did not commit in time; or the call's deadline passed) is sent again with the same id: the
+cluster answers the first outcome if there was one, and applies it once otherwise.
 
     with ClusterClient(parse_cluster("10.0.0.1:7100,10.0.0.2:7100")) as client:
         job = client.get_job(job_id="nightly-report").job
@@ -22,9 +25,11 @@ instead of being applied twice.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import threading
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,8 +66,22 @@ _SERVICES = {
 
 # Status codes after which the next node is tried.
 _FAILOVER_CODES = frozenset({grpc.StatusCode.UNAVAILABLE})
+# Trailing metadata of a write whose entry may or may not commit: retry it with the same request id.
+OUTCOME_UNKNOWN = ("raftcron-outcome", "unknown")
+OUTCOME_RETRY_BACKOFF_S = 0.25
+
+log = logging.getLogger("raftcron.client")
 
 Metadata = Sequence[tuple[str, str]] | Mapping[str, str]
+
+
+def _outcome_unknown(error: grpc.RpcError) -> bool:
+    """The node said it does not know whether the write commits, or the call's deadline passed."""
+    if not isinstance(error, grpc.Call):
+        return False
+    if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return True
+    return OUTCOME_UNKNOWN in tuple(error.trailing_metadata() or ())
 
 
 def parse_cluster(s: str) -> list[str]:
@@ -174,7 +193,10 @@ class ClusterClient:
         timeout_s: float = 5.0,
         metadata: Metadata | None = None,
         credentials: Credentials | None = None,
+        outcome_retries: int = 0,
     ) -> None:
+        """`outcome_retries`: how many times a write whose outcome is unknown is sent again
+        with its request id (0: the caller decides; see the module docstring)."""
         if isinstance(addresses, str):
             raise TypeError(
                 "addresses must be a list of 'host:port' strings; use parse_cluster() for 'a:1,b:2'"
@@ -186,6 +208,9 @@ class ClusterClient:
         if not 0 < timeout_s < math.inf:  # every call gets a deadline: no NaN, no infinity
             raise ValueError(f"timeout_s must be a positive, finite number of seconds, got {timeout_s!r}")
         self._timeout_s = float(timeout_s)
+        if not isinstance(outcome_retries, int) or outcome_retries < 0:
+            raise ValueError(f"outcome_retries must be a whole number >= 0, got {outcome_retries!r}")
+        self._outcome_retries = outcome_retries
         items = metadata.items() if isinstance(metadata, Mapping) else (metadata or ())
         self._credentials = credentials or Credentials()
         self._metadata = tuple((str(k), str(v)) for k, v in items) + self._credentials.metadata() or None
@@ -347,12 +372,28 @@ class ClusterClient:
         address: str | None = None,
         timeout_s: float | None = None,
     ) -> Any:
-        """Call service/method, on `address` only if given, else with failover."""
+        """Call service/method, on `address` only if given, else with failover; a write whose
+        outcome is unknown is sent again with its request id, up to `outcome_retries` times."""
         request = self._request(service, method, request, fields)
         if timeout_s is None:
             timeout_s = self._timeout_s
         elif not 0 < timeout_s < math.inf:
             raise ValueError(f"timeout_s must be a positive, finite number of seconds, got {timeout_s!r}")
+        retries = self._outcome_retries if getattr(request, "request_id", "") else 0
+        for attempt in range(retries + 1):
+            try:
+                return self._call_once(service, method, request, address, timeout_s)
+            except grpc.RpcError as error:
+                if attempt == retries or not _outcome_unknown(error):
+                    raise
+                log.warning("%s.%s: outcome unknown (%s); sending it again with request id %s (%d of %d)",
+                            service, method, error.details(), request.request_id, attempt + 1, retries)
+                time.sleep(OUTCOME_RETRY_BACKOFF_S * 2**attempt)
+        raise AssertionError("unreachable")
+
+    def _call_once(
+        self, service: str, method: str, request: _message.Message, address: str | None, timeout_s: float
+    ) -> Any:
         if address is not None:
             return self._invoke(_check_address(address), service, method, request, timeout_s)
         with self._lock:

@@ -13,6 +13,7 @@ from scheduler.replication import (
     ReplicationError,
     ReplicationTimeout,
 )
+from worker.client import OUTCOME_UNKNOWN
 
 REJECTION_CODES: dict[str, grpc.StatusCode] = {
     "invalid": grpc.StatusCode.INVALID_ARGUMENT,
@@ -55,6 +56,8 @@ def abort_rejected(context: grpc.ServicerContext, rejection: Rejection) -> None:
 
 
 def abort_replication(context: grpc.ServicerContext, error: ReplicationError) -> None:
+    if isinstance(error, OutcomeUnknown):
+        context.set_trailing_metadata((OUTCOME_UNKNOWN,))  # a client may resend it with the same request id
     for error_type, code, advice in REPLICATION_CODES:
         if isinstance(error, error_type):
             hint = f" (leader: {error.leader_hint})" if error.leader_hint else ""

@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from worker.api.v1 import cluster_pb2, cluster_pb2_grpc, jobs_pb2, jobs_pb2_grpc
-from worker.client import ClusterClient, parse_cluster
+from worker.client import OUTCOME_UNKNOWN, ClusterClient, parse_cluster
 
 TIMEOUT_S = 3.0
 
@@ -21,6 +21,7 @@ class FakeNode(cluster_pb2_grpc.ClusterServiceServicer, jobs_pb2_grpc.JobService
     def __init__(self, node_id: str, fail_with: grpc.StatusCode | None = None) -> None:
         self.node_id = node_id
         self.fail_with = fail_with
+        self.unknown_outcomes = 0  # the next calls abort ABORTED with `raftcron-outcome: unknown`
         self.calls: list[str] = []
         self.request_ids: list[str] = []
         self.metadata: list[dict[str, str]] = []
@@ -28,6 +29,10 @@ class FakeNode(cluster_pb2_grpc.ClusterServiceServicer, jobs_pb2_grpc.JobService
     def _enter(self, method: str, context: grpc.ServicerContext) -> None:
         self.calls.append(method)
         self.metadata.append(dict(context.invocation_metadata()))
+        if self.unknown_outcomes:
+            self.unknown_outcomes -= 1
+            context.set_trailing_metadata((OUTCOME_UNKNOWN,))
+            context.abort(grpc.StatusCode.ABORTED, "leadership changed; retry with the same request id")
         if self.fail_with is not None:
             context.abort(self.fail_with, f"{self.node_id} fails on purpose")
 
@@ -217,3 +222,41 @@ def test_client_validates_addresses() -> None:
         ClusterClient(["nope"])
     with pytest.raises(TypeError):
         ClusterClient("a:1,b:2")  # type: ignore[arg-type]
+
+
+def test_a_write_of_unknown_outcome_is_sent_again_with_its_request_id(start_node, monkeypatch) -> None:
+    monkeypatch.setattr("worker.client.OUTCOME_RETRY_BACKOFF_S", 0.0)
+    node, address = start_node("n1")
+    node.unknown_outcomes = 2
+    with ClusterClient([address], timeout_s=TIMEOUT_S, outcome_retries=3) as client:
+        assert client.delete_job(job_id="payroll").applied_index == 42
+    assert len(node.request_ids) == 3 and len(set(node.request_ids)) == 1 and node.request_ids[0]
+
+
+def test_retries_of_unknown_outcomes_are_bounded_and_off_by_default(start_node, monkeypatch) -> None:
+    monkeypatch.setattr("worker.client.OUTCOME_RETRY_BACKOFF_S", 0.0)
+    node, address = start_node("n1")
+    node.unknown_outcomes = 10
+    with ClusterClient([address], timeout_s=TIMEOUT_S) as client:
+        with pytest.raises(grpc.RpcError) as caught:
+            client.delete_job(job_id="payroll")
+    assert caught.value.code() == grpc.StatusCode.ABORTED and len(node.request_ids) == 1
+    with ClusterClient([address], timeout_s=TIMEOUT_S, outcome_retries=2) as client:
+        with pytest.raises(grpc.RpcError):
+            client.delete_job(job_id="payroll")
+    assert len(node.request_ids) == 1 + 3
+
+
+def test_other_refusals_and_calls_without_a_request_id_are_not_sent_again(start_node, monkeypatch) -> None:
+    monkeypatch.setattr("worker.client.OUTCOME_RETRY_BACKOFF_S", 0.0)
+    conflicting, address = start_node("n1", fail_with=grpc.StatusCode.ABORTED)  # e.g. version_conflict
+    with ClusterClient([address], timeout_s=TIMEOUT_S, outcome_retries=3) as client:
+        with pytest.raises(grpc.RpcError):
+            client.delete_job(job_id="payroll")
+    assert conflicting.calls == ["DeleteJob"]
+    reader, address = start_node("n2")
+    reader.unknown_outcomes = 1
+    with ClusterClient([address], timeout_s=TIMEOUT_S, outcome_retries=3) as client:
+        with pytest.raises(grpc.RpcError):
+            client.status()
+    assert reader.calls == ["Status"]
