@@ -45,12 +45,13 @@ class DueIndex:
         self._entries += 1
 
     def pop_due(self, now_us: int) -> list[str]:
-        """Every job with an entry due at or before `now_us`, each once, earliest instant first."""
+        """Every job with an entry due at or before `now_us`, each once: earliest instant first,
+        then by id, so runs of one instant queue in the same order whatever order they came in."""
         due: list[str] = []
         while self._instants and self._instants[0] <= now_us:
             bucket = self._buckets.pop(heapq.heappop(self._instants))
             self._entries -= len(bucket)
-            due.extend(bucket)
+            due.extend(sorted(bucket))
         return list(dict.fromkeys(due))
 
     def earliest_us(self) -> int | None:

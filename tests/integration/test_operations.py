@@ -20,8 +20,8 @@ from worker.api.v1 import worker_pb2 as wpb
 pytestmark = pytest.mark.integration
 
 
-def every_second(job_id: str, job_class: str) -> JobSpec:
-    return JobSpec(id=job_id, schedule="* * * * * *", target_kind="handler", target="h", job_class=job_class,
+def every_second(job_id: str, job_class: str, target: str = "h") -> JobSpec:
+    return JobSpec(id=job_id, schedule="* * * * * *", target_kind="handler", target=target, job_class=job_class,
                    owner="analytics", jitter="pinned")
 
 
@@ -49,7 +49,8 @@ def test_kill_switch(make_cluster, cancel_running):
     cluster.start()
     cluster.wait_for_leader()
     with cluster.client() as client:
-        client.apply_jobs(jobs=[spec_to_pb(every_second("batch-a", "batch")), spec_to_pb(every_second("other", "web"))])
+        # Only batch-a's runs are leasable by lease_one (target h): the leased run is of the killed class.
+        client.apply_jobs(jobs=[spec_to_pb(every_second("batch-a", "batch")), spec_to_pb(every_second("other", "web", "h2"))])
     ref = lease_one(cluster)
     with cluster.client() as client:
         client.kill_class(job_class="batch", reason="db migration", author="carol", cancel_running=cancel_running)

@@ -18,9 +18,10 @@ def test_jobs_pop_by_instant_each_once_earliest_first():
     assert index.rebuild([("a", 30), ("b", 10), ("c", 20), ("none", 0)]) == 3
     index.add("b", 10)  # the same job added again at the same instant
     index.add("d", 10)
+    index.add("a0", 10)  # added last, queued first among its instant's jobs (by id)
     assert index.earliest_us() == 10
     assert index.pop_due(9) == []
-    assert index.pop_due(20) == ["b", "d", "c"]
+    assert index.pop_due(20) == ["a0", "b", "d", "c"]
     assert index.earliest_us() == 30 and len(index) == 1
     assert index.pop_due(100) == ["a"] and index.earliest_us() is None and len(index) == 0
 
