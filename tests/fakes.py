@@ -350,32 +350,39 @@ class Core:
 
 
 class ImmediateRaftLog:
-    """Just enough of RaftLog for the leader loops: proposals apply at once, in order."""
+    """Just enough of RaftLog for the leader loops and the observers: a state under a lock, apply
+    listeners, and entries that apply at once, in order."""
 
-    def __init__(self, state: State, index: int) -> None:
-        self._state, self._index = state, index
+    def __init__(self, state: State | None = None, index: int = 0) -> None:
+        self._state = state if state is not None else State()
+        self.index = index
         self._lock = threading.RLock()
         self._listeners = []
         self.claim_entries = 0
+
+    def apply(self, command) -> Result:
+        with self._lock:
+            self.index += 1
+            self.claim_entries += isinstance(command, ClaimRuns)
+            result = apply(self._state, command, self.index)
+            for listener in list(self._listeners):
+                listener(command, result)
+            return result
+
+    def propose(self, command) -> Future:
+        future = Future()
+        future.set_result(self.apply(command))
+        return future
 
     @contextlib.contextmanager
     def read(self):
         with self._lock:
             yield self._state
 
-    def propose(self, command) -> Future:
-        with self._lock:
-            self._index += 1
-            self.claim_entries += isinstance(command, ClaimRuns)
-            result = apply(self._state, command, self._index)
-            for listener in list(self._listeners):
-                listener(command, result)
-        future = Future()
-        future.set_result(result)
-        return future
-
     def add_apply_listener(self, listener) -> None:
-        self._listeners.append(listener)
+        with self._lock:
+            self._listeners.append(listener)
 
     def remove_apply_listener(self, listener) -> None:
-        self._listeners.remove(listener)
+        with self._lock:
+            self._listeners.remove(listener)

@@ -6,7 +6,6 @@ its lock, as RaftLog does on the tick thread; metrics are then scraped from the 
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import logging
@@ -23,7 +22,7 @@ from prometheus_client import generate_latest
 from pysyncobj.syncobj import _RAFT_STATE
 
 from scheduler.config import NodeConfig, Peer
-from scheduler.core import State, apply, decode_snapshot, encode_snapshot
+from scheduler.core import State, decode_snapshot, encode_snapshot
 from scheduler.core.commands import (
     ApplyJobs,
     BackfillRuns,
@@ -58,6 +57,7 @@ from scheduler.observability import (
     start_observability,
 )
 from scheduler.observability.tally import RunTally
+from tests.fakes import ImmediateRaftLog
 
 T0 = 1_700_000_000 * SECOND_US
 S = SECOND_US
@@ -71,42 +71,18 @@ def make_config(metrics_address: str = "") -> NodeConfig:
     return NodeConfig(node_id="n1", peers=peers, data_dir=Path("/nonexistent"), metrics_address=metrics_address)
 
 
-class FakeRaftLog:
+class FakeRaftLog(ImmediateRaftLog):
     """What the observability code uses of RaftLog: state under a lock, listeners, Raft facts."""
 
     def __init__(self, config: NodeConfig) -> None:
-        self._state = State()
-        self._lock = threading.RLock()
-        self._listeners = []
-        self.index = 0
+        super().__init__()
         self.leader = config.me.raft_address
         self.term = 3
-
-    def apply(self, command):
-        with self._lock:
-            self.index += 1
-            result = apply(self._state, command, self.index)
-            for listener in self._listeners:
-                listener(command, result)
-            return result
 
     def restore_snapshot(self) -> None:
         """Replace the state object, as a snapshot install does (no listener call)."""
         with self._lock:
             self._state = decode_snapshot(encode_snapshot(self._state))
-
-    @contextlib.contextmanager
-    def read(self):
-        with self._lock:
-            yield self._state
-
-    def add_apply_listener(self, listener) -> None:
-        with self._lock:
-            self._listeners.append(listener)
-
-    def remove_apply_listener(self, listener) -> None:
-        with self._lock:
-            self._listeners.remove(listener)
 
     def is_leader(self) -> bool:
         return self.leader == "127.0.0.1:7101"
