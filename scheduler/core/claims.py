@@ -82,7 +82,8 @@ def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.Event:
             scheduled_us=claim.scheduled_us,
             status=status,
             reason=why,
-            effective_us=claim.effective_us or claim.scheduled_us,
+            # The run key's own int object when the slot is not spread: a million runs, 32 MB less.
+            effective_us=claim.scheduled_us if claim.effective_us in (0, claim.scheduled_us) else claim.effective_us,
             claimed_us=state.now_us,
             claim_index=index,
             spec_version=job.version,

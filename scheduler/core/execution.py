@@ -18,7 +18,7 @@ OUTCOME_SUCCESS, OUTCOME_FAILURE, OUTCOME_RETRY_LATER = "success", "failure", "r
 LEASE_EXPIRED, DEADLINE_PASSED = "lease_expired", "timed_out"
 
 
-def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int) -> ev.Event:
+def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int, deadlines: dict[int, int]) -> ev.Event:
     run = state.get_run(ref.job_id, ref.scheduled_us)
     if run is None or run.status != QUEUED:
         return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "not_queued")
@@ -44,7 +44,10 @@ def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int) -> ev.Ev
     run.started_us = run.started_us or state.now_us
     run.lease_ttl_us = cmd.lease_ttl_us
     run.lease_expires_us = state.now_us + cmd.lease_ttl_us
-    run.deadline_us = state.now_us + job.spec.timeout_us
+    # One int object per timeout and command, not one per run: finished runs keep their deadline.
+    run.deadline_us = deadlines.get(job.spec.timeout_us) or deadlines.setdefault(
+        job.spec.timeout_us, state.now_us + job.spec.timeout_us
+    )
     run.attempts = (*run.attempts, Attempt(number=run.attempt, worker_id=cmd.worker_id, fencing_token=index, started_us=state.now_us))
     return ev.LeaseGranted(ref.job_id, ref.scheduled_us, index, run.attempt, run.lease_expires_us, run.deadline_us)
 
@@ -76,7 +79,8 @@ def _record_start(state: State, name: str) -> None:
 def grant_leases(state: State, cmd: GrantLeases, index: int) -> Result:
     if cmd.lease_ttl_us <= 0:
         return rejected(index, "invalid", "lease TTL must be positive")
-    return Result(index=index, events=tuple(_grant_one(state, ref, cmd, index) for ref in cmd.grants))
+    deadlines: dict[int, int] = {}
+    return Result(index=index, events=tuple(_grant_one(state, ref, cmd, index, deadlines) for ref in cmd.grants))
 
 
 def _current_lease(state: State, lease: LeaseRef) -> tuple[Run | None, ev.LeaseFenced | None]:

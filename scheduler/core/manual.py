@@ -62,7 +62,7 @@ def _backfill_one(state: State, cmd: BackfillRuns, slot_us: int, due_us: int, in
     state.set_status(run, QUEUED)
     run.kind = "backfill"
     run.reason = f"backfilled by {cmd.author}"
-    run.effective_us = due_us
+    run.effective_us = slot_us if due_us == slot_us else due_us  # one int object, not two equal ones
     run.claimed_us = state.now_us
     run.claim_index = index
     run.spec_version = job.version
