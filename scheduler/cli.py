@@ -111,7 +111,8 @@ def cmd_apply(args) -> int:
 
 def cmd_jobs(args) -> int:
     with _client(args) as client:
-        response = client.list_jobs(owner=args.owner, job_class=args.job_class, page_size=args.limit)
+        response = client.list_jobs(owner=args.owner, job_class=args.job_class, page_size=args.limit,
+                                    linearizable=args.linearizable)
     out.print_jobs(response, args.json)
     return 0
 
@@ -410,6 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--owner", default="")
     p.add_argument("--class", dest="job_class", default="")
     p.add_argument("--limit", type=int, default=1000)
+    p.add_argument("--linearizable", action="store_true", help="confirm with the leader before reading")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_jobs)
 
