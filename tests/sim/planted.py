@@ -32,11 +32,11 @@ def grants_ignore_a_live_lease():
     """GrantLeases grants a run that is already leased (as if it were still queued)."""
     original = execution._grant_one
 
-    def planted(state, ref, cmd, index):
+    def planted(state, ref, cmd, index, *rest):
         run = state.get_run(ref.job_id, ref.scheduled_us)
         if run is not None and run.status == "leased":
             state.set_status(run, "queued")
-        return original(state, ref, cmd, index)
+        return original(state, ref, cmd, index, *rest)
 
     with mock.patch.object(execution, "_grant_one", planted):
         yield
