@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import zoneinfo
 
 import pytest
 
@@ -19,16 +18,6 @@ class RecordingClient:
         self.requests.append(fields)
         read = common_pb2.ReadInfo(node_id="n2", applied_index=7, from_leader=fields["linearizable"])
         return jobs_pb2.ListJobsResponse(read=read)
-
-
-@pytest.fixture(autouse=True)
-def zone_path_restored():
-    # cli.main() reads zone rules from the tzdata package only (reset_tzpath): put the search
-    # path back, so the tests after this one see the zone data they saw before it.
-    saved = zoneinfo.TZPATH
-    yield
-    zoneinfo.reset_tzpath(to=saved)
-    zoneinfo.ZoneInfo.clear_cache()
 
 
 @pytest.mark.parametrize("flag", [False, True])
