@@ -7,6 +7,7 @@ import json
 import math
 import os
 import platform
+import re
 import signal
 import socket
 import statistics
@@ -180,6 +181,23 @@ def scan_logs(paths: Iterable[Path], markers: Sequence[str] = BAD_LOG_MARKERS, k
             if any(marker in text for marker in markers):
                 found.append(f"{Path(path).parent.name}/{Path(path).name}: {text.strip()}")
     return found[: keep * 10]
+
+
+_STALL = re.compile(r"raft tick stalled ([0-9.]+)s as \w+.*?(?:\((\d+) more since the last warning, the longest ([0-9.]+)s\))?$")
+
+
+def tick_stalls(paths: Iterable[Path]) -> dict[str, dict]:
+    """Per node log (named by its directory): Raft ticks that started 0.25 s or more late, and the
+    longest gap, from the nodes' "raft tick stalled" warnings (each also counts the ones it folded in)."""
+    found: dict[str, dict] = {}
+    for path in map(Path, paths):
+        count, longest_s = 0, 0.0
+        for text in path.read_text(errors="replace").splitlines() if path.exists() else ():
+            if match := _STALL.search(text):
+                count += 1 + int(match.group(2) or 0)
+                longest_s = max(longest_s, float(match.group(1)), float(match.group(3) or 0))
+        found[path.parent.name] = {"count": count, "longest_s": longest_s}
+    return found
 
 
 # -- shutdown -----------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 import scheduler
-from bench.common import code_revision, load_average, machine_info, scan_logs
+from bench.common import code_revision, load_average, machine_info, scan_logs, tick_stalls
 from scheduler.core.model import JobSpec, Resource
 from scheduler.localcluster import LocalCluster
 from scheduler.replication.offline import common_digests
@@ -303,6 +303,7 @@ def bench_cluster(root: Path, port_base: int, overrides: dict | None = None, out
         logs = [m.log_path for m in cluster.members]
         bad = scan_logs(logs)
         out["bad_log_lines"] = bad
+        out["tick_stalls"] = tick_stalls(logs)
         if bad:
             out["problems"].append(f"{name}: node logs contain {len(bad)} bad line(s): " + " | ".join(bad[:3]))
         warnings: Counter = Counter()

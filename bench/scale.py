@@ -438,6 +438,11 @@ def summarize(report: dict) -> list[list]:
         rows.append(["  slowest probe commit outside compaction (ms)", comp.get("probe_max_ms_outside"), ""])
     if c.get("elections") is not None:
         rows.append(["leader elections during the run (1 = the first one)", len(c["elections"]), " ".join(c["elections"])[:60]])
+    if stalls := c.get("tick_stalls"):
+        rows.append(["Raft ticks 0.25 s or more late, all nodes", sum(v["count"] for v in stalls.values()),
+                     " ".join(f"{node}:{v['count']}" for node, v in stalls.items())])
+        rows.append(["  longest Raft tick gap (s)", max(v["longest_s"] for v in stalls.values()),
+                     " ".join(f"{node}:{v['longest_s']:.2f}" for node, v in stalls.items())])
     for p in report.get("planning", []):
         rows.append([f"next fire x{p['jobs']:,}: {p['kind']}, {p['zone']} (s)", p["raftcron_s"],
                      f"croniter {fmt(p['croniter_s_scaled'])} s ({p['croniter_s_scaled'] / p['raftcron_s']:.0f}x)"])

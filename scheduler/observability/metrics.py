@@ -218,6 +218,12 @@ class RaftcronCollector(Collector):
                      max(0, commit - applied))
         yield _gauge("raftcron_raft_has_quorum", "1 if this node is in contact with a majority.",
                      1 if status.get("has_quorum") else 0)
+        stalls, longest_gap_s = raftlog.tick_stalls()
+        yield CounterMetricFamily("raftcron_raft_tick_stalls", "Raft ticks that started 0.25 s or more after the "
+                                  "previous one (nothing sent or read meanwhile; elections follow 0.5-1.5 s).",
+                                  value=stalls)
+        yield _gauge("raftcron_raft_tick_gap_max_seconds", "Longest gap between two Raft ticks since this node "
+                     "started.", longest_gap_s)
         yield _gauge("raftcron_raft_log_entries", "Entries in the Raft log since the last compaction.",
                      status.get("log_len", 0))
         peers = GaugeMetricFamily("raftcron_raft_peer_connected", "1 if the Raft link to this peer is up.",

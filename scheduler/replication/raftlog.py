@@ -35,6 +35,7 @@ from scheduler.replication.errors import (
     ReplicationTimeout,
 )
 from scheduler.replication.follower_append import FollowerAppendMixin
+from scheduler.replication.tickwatch import TickWatch
 
 log = logging.getLogger("raftcron.replication")
 
@@ -189,6 +190,7 @@ class _RaftcronSyncObj(FollowerAppendMixin, SyncObj):
         self._keepalive_period_s = keepalive_period_s
         self._next_keepalive = 0.0
         self._eager_append = eager_append
+        self.tick_watch = TickWatch()
         super().__init__(*args, **kwargs)
 
     def _checkCommandsToApply(self):  # noqa: N802 (pysyncobj's name)
@@ -202,6 +204,7 @@ class _RaftcronSyncObj(FollowerAppendMixin, SyncObj):
             self._SyncObj__sendAppendEntries()
 
     def _onTick(self, timeToWait=0.0):  # noqa: N802, N803 (pysyncobj's names)
+        self.tick_watch.tick_started(ROLE_NAMES.get(self._SyncObj__raftState, "unknown"))
         self._read_before_electing()
         super()._onTick(timeToWait)
         now = time.monotonic()
@@ -350,6 +353,11 @@ class RaftLog:
 
     def raft_status(self) -> dict:
         return self._syncobj.getStatus() if self._syncobj else {}
+
+    def tick_stalls(self) -> tuple[int, float]:
+        """Raft ticks that started late (see tickwatch.py) and the longest gap, since start."""
+        watch = self._syncobj.tick_watch if self._syncobj else None
+        return (watch.stalls, watch.longest_gap_s) if watch else (0, 0.0)
 
     @property
     def term(self) -> int:

@@ -99,6 +99,9 @@ class FakeRaftLog(ImmediateRaftLog):
             "partner_node_status_server_127.0.0.1:7103": 0,
         }
 
+    def tick_stalls(self) -> tuple[int, float]:
+        return 2, 0.8
+
     @property
     def commit_index(self) -> int:
         return self.index + 2
@@ -240,6 +243,8 @@ def test_raft_gauges(setup):
     assert value(registry, "raftcron_raft_commit_index") == log.index + 2
     assert value(registry, "raftcron_raft_applied_index") == log.index
     assert value(registry, "raftcron_raft_commit_lag") == 2
+    assert value(registry, "raftcron_raft_tick_stalls_total") == 2
+    assert value(registry, "raftcron_raft_tick_gap_max_seconds") == 0.8
     assert value(registry, "raftcron_raft_peer_connected", peer="n2") == 1
     assert value(registry, "raftcron_raft_peer_connected", peer="n3") == 0
     assert value(registry, "raftcron_leader_epoch") == 1
