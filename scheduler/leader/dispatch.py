@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 
 import msgspec
@@ -82,6 +82,13 @@ class NotLeading(Exception):
 
 # Queued runs looked at per hold of the state lock while a new epoch builds its queue (~5 ms).
 REBUILD_CHUNK_RUNS = 2_000
+# Due runs moved to the ready queues per hold of the queue lock (~4 ms). Moving a whole rebuilt
+# queue of a million runs at once held that lock for 2 s (more on a loaded machine), and the
+# tick thread, waiting for it to hand over a claim, stalled Raft: elections every 3 s.
+PROMOTE_CHUNK_RUNS = 2_000
+# The longest the tick thread waits for the queue lock to wake Lease calls. Past it the runs
+# stay in the inbox: the next pick takes them (waiting calls wake at least once a second).
+TICK_WAKE_WAIT_S = 0.02
 
 
 class Dispatcher:
@@ -91,12 +98,17 @@ class Dispatcher:
         self._clock = term.clock
         self._lease_ttl_us = lease_ttl_us
         self._timeout_s = timeout_s
+        # Runs the tick thread queued, taken into the heaps by the next pick: the tick thread
+        # never waits for the queue lock to hand a run over.
+        self._inbox: deque[_Entry] = deque()
         # Runs not yet due (spread herds, retry backoff), by the instant they become due.
         self._pending: list[tuple[int, int, _Entry]] = []
+        self._pending_per_target: Counter[str] = Counter()
         # Due runs per target, by rank: readiness minus a head start for priority.
         self._ready: dict[str, list[tuple[int, int, _Entry]]] = {}
         # Due runs held back for a full budget, per resource, by rank; released as room appears.
         self._held: dict[str, list[tuple[int, int, _Entry]]] = {}
+        self._held_per_target: Counter[str] = Counter()
         self._held_until_us = 0  # when a rate window next frees room for a held run (0: no such wait)
         # Runs admitted per resource whose grants are not applied yet: concurrent Lease calls
         # plan against the same state, so each counts the others' admissions as started.
@@ -148,51 +160,82 @@ class Dispatcher:
 
     def _push(self, entries: list[_Entry | None]) -> None:
         """Queue entries (skipping Nones) with one lock hold and one wake-up (a backfill queues
-        10,000 at once)."""
+        10,000 at once). Not on the tick thread: it hands runs over through the inbox."""
         entries = [entry for entry in entries if entry is not None]
         if not entries:
             return
         with self._changed:
-            for entry in entries:
-                heapq.heappush(self._pending, (entry.ready_us, entry.arrival, entry))
+            self._to_pending(entries)
             self._changed.notify_all()
 
+    def _to_pending(self, entries) -> None:
+        """With `_changed` held."""
+        for entry in entries:
+            heapq.heappush(self._pending, (entry.ready_us, entry.arrival, entry))
+            self._pending_per_target[entry.target] += 1
+
+    def _take_inbox(self) -> None:
+        """With `_changed` held: queue what the tick thread handed over."""
+        inbox = self._inbox
+        self._to_pending(inbox.popleft() for _ in range(len(inbox)))
+
     def _promote_ready(self, now_us: int) -> None:
-        """Move runs whose time has come from the pending heap to their target's ready queue."""
-        while self._pending and self._pending[0][0] <= now_us:
-            _, _, entry = heapq.heappop(self._pending)
+        """Move runs whose time has come from the pending heap to their target's ready queue,
+        at most PROMOTE_CHUNK_RUNS per call (earliest first); a pick that finds nothing ready
+        for its targets comes back at once for the next chunk."""
+        pending, counts = self._pending, self._pending_per_target
+        for _ in range(PROMOTE_CHUNK_RUNS):
+            if not pending or pending[0][0] > now_us:
+                return
+            _, _, entry = heapq.heappop(pending)
+            counts[entry.target] -= 1
             heapq.heappush(self._ready.setdefault(entry.target, []), (entry.rank_us, entry.arrival, entry))
 
     def queue_depths(self) -> dict[tuple[str, str], int]:
         """(target, "ready" | "pending" | "held") -> queued entries; an upper bound (stale entries
         are dropped only when picked). Call without the state lock held."""
         with self._changed:
+            self._take_inbox()
             depths = {(target, "ready"): len(queue) for target, queue in self._ready.items()}
-            held = (entry for queue in self._held.values() for _, _, entry in queue)
-            for stage, entries in (("pending", (e for _, _, e in self._pending)), ("held", held)):
-                for entry in entries:
-                    depths[(entry.target, stage)] = depths.get((entry.target, stage), 0) + 1
+            for stage, counts in (("pending", self._pending_per_target), ("held", self._held_per_target)):
+                depths.update(((target, stage), count) for target, count in counts.items() if count)
         return depths
 
     def _on_apply(self, command, result) -> None:
-        """Tick thread, state lock held (re-entrant): enqueue what became leasable."""
-        if self._held and result.accepted and isinstance(command, _RELEASING_COMMANDS):
-            with self._changed:
-                self._changed.notify_all()  # a waiting Lease call releases what has room now
-        if not isinstance(command, _QUEUEING_COMMANDS) or not result.accepted:
+        """Tick thread, state lock held (re-entrant): hand over what became leasable. Raft waits
+        for this, so it only appends to the inbox and wakes waiting Lease calls."""
+        if not result.accepted:
             return
-        state = self._raftlog._state  # we are inside the apply, under its lock
-        self._push([
-            self._queued_entry(state, event.job_id, event.scheduled_us)
-            for event in result.events
-            if (isinstance(event, ev.RunClaimed) and event.status == QUEUED) or isinstance(event, ev.RunRetryScheduled)
-        ])
+        # A waiting Lease call releases what has room now.
+        wake = bool(self._held) and isinstance(command, _RELEASING_COMMANDS)
+        if isinstance(command, _QUEUEING_COMMANDS):
+            state = self._raftlog._state  # we are inside the apply, under its lock
+            queued = [
+                self._queued_entry(state, event.job_id, event.scheduled_us)
+                for event in result.events
+                if (isinstance(event, ev.RunClaimed) and event.status == QUEUED)
+                or isinstance(event, ev.RunRetryScheduled)
+            ]
+            queued = [entry for entry in queued if entry is not None]
+            self._inbox.extend(queued)
+            wake = wake or bool(queued)
+        if wake:
+            self._wake_waiters()
+
+    def _wake_waiters(self) -> None:
+        """Tick thread: wake waiting Lease calls, giving up after TICK_WAKE_WAIT_S."""
+        if self._changed.acquire(timeout=TICK_WAKE_WAIT_S):
+            try:
+                self._changed.notify_all()
+            finally:
+                self._changed.release()
 
     # -- leasing -----------------------------------------------------------------
     def _pick(self, targets: list[str], max_runs: int, now_us: int) -> tuple[list[_Entry], int]:
         """Up to max_runs ready runs for these targets, best rank first; and the next ready instant."""
         picked: list[_Entry] = []
         with self._changed:
+            self._take_inbox()
             self._promote_ready(now_us)
             queues = [self._ready[t] for t in (targets or list(self._ready)) if self._ready.get(t)]
             while len(picked) < max_runs:
@@ -250,6 +293,7 @@ class Dispatcher:
             for entry, full in zip(picked, verdicts):
                 if full:
                     heapq.heappush(self._held.setdefault(full, []), (entry.rank_us, entry.arrival, entry))
+                    self._held_per_target[entry.target] += 1
             self._note_rate_wait(frees_at)
         return [entry for entry, full in zip(picked, verdicts) if not full], starting
 
@@ -265,6 +309,7 @@ class Dispatcher:
                 held = self._held.get(name, [])
                 while held and starts_left > 0:
                     entry = heapq.heappop(held)[2]
+                    self._held_per_target[entry.target] -= 1
                     heapq.heappush(self._ready.setdefault(entry.target, []), (entry.rank_us, entry.arrival, entry))
                     starts_left -= 1
                 if not held:

@@ -1,5 +1,7 @@
-"""A new epoch queues the live runs a chunk per hold of the state lock, so the tick thread can
-apply entries in between (a million queued runs held it for seconds and cost the leadership)."""
+"""The leader's queue never makes the Raft tick thread wait long: a new epoch queues the live
+runs a chunk per hold of the state lock, due runs move to the ready queues a chunk per hold of
+the queue lock, and the tick thread hands new runs over through an inbox instead of waiting for
+that lock (a million queued runs held these locks for seconds and cost the leadership)."""
 
 from __future__ import annotations
 
@@ -63,3 +65,50 @@ def test_a_deposed_epoch_stops_building(queued, monkeypatch):
     dispatcher._term.stopping.set()
     dispatcher._queue_live_runs()
     assert _queued_total(dispatcher) == 0
+
+
+def _depths(dispatcher: Dispatcher, stage: str) -> int:
+    return sum(count for (_, at), count in dispatcher.queue_depths().items() if at == stage)
+
+
+def test_due_runs_move_to_the_ready_queue_a_chunk_per_pick(queued, monkeypatch):
+    monkeypatch.setattr(dispatch, "PROMOTE_CHUNK_RUNS", 3)
+    dispatcher = _dispatcher(queued.log)
+    dispatcher._queue_live_runs()
+    assert (_depths(dispatcher, "pending"), _depths(dispatcher, "ready")) == (SLOTS, 0)
+    now_us = queued.slots[-1] + S
+    picked, next_ready_us = dispatcher._pick(["elsewhere"], 1, now_us)  # nothing for this target
+    assert picked == [] and next_ready_us <= now_us  # more is due: the caller comes back at once
+    assert (_depths(dispatcher, "pending"), _depths(dispatcher, "ready")) == (SLOTS - 3, 3)
+    picked, _ = dispatcher._pick(["h"], SLOTS, now_us)
+    assert [entry.scheduled_us for entry in picked] == queued.slots[:6]  # earliest first, chunk by chunk
+    assert _depths(dispatcher, "pending") == SLOTS - 6
+
+
+def test_the_tick_thread_hands_runs_over_while_a_lease_call_holds_the_queue(queued, monkeypatch):
+    """The apply listener runs on the tick thread with the state lock held: it must not wait for
+    a Lease call that holds the queue lock (it did, for the 2 s of moving a million runs)."""
+    monkeypatch.setattr(dispatch, "TICK_WAKE_WAIT_S", 0.0)
+    dispatcher = _dispatcher(queued.log)
+    queued.log.add_apply_listener(dispatcher._on_apply)
+    slot = queued.slots[-1] + S
+    released = threading.Event()
+    holding = threading.Event()
+
+    def lease_call_holding_the_queue():
+        with dispatcher._changed:
+            holding.set()
+            released.wait(30)
+
+    holder = threading.Thread(target=lease_call_holding_the_queue)
+    holder.start()
+    assert holding.wait(30)
+    applier = threading.Thread(target=queued.cluster.claim, args=(("a", slot, slot + S),))
+    applier.start()
+    applier.join(30)
+    stuck = applier.is_alive()
+    released.set()
+    holder.join(30)
+    assert not stuck, "the tick thread waited for the queue lock"
+    picked, _ = dispatcher._pick(["h"], 1, slot)
+    assert [entry.scheduled_us for entry in picked] == [slot]
