@@ -86,9 +86,8 @@ REBUILD_CHUNK_RUNS = 2_000
 # queue of a million runs at once held that lock for 2 s (more on a loaded machine), and the
 # tick thread, waiting for it to hand over a claim, stalled Raft: elections every 3 s.
 PROMOTE_CHUNK_RUNS = 2_000
-# The longest the tick thread waits for the queue lock to wake Lease calls. Past it the runs
-# stay in the inbox: the next pick takes them (waiting calls wake at least once a second).
-TICK_WAKE_WAIT_S = 0.02
+# The epoch's loop looks at its stop signal at least this often (a deposed term also wakes it).
+WAKER_POLL_S = 1.0
 
 
 class Dispatcher:
@@ -116,6 +115,9 @@ class Dispatcher:
         self._starting: Counter[str] = Counter()
         self._arrivals = itertools.count()
         self._changed = threading.Condition()
+        # Set by the tick thread when waiting Lease calls should look again; the epoch's loop
+        # takes the queue lock to wake them, so the tick thread never waits for it.
+        self._wake = threading.Event()
         self.ready = threading.Event()
 
     # -- the epoch's loop: build, then keep the queue fed until deposed ------
@@ -124,7 +126,7 @@ class Dispatcher:
         try:
             self._queue_live_runs()
             self.ready.set()
-            self._term.stopping.wait()
+            self._wake_lease_calls()
         finally:
             self._raftlog.remove_apply_listener(self._on_apply)
             with self._changed:
@@ -203,7 +205,7 @@ class Dispatcher:
 
     def _on_apply(self, command, result) -> None:
         """Tick thread, state lock held (re-entrant): hand over what became leasable. Raft waits
-        for this, so it only appends to the inbox and wakes waiting Lease calls."""
+        for this, so it takes no lock: it appends to the inbox and asks for a wake-up."""
         if not result.accepted:
             return
         # A waiting Lease call releases what has room now.
@@ -220,15 +222,18 @@ class Dispatcher:
             self._inbox.extend(queued)
             wake = wake or bool(queued)
         if wake:
-            self._wake_waiters()
+            self._wake.set()
 
-    def _wake_waiters(self) -> None:
-        """Tick thread: wake waiting Lease calls, giving up after TICK_WAKE_WAIT_S."""
-        if self._changed.acquire(timeout=TICK_WAKE_WAIT_S):
-            try:
-                self._changed.notify_all()
-            finally:
-                self._changed.release()
+    def _wake_lease_calls(self) -> None:
+        """The epoch's loop once the queue is built: wake waiting Lease calls whenever the tick
+        thread asks (_wake), until the epoch ends."""
+        stopping = self._term.stopping
+        self._term.wakes_on_depose.append(self._wake)
+        while not stopping.is_set():
+            if self._wake.wait(timeout=WAKER_POLL_S):
+                self._wake.clear()
+                with self._changed:
+                    self._changed.notify_all()
 
     # -- leasing -----------------------------------------------------------------
     def _pick(self, targets: list[str], max_runs: int, now_us: int) -> tuple[list[_Entry], int]:

@@ -26,11 +26,15 @@ class LeaderTerm:
     stopping: threading.Event = field(default_factory=threading.Event)
     # Loops that serve requests (the dispatcher) register here for the servicers to find.
     services: dict = field(default_factory=dict)
+    # Also set when the term ends, for loops that wait on an event of their own.
+    wakes_on_depose: list[threading.Event] = field(default_factory=list)
 
     def depose(self, why: str) -> None:
         if not self.stopping.is_set():
             log.warning("epoch %d ends: %s", self.epoch, why)
         self.stopping.set()
+        for event in self.wakes_on_depose:
+            event.set()
 
 
 LoopFactory = Callable[[LeaderTerm], Callable[[], None]]

@@ -14,6 +14,7 @@ import pytest
 from scheduler.core.model import JobSpec
 from scheduler.leader import dispatch
 from scheduler.leader.dispatch import Dispatcher
+from scheduler.leader.lifecycle import LeaderTerm
 from tests.unit.test_observability import T0, Cluster, FakeRaftLog, S, make_config
 
 SLOTS = 10
@@ -85,10 +86,9 @@ def test_due_runs_move_to_the_ready_queue_a_chunk_per_pick(queued, monkeypatch):
     assert _depths(dispatcher, "pending") == SLOTS - 6
 
 
-def test_the_tick_thread_hands_runs_over_while_a_lease_call_holds_the_queue(queued, monkeypatch):
+def test_the_tick_thread_hands_runs_over_while_a_lease_call_holds_the_queue(queued):
     """The apply listener runs on the tick thread with the state lock held: it must not wait for
     a Lease call that holds the queue lock (it did, for the 2 s of moving a million runs)."""
-    monkeypatch.setattr(dispatch, "TICK_WAKE_WAIT_S", 0.0)
     dispatcher = _dispatcher(queued.log)
     queued.log.add_apply_listener(dispatcher._on_apply)
     slot = queued.slots[-1] + S
@@ -112,3 +112,28 @@ def test_the_tick_thread_hands_runs_over_while_a_lease_call_holds_the_queue(queu
     assert not stuck, "the tick thread waited for the queue lock"
     picked, _ = dispatcher._pick(["h"], 1, slot)
     assert [entry.scheduled_us for entry in picked] == [slot]
+
+
+def test_the_epoch_loop_wakes_a_waiting_lease_call_for_a_run_queued_by_an_apply_and_ends_with_the_term(monkeypatch):
+    monkeypatch.setattr(dispatch, "WAKER_POLL_S", 3600.0)  # only the deposed term can end the loop
+    log = FakeRaftLog(make_config())
+    log.submit = lambda command, timeout_s: log.apply(command)
+    cluster = Cluster(log)
+    cluster.jobs(JobSpec(id="a", schedule="* * * * * *", target_kind="handler", target="h", jitter="pinned"))
+    slot = T0 + 10 * S
+    cluster.at(slot + S)
+    clock = SimpleNamespace(read=lambda: (cluster.now_us, cluster.now_us - T0), now_us=lambda: cluster.now_us)
+    term = LeaderTerm(epoch=log._state.epoch, term=1, clock=clock)
+    dispatcher = Dispatcher(term, log, 10 * S, 1.0)
+    epoch_loop = threading.Thread(target=dispatcher)
+    epoch_loop.start()
+    assert dispatcher.ready.wait(30)
+    granted = []
+    waiting = threading.Thread(target=lambda: granted.extend(dispatcher.lease("w1", ["h"], 1, wait_s=60)))
+    waiting.start()
+    cluster.claim(("a", slot, slot + S))  # applied on "the tick thread": handed over, then woken
+    waiting.join(30)
+    assert not waiting.is_alive() and [g.run.scheduled_us for g in granted] == [slot]
+    term.depose("test over")
+    epoch_loop.join(30)
+    assert not epoch_loop.is_alive()
