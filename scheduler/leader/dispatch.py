@@ -184,7 +184,9 @@ class Dispatcher:
     def _promote_ready(self, now_us: int) -> None:
         """Move runs whose time has come from the pending heap to their target's ready queue,
         at most PROMOTE_CHUNK_RUNS per call (earliest first); a pick that finds nothing ready
-        for its targets comes back at once for the next chunk."""
+        for its targets comes back at once for the next chunk. So priority ranks the runs that
+        are ready: behind a backlog of more due runs than a chunk, a high-priority run waits for
+        the chunks in front of it to move (a few milliseconds each), not for them to run."""
         pending, counts = self._pending, self._pending_per_target
         for _ in range(PROMOTE_CHUNK_RUNS):
             if not pending or pending[0][0] > now_us:
