@@ -329,6 +329,8 @@ class RaftFacts:
     commit_index: int
     applied_index: int
     peers: tuple[PeerRow, ...]
+    tick_stalls: int = 0  # Raft ticks that started 0.25 s or more late, since the process started
+    longest_tick_gap_s: float = 0.0
 
 
 @dataclass(frozen=True)

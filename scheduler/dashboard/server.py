@@ -239,6 +239,7 @@ class Dashboard:
             raftlog.commit_index,
             raftlog.applied_index,
             peers,
+            *raftlog.tick_stalls(),
         )
 
     def cluster(self) -> str:

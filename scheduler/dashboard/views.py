@@ -123,6 +123,14 @@ def error_page(status: str, message: str, node_id: str = "") -> str:
 # -- cluster -------------------------------------------------------------------------------------
 
 
+def _late_ticks(raft: data.RaftFacts) -> str:
+    """A stalled tick thread sends nothing: followers elect someone else after 0.5-1.5 s."""
+    if not raft.tick_stalls:
+        return "none <span class=muted>(every tick within 0.25 s of the last)</span>"
+    longest = f"longest {raft.longest_tick_gap_s:.2f} s"
+    return f"{badge_html(f'{raft.tick_stalls:,}', 'bad')} <span class=muted>(0.25 s or more late; {longest})</span>"
+
+
 def cluster_page(view: data.ClusterPage) -> str:
     raft, facts = view.raft, view.facts
     lag = raft.commit_index - raft.applied_index
@@ -141,6 +149,7 @@ def cluster_page(view: data.ClusterPage) -> str:
             ("term", str(raft.term)),
             ("commit index", str(raft.commit_index)),
             ("applied index", f"{raft.applied_index} <span class=muted>(lag {lag})</span>"),
+            ("late Raft ticks", _late_ticks(raft)),
             ("epoch", f"{facts.epoch} <span class=muted>(opened by {escape(facts.leader_id or '—')})</span>"),
             ("last failover", failover),
             ("replicated time", when(facts.now_us)),

@@ -87,6 +87,10 @@ class FakeRaftLog:
         self.lock = threading.Lock()
         self.listeners: list = []
         self.term, self.commit_index, self.applied_index = 7, 510, 505
+        self.stalls = (0, 0.01)
+
+    def tick_stalls(self) -> tuple[int, float]:
+        return self.stalls
 
     @contextlib.contextmanager
     def read(self):
@@ -251,6 +255,13 @@ def test_cluster_page_shows_roles_indices_lag_and_epoch(dashboard):
     assert "applied index" in html and "505" in html and "(lag 5)" in html
     assert "epoch" in html and "opened by n2" in html
     assert "127.0.0.1:7202" in html and "509" in html
+
+
+def test_cluster_page_shows_late_raft_ticks(dashboard):
+    assert "<dt>late Raft ticks</dt><dd>none " in dashboard.render("/", {})
+    dashboard._raftlog.stalls = (12, 1.625)
+    html = dashboard.render("/", {})
+    assert '<span class="badge bad">12</span>' in html and "longest 1.62 s" in html
 
 
 def test_cluster_page_lists_the_replicated_members_once_membership_changed(dashboard):
