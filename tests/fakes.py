@@ -77,7 +77,7 @@ class FakeClock:
 
 
 def spec(job_id: str, schedule: str = "*/10 * * * * *", **fields) -> JobSpec:
-    return JobSpec(id=job_id, schedule=schedule, target_kind="handler", target=f"jobs.{job_id}", **fields)
+    return JobSpec(id=job_id, schedule=schedule, **{"target_kind": "handler", "target": f"jobs.{job_id}", **fields})
 
 
 def upsert(job_spec: JobSpec, expected_version: int = 0, next_due_us: int = 0) -> JobUpsert:

@@ -9,6 +9,7 @@ from scheduler.core.execution import cancel_live_runs
 from scheduler.core.model import CLAIM_STATUSES, MISSED, QUEUED, SECOND_US, SKIPPED, Run, format_run_key
 from scheduler.core.results import Result
 from scheduler.core.retention import horizon_us, prune_history
+from scheduler.core.sharing import share_instant
 from scheduler.core.state import State
 
 
@@ -33,13 +34,13 @@ def _out_of_plan(state: State, claim: SlotClaim) -> str:
 def _apply_overlap_policy(state: State, job, claim: SlotClaim) -> tuple[str, str]:
     """forbid skips this slot while another run is live; replace cancels the live ones;
     queue and allow queue it (queue leases one run of the job at a time)."""
-    live = state.live_runs.get(job.spec.id)
+    live = state.live_runs.get(job.id)
     if not live:
         return QUEUED, ""
-    if job.spec.overlap == "forbid":
-        return SKIPPED, f"overlap forbid: run {format_run_key(job.spec.id, live[0])} still live"
-    if job.spec.overlap == "replace":
-        cancel_live_runs(state, job.spec.id, f"replaced by the run of {claim.scheduled_us}")
+    if job.body.overlap == "forbid":
+        return SKIPPED, f"overlap forbid: run {format_run_key(job.id, live[0])} still live"
+    if job.body.overlap == "replace":
+        cancel_live_runs(state, job.id, f"replaced by the run of {claim.scheduled_us}")
     return QUEUED, ""
 
 
@@ -67,7 +68,7 @@ def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.Event:
     if reason:
         return ev.ClaimOutOfPlan(claim.job_id, claim.scheduled_us, reason)
     status, why = claim.status, claim.reason
-    kill = state.kill_of(job.spec.job_class)
+    kill = state.kill_of(job.body.job_class)
     if job.paused and status == QUEUED:
         # Decided here, not by the proposer, so a pause races with no claim.
         status, why = SKIPPED, "paused"
@@ -90,7 +91,7 @@ def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.Event:
         )
     )
     job.cursor_us = claim.scheduled_us
-    job.next_due_us = claim.next_due_us
+    job.next_due_us = share_instant(claim.next_due_us)
     job.last_status = status
     job.last_scheduled_us = claim.scheduled_us
     prune_history(state, claim.job_id)

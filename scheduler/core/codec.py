@@ -5,7 +5,7 @@ larger than COMPRESS_ABOVE_BYTES is stored zlib-compressed under its own version
 repeat in every job of a large apply, so it shrinks about tenfold and a 1 MiB entry holds far
 more jobs). A node that predates the compressed format cannot read such entries: upgrade every
 node before applying large job files.
-Snapshot: a magic, one version byte, then the msgpack-encoded State.
+Snapshot: a magic, one version byte, then the msgpack-encoded State (format 1 is still read).
 Encoding is deterministic (sorted map keys), so equal states give equal bytes,
 and the digest of those bytes is how replicas prove they agree.
 Golden files under tests/unit/golden keep old logs readable.
@@ -21,7 +21,7 @@ import msgspec
 
 from scheduler.core.commands import Command
 from scheduler.core.results import Result
-from scheduler.core.sharing import share_run, share_spec
+from scheduler.core.sharing import share_body, share_job_instants, share_run
 from scheduler.core.state import State
 
 COMMAND_FORMAT_VERSION = 1
@@ -30,7 +30,10 @@ COMPRESS_ABOVE_BYTES = 64 * 1024
 # A compressed entry never expands past this (a corrupt or hostile one is refused, not inflated).
 MAX_DECOMPRESSED_BYTES = 64 << 20
 SNAPSHOT_MAGIC = b"RCS"
-SNAPSHOT_FORMAT_VERSION = 1
+SNAPSHOT_FORMAT_VERSION = 2
+# Format 1 held each job's full spec; format 2 holds its body (the spec with an empty id) and the
+# id beside it. Both decode to the same state.
+READABLE_SNAPSHOT_FORMAT_VERSIONS = (1, 2)
 
 
 class CodecError(ValueError):
@@ -99,11 +102,11 @@ def _presorted(state: State) -> State:
 
 
 def decode_snapshot(data: bytes) -> State:
-    header = SNAPSHOT_MAGIC + bytes((SNAPSHOT_FORMAT_VERSION,))
-    if not data.startswith(header):
+    header_len = len(SNAPSHOT_MAGIC) + 1
+    if not data.startswith(SNAPSHOT_MAGIC) or len(data) < header_len or data[header_len - 1] not in READABLE_SNAPSHOT_FORMAT_VERSIONS:
         raise CodecError("not a raftcron snapshot of a known version")
     try:
-        state = _snapshot_decoder.decode(data[len(header) :])
+        state = _snapshot_decoder.decode(data[header_len:])
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise CodecError(f"undecodable snapshot: {exc}") from None
     # The live index is derived data: rebuilt so an older snapshot restores like a log replay.
@@ -114,12 +117,15 @@ def decode_snapshot(data: bytes) -> State:
 
 def share_decoded(state: State) -> None:
     """A decoded snapshot holds a copy of every string per record: share them as applying would."""
-    for job in state.jobs.values():
-        job.spec = share_spec(job.spec)
+    for job_id, job in state.jobs.items():
+        # Format 1 kept the id inside the spec; either way the job holds the dict key's string.
+        job.id = job_id
+        job.body = share_body(job.body)
+        share_job_instants(job)
     for job_id, runs in state.runs.items():
         job = state.jobs.get(job_id)
         for run in runs:
-            share_run(run, job.spec.id if job is not None else job_id)
+            share_run(run, job.id if job is not None else job_id)
 
 
 def encode_result(result: Result) -> bytes:

@@ -27,16 +27,16 @@ def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int, deadline
     job = state.jobs.get(ref.job_id)
     if job is None:
         return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "job_deleted")
-    if state.kill_of(job.spec.job_class) is not None:
+    if state.kill_of(job.body.job_class) is not None:
         return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "class_killed")
-    if job.spec.overlap == "queue" and any(other.status == LEASED for other in state.live(ref.job_id)):
+    if job.body.overlap == "queue" and any(other.status == LEASED for other in state.live(ref.job_id)):
         return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "overlap_queue")
-    busy = _resource_without_room(state, job.spec.uses)
+    busy = _resource_without_room(state, job.body.uses)
     if busy:
         return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, busy)
-    for name in job.spec.uses:
+    for name in job.body.uses:
         _record_start(state, name)
-    run.resources = job.spec.uses
+    run.resources = job.body.uses
     state.set_status(run, LEASED)
     run.attempt += 1
     run.fencing_token = index
@@ -45,8 +45,8 @@ def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int, deadline
     run.lease_ttl_us = cmd.lease_ttl_us
     run.lease_expires_us = state.now_us + cmd.lease_ttl_us
     # One int object per timeout and command, not one per run: finished runs keep their deadline.
-    run.deadline_us = deadlines.get(job.spec.timeout_us) or deadlines.setdefault(
-        job.spec.timeout_us, state.now_us + job.spec.timeout_us
+    run.deadline_us = deadlines.get(job.body.timeout_us) or deadlines.setdefault(
+        job.body.timeout_us, state.now_us + job.body.timeout_us
     )
     run.attempts = (*run.attempts, Attempt(number=run.attempt, worker_id=cmd.worker_id, fencing_token=index, started_us=state.now_us))
     return ev.LeaseGranted(ref.job_id, ref.scheduled_us, index, run.attempt, run.lease_expires_us, run.deadline_us)

@@ -8,7 +8,7 @@ from scheduler.core.execution import cancel_live_runs
 from scheduler.core.model import Job
 from scheduler.core.results import Result, rejected
 from scheduler.core.retention import adopt_job, forget_job, horizon_us
-from scheduler.core.sharing import share_spec
+from scheduler.core.sharing import share_body, share_instant
 from scheduler.core.state import State
 
 # How far a proposer's view of replicated time may be from the applying replica's when it
@@ -30,7 +30,7 @@ def restarted_cursor(state: State, current: Job | None, upsert: JobUpsert, issue
     if current is None:
         retained = state.runs.get(upsert.spec.id)
         return max(start_us, retained[-1].scheduled_us if retained else 0, horizon_us(state, upsert.spec.id))
-    if any(getattr(current.spec, name) != getattr(upsert.spec, name) for name in _SCHEDULE_FIELDS):
+    if any(getattr(current.body, name) != getattr(upsert.spec, name) for name in _SCHEDULE_FIELDS):
         return max(current.cursor_us, start_us)
     return None
 
@@ -88,20 +88,21 @@ def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert) -> ev.Event:
         return ev.JobUnchanged(spec.id, current.version)
     restarted_cursor_us = restarted_cursor(state, current, upsert, cmd.issued_at_us)
     if restarted_cursor_us is not None:
-        cursor_us, next_due_us = restarted_cursor_us, upsert.next_due_us
+        cursor_us, next_due_us = restarted_cursor_us, share_instant(upsert.next_due_us)
     else:
         cursor_us, next_due_us = current.cursor_us, current.next_due_us
     # A re-added id continues its deleted predecessor's versions: a claim planned against the old
     # job (same id, same version number) would otherwise pass as current and skip the new slots.
     version = current.version + 1 if current else state.retired_versions.pop(spec.id, 0) + 1
     job = Job(
-        spec=share_spec(spec),
+        body=share_body(spec),
+        id=spec.id,
         version=version,
         author=cmd.author,
         updated_us=state.now_us,
         cursor_us=cursor_us,
         next_due_us=next_due_us,
-        paused=spec.paused if current is None or current.spec.paused != spec.paused else current.paused,
+        paused=spec.paused if current is None or current.body.paused != spec.paused else current.paused,
         paused_by=current.paused_by if current else "",
         paused_reason=current.paused_reason if current else "",
         last_status=current.last_status if current else "",
@@ -134,7 +135,7 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
         events.extend(cancel_live_runs(state, job_id, "job deleted"))
         removed = state.jobs.pop(job_id)
         state.retired_versions[job_id] = removed.version
-        forget_job(state, job_id, removed.spec.history)
+        forget_job(state, job_id, removed.body.history)
         events.append(ev.JobRemoved(job_id, removed.version))
     for resource in cmd.resources:
         state.resources[resource.name] = resource

@@ -17,13 +17,13 @@ def trigger_run(state: State, cmd: TriggerRun, index: int) -> Result:
     job = state.jobs.get(cmd.job_id)
     if job is None:
         return rejected(index, "not_found", f"job {cmd.job_id!r} does not exist")
-    kill = state.kill_of(job.spec.job_class)
+    kill = state.kill_of(job.body.job_class)
     if kill is not None:
-        return rejected(index, "class_killed", f"class {job.spec.job_class!r} is killed: {kill.reason}")
+        return rejected(index, "class_killed", f"class {job.body.job_class!r} is killed: {kill.reason}")
     if state.live_runs.get(cmd.job_id):
-        if job.spec.overlap == "forbid":
+        if job.body.overlap == "forbid":
             return rejected(index, "overlap_forbid", f"job {cmd.job_id!r} has a live run and overlap is forbid")
-        if job.spec.overlap == "replace":
+        if job.body.overlap == "replace":
             cancel_live_runs(state, cmd.job_id, f"replaced by a manual run from {cmd.author}")
     # Replicated time: a follower's clock must not decide when it is due; never a pruned key.
     instant_us = max(state.now_us, horizon_us(state, cmd.job_id) + 1)

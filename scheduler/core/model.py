@@ -145,9 +145,16 @@ class Run(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 
 class Job(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """A job as replicated state knows it: spec, version and schedule cursor."""
+    """A job as replicated state knows it: spec, version and schedule cursor.
 
-    spec: JobSpec
+    The spec is kept as its id and its body (the spec with an empty id). Jobs whose specs differ
+    only by id share one body (see sharing.py): a fleet generated from templates pays for each
+    template once, not once per job. `spec` rebuilds the full spec; a hot path that reads fields
+    other than the id reads `body` and allocates nothing.
+    """
+
+    # Encoded as "spec": a snapshot of format 1 holds the full spec there and no `id`.
+    body: JobSpec = msgspec.field(name="spec")
     version: int
     author: str
     updated_us: int
@@ -160,6 +167,18 @@ class Job(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     paused_reason: str = ""
     last_status: str = ""
     last_scheduled_us: int = 0
+    id: str = ""
+
+    @property
+    def spec(self) -> JobSpec:
+        return msgspec.structs.replace(self.body, id=self.id)
+
+    @classmethod
+    def of(cls, spec: JobSpec, version: int, author: str, updated_us: int, cursor_us: int, next_due_us: int,
+           **fields) -> Job:
+        """A job holding `spec` (its body unshared: the core shares bodies as it applies)."""
+        body = msgspec.structs.replace(spec, id="")
+        return cls(body, version, author, updated_us, cursor_us, next_due_us, id=spec.id, **fields)
 
 
 class KillSwitch(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):

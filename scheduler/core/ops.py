@@ -30,7 +30,7 @@ def kill_class(state: State, cmd: KillClass, index: int) -> Result:
     why = f"class {cmd.job_class} killed by {cmd.author}: {cmd.reason}"
     events: list[ev.Event] = []
     for job_id, job in sorted(state.jobs.items()):
-        if job.spec.job_class != cmd.job_class:
+        if job.body.job_class != cmd.job_class:
             continue
         # Queued runs never start; running ones are fenced only when asked to.
         doomed = [r for r in state.live(job_id) if cmd.cancel_running or r.status != LEASED]

@@ -80,7 +80,7 @@ def plan_pruning(policy: HistoryPolicy, runs: list[Run], now_us: int) -> tuple[l
 def _policy_of(state: State, job_id: str, mark: HistoryMark | None) -> HistoryPolicy | None:
     job = state.jobs.get(job_id)
     if job is not None:
-        return job.spec.history
+        return job.body.history
     return mark.policy if mark is not None else None
 
 

@@ -48,7 +48,7 @@ def retry_or_end(
     state: State, run: Run, job: Job | None, final_status: str, why: str, min_delay_us: int, jitter_ppm: int
 ) -> ev.Event:
     """The attempt in `run` has ended unsuccessfully (`why`); decide the run's next step."""
-    policy = job.spec.retry if job is not None else _NO_RETRY
+    policy = job.body.retry if job is not None else _NO_RETRY
     if run.attempt >= policy.max_attempts:
         return end_run(state, run, final_status, f"{why}; {run.attempt} of {policy.max_attempts} attempts used")
     not_before_us = state.now_us + max(min_delay_us, backoff_us(policy, run.attempt, jitter_ppm))

@@ -109,7 +109,7 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
 
     def add_run(self, run: Run) -> None:
         job = self.jobs.get(run.job_id)
-        share_run(run, job.spec.id if job is not None else run.job_id)
+        share_run(run, job.id if job is not None else run.job_id)
         if run.status in LIVE_STATUSES:
             _index(self.live_runs, run, add=True)
         if run.status == LEASED:

@@ -1,9 +1,10 @@
 """Golden files pin the log and snapshot formats: old entries must stay readable.
 
 `golden/commands_v1.txt` holds one representative entry per command shape as hex;
-`golden/snapshot_v1.txt` holds a small snapshot. The tests check both ways:
-the committed bytes decode to the objects built below (old logs stay readable),
-and encoding those objects today gives the same bytes (the format did not drift).
+`golden/snapshot_v2.txt` holds a small snapshot (the `snapshot_v1*` files, an older format, stay
+readable). The tests check both ways: the committed bytes decode to the objects built below (old
+logs stay readable), and encoding those objects today gives the same bytes (the format did not
+drift).
 
 Regenerate with RAFTCRON_REGEN_GOLDEN=1 only for a deliberate, compatible change
 (for example a new command, or a new field with a default). A file whose content
@@ -57,7 +58,7 @@ from scheduler.core.state import State
 
 GOLDEN = Path(__file__).parent / "golden"
 COMMANDS_FILE = GOLDEN / "commands_v1.txt"
-SNAPSHOT_FILE = GOLDEN / "snapshot_v1.txt"
+SNAPSHOT_FILE = GOLDEN / f"snapshot_v{SNAPSHOT_FORMAT_VERSION}.txt"
 REGENERATE = os.environ.get("RAFTCRON_REGEN_GOLDEN") == "1"
 
 T = 1_700_000_000_000_000  # 2023-11-14T22:13:20Z in microseconds
@@ -173,8 +174,8 @@ COMMANDS: dict[str, Command] = {
 
 def golden_state() -> State:
     """A small state touching every record type; built literally, not by applying commands."""
-    hello = Job(
-        spec=MINIMAL_SPEC,
+    hello = Job.of(
+        MINIMAL_SPEC,
         version=2,
         author="alice",
         updated_us=T + 10,
@@ -183,8 +184,8 @@ def golden_state() -> State:
         last_status="succeeded",
         last_scheduled_us=T + 300_000_000,
     )
-    backup = Job(
-        spec=FULL_SPEC,
+    backup = Job.of(
+        FULL_SPEC,
         version=4,
         author="bob",
         updated_us=T + 11,

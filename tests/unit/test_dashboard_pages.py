@@ -40,7 +40,7 @@ def spec(job_id: str = "report", **fields) -> JobSpec:
 
 
 def job(job_spec: JobSpec, cursor_us: int = 0, next_due_us: int = 0, **fields) -> Job:
-    return Job(job_spec, 1, "alice", NOW_US - 3600 * SECOND_US, cursor_us, next_due_us, **fields)
+    return Job.of(job_spec, 1, "alice", NOW_US - 3600 * SECOND_US, cursor_us, next_due_us, **fields)
 
 
 def run(job_id: str, scheduled_us: int, status: str, **fields) -> Run:

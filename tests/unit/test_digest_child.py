@@ -22,7 +22,7 @@ def state_with_jobs(n: int) -> State:
     state = State(applied_index=41)
     for i in range(n):
         spec = JobSpec(id=f"j{i}", schedule="0 0 * * *", target_kind="handler", target="t")
-        state.jobs[spec.id] = Job(spec=spec, version=1, author="t", updated_us=0, cursor_us=0, next_due_us=0)
+        state.jobs[spec.id] = Job.of(spec, version=1, author="t", updated_us=0, cursor_us=0, next_due_us=0)
     return state
 
 

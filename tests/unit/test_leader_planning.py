@@ -37,14 +37,14 @@ def make_job(
     **fields,
 ) -> Job:
     job_spec = spec("a", schedule, misfire=MisfirePolicy(policy, grace_us, max_catch_up), **fields)
-    return Job(spec=job_spec, version=version, author="t", updated_us=T0_US, cursor_us=T0_US, next_due_us=next_due_us)
+    return Job.of(job_spec, version=version, author="t", updated_us=T0_US, cursor_us=T0_US, next_due_us=next_due_us)
 
 
 def chained(job: Job, claims: list[SlotClaim]) -> Job:
     """The job record after these claims committed: the cursor and next due they carried."""
     last = claims[-1]
-    return Job(
-        spec=job.spec,
+    return Job.of(
+        job.spec,
         version=job.version,
         author=job.author,
         updated_us=job.updated_us,
