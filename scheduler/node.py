@@ -10,6 +10,7 @@ from concurrent import futures
 
 import grpc
 
+from scheduler.allocator import tune_allocator
 from scheduler.config import NodeConfig, Peer
 from scheduler.leader.alerting import AlertDispatcher
 from scheduler.leader.dispatch import Dispatcher
@@ -170,6 +171,9 @@ class Node:
 
 
 def serve(config: NodeConfig) -> int:
+    # Before Node() starts any thread: an arena limit binds the arenas created afterwards.
+    if applied := tune_allocator():
+        log.info("malloc settings: %s", " ".join(f"{k}={v}" for k, v in applied.items()))
     node = Node(config)
     stopping = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
