@@ -20,6 +20,7 @@ from operator import itemgetter
 import msgspec
 
 from scheduler.core.commands import Command
+from scheduler.core.model import Job, Run
 from scheduler.core.results import Result
 from scheduler.core.sharing import share_body, share_job_instants, share_run
 from scheduler.core.state import State
@@ -101,31 +102,64 @@ def _presorted(state: State) -> State:
     return msgspec.structs.replace(state, **dicts)
 
 
+def _snapshot_frame_type() -> type:
+    """State with its jobs and runs left encoded (`msgspec.Raw`, views of the snapshot's bytes)."""
+    fields = []
+    for field in msgspec.structs.fields(State):
+        if field.name in _DECODED_ONE_BY_ONE:
+            fields.append((field.name, dict[str, msgspec.Raw], msgspec.field(default_factory=dict)))
+        elif field.default_factory is not msgspec.NODEFAULT:
+            fields.append((field.name, field.type, msgspec.field(default_factory=field.default_factory)))
+        else:
+            fields.append((field.name, field.type, field.default))
+    return msgspec.defstruct("SnapshotFrame", fields, forbid_unknown_fields=True)
+
+
+# Decoded one job (one job's runs) at a time and shared at once: decoded whole, every job's copy
+# of its spec and every run's copies of its strings lived until the end of the decode, between
+# the records that stay, and a follower restored with 100,000 jobs kept 223 MiB instead of 95.
+_DECODED_ONE_BY_ONE = ("jobs", "runs")
+_frame_decoder = msgspec.msgpack.Decoder(_snapshot_frame_type())
+_job_decoder = msgspec.msgpack.Decoder(Job)
+_runs_decoder = msgspec.msgpack.Decoder(list[Run])
+
+
 def decode_snapshot(data: bytes) -> State:
     header_len = len(SNAPSHOT_MAGIC) + 1
     if not data.startswith(SNAPSHOT_MAGIC) or len(data) < header_len or data[header_len - 1] not in READABLE_SNAPSHOT_FORMAT_VERSIONS:
         raise CodecError("not a raftcron snapshot of a known version")
     try:
-        state = _snapshot_decoder.decode(data[header_len:])
+        frame = _frame_decoder.decode(memoryview(data)[header_len:])
+        state = State(**{name: getattr(frame, name) for name in State.__struct_fields__ if name not in _DECODED_ONE_BY_ONE})
+        _decode_jobs(state, frame.jobs)
+        _decode_runs(state, frame.runs)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise CodecError(f"undecodable snapshot: {exc}") from None
     # The live index is derived data: rebuilt so an older snapshot restores like a log replay.
     state.rebuild_live_index()
-    share_decoded(state)
     return state
 
 
-def share_decoded(state: State) -> None:
-    """A decoded snapshot holds a copy of every string per record: share them as applying would."""
-    for job_id, job in state.jobs.items():
+def _decode_jobs(state: State, encoded: dict[str, msgspec.Raw]) -> None:
+    """Each job shares its body and instants as applying would, before the next is decoded."""
+    for job_id, raw in encoded.items():
+        job = _job_decoder.decode(raw)
         # Format 1 kept the id inside the spec; either way the job holds the dict key's string.
         job.id = job_id
         job.body = share_body(job.body)
         share_job_instants(job)
-    for job_id, runs in state.runs.items():
+        state.jobs[job_id] = job
+
+
+def _decode_runs(state: State, encoded: dict[str, msgspec.Raw]) -> None:
+    """Each run holds its job's id string and the status constant, not copies of its own."""
+    for job_id, raw in encoded.items():
+        runs = _runs_decoder.decode(raw)
         job = state.jobs.get(job_id)
+        job_id = job.id if job is not None else job_id
         for run in runs:
-            share_run(run, job.id if job is not None else job_id)
+            share_run(run, job_id)
+        state.runs[job_id] = runs
 
 
 def encode_result(result: Result) -> bytes:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import msgspec
+import pytest
 
-from scheduler.core import state_digest
+from scheduler.core import CodecError, state_digest
 from scheduler.core.codec import decode_command, decode_snapshot, encode_command, encode_snapshot
 from scheduler.core.commands import ApplyJobs, ClaimRuns
 from scheduler.core.model import QUEUED, HistoryPolicy, RetryPolicy
@@ -55,6 +56,7 @@ def test_a_decoded_snapshot_is_shared_too_and_its_digest_unchanged() -> None:
     specs = [job.spec for job in restored.jobs.values()]
     assert specs[0].retry is specs[1].retry is specs[2].retry
     assert restored.runs["job-1"][0].job_id is restored.jobs["job-1"].id
+    assert next(key for key in restored.runs if key == "job-1") is restored.jobs["job-1"].id
     assert state_digest(restored) == state_digest(core.state)
     bodies = {id(job.body) for job in restored.jobs.values()}
     assert len(bodies) == 1
@@ -111,3 +113,14 @@ def test_jobs_due_at_one_instant_hold_one_int_after_applying_and_after_a_restore
     assert jobs[0].next_due_us == next_us and jobs[0].next_due_us is jobs[1].next_due_us is jobs[2].next_due_us
     restored = list(decode_snapshot(encode_snapshot(core.state)).jobs.values())
     assert restored[0].cursor_us is restored[1].cursor_us and restored[0].next_due_us is restored[2].next_due_us
+
+
+def test_a_snapshot_whose_job_record_is_malformed_is_refused_whole() -> None:
+    core = _core_with_jobs(2)
+    data = encode_snapshot(core.state)
+    # Each job's version (an int) becomes a string: the jobs are decoded one by one, still refused.
+    version = msgspec.msgpack.encode("version") + msgspec.msgpack.encode(1)
+    assert data.count(version) == 2
+    broken = data.replace(version, msgspec.msgpack.encode("version") + msgspec.msgpack.encode("x"))
+    with pytest.raises(CodecError, match="undecodable snapshot"):
+        decode_snapshot(broken)
