@@ -108,6 +108,11 @@ def mib(values: dict) -> float | None:
     return median(v) / 1024 if v else None
 
 
+def max_mib(values: dict) -> float | None:
+    v = [x for x in values.values() if x]
+    return max(v) / 1024 if v else None
+
+
 def job_specs(n: int) -> list[JobSpec]:
     return [
         JobSpec(id=f"scale-{i:06d}", schedule=f"{i % 60} {(i // 60) % 24} 29 2 *", timezone=ZONES[i % len(ZONES)],
@@ -133,8 +138,10 @@ def run_cluster_phases(root: Path, port_base: int, n_jobs: int, bf_jobs: int, qu
             time.sleep(2.0)
             out["rss_jobs_kib"] = node_rss(cluster)
             out["terms_after_apply"] = terms(cluster)
-            log(f"scale: {n_jobs:,} jobs applied in {out['apply_s']:.1f}s; RSS per node {fmt(mib(out['rss_jobs_kib']))} MiB "
-                f"(idle {fmt(mib(out['rss_idle_kib']))} MiB)")
+            out["leader_at_jobs_rss"] = cluster.leader()
+            log(f"scale: {n_jobs:,} jobs applied in {out['apply_s']:.1f}s; RSS per node {fmt(mib(out['rss_jobs_kib']))} MiB, "
+                f"largest {fmt(max_mib(out['rss_jobs_kib']))} (idle {fmt(mib(out['rss_idle_kib']))} MiB); "
+                f"leader {out['leader_at_jobs_rss']}")
             # 2. compaction (with the jobs)
             out["compaction"] = provoke_compaction(cluster, client, watcher, cluster.leader() or out["leader_at_start"], quick)
             # 3. restart a follower (its journal was just compacted)
@@ -408,6 +415,8 @@ def summarize(report: dict) -> list[list]:
         rows.append(["RSS per node, idle (MiB, median of 3)", mib(c["rss_idle_kib"]), ""])
         rows.append([f"RSS per node with {c['jobs']:,} jobs (MiB)", mib(c["rss_jobs_kib"]),
                      " ".join(fmt((v or 0) / 1024) for v in c["rss_jobs_kib"].values())])
+        rows.append([f"  the largest node with {c['jobs']:,} jobs (MiB)", max_mib(c["rss_jobs_kib"]),
+                     f"leader {c.get('leader_at_jobs_rss')}; the client writes through the first node that answers"])
         rows.append([f"  apply {c['jobs']:,} jobs (s)", c.get("apply_s"), ""])
     if c.get("rss_runs_kib"):
         rows.append([f"RSS per node with + {c.get('runs_created', 0):,} queued runs (MiB)", mib(c["rss_runs_kib"]),
