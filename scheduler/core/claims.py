@@ -9,7 +9,7 @@ from scheduler.core.execution import cancel_live_runs
 from scheduler.core.model import CLAIM_STATUSES, MISSED, QUEUED, SECOND_US, SKIPPED, Run, format_run_key
 from scheduler.core.results import Result
 from scheduler.core.retention import horizon_us, prune_history
-from scheduler.core.sharing import share_instant
+from scheduler.core.sharing import share_instant, share_last
 from scheduler.core.state import State
 
 
@@ -92,8 +92,7 @@ def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.Event:
     )
     job.cursor_us = claim.scheduled_us
     job.next_due_us = share_instant(claim.next_due_us)
-    job.last_status = status
-    job.last_scheduled_us = claim.scheduled_us
+    job.last = share_last(status, claim.scheduled_us)
     prune_history(state, claim.job_id)
     return ev.RunClaimed(claim.job_id, claim.scheduled_us, status, index)
 

@@ -20,9 +20,9 @@ from operator import itemgetter
 import msgspec
 
 from scheduler.core.commands import Command
-from scheduler.core.model import Job, Run
+from scheduler.core.model import Job, JobSpec, Run
 from scheduler.core.results import Result
-from scheduler.core.sharing import share_body, share_job_instants, share_run
+from scheduler.core.sharing import share_decoded_job, share_run
 from scheduler.core.state import State
 
 COMMAND_FORMAT_VERSION = 1
@@ -32,8 +32,9 @@ COMPRESS_ABOVE_BYTES = 64 * 1024
 MAX_DECOMPRESSED_BYTES = 64 << 20
 SNAPSHOT_MAGIC = b"RCS"
 SNAPSHOT_FORMAT_VERSION = 2
-# Format 1 held each job's full spec; format 2 holds its body (the spec with an empty id) and the
-# id beside it. Both decode to the same state.
+# Format 1 held each job's full spec and every fact as a field of its own; format 2 holds its body
+# (the spec with an empty id), the id beside it and the facts grouped (see model.Job). Both decode
+# to the same state.
 READABLE_SNAPSHOT_FORMAT_VERSIONS = (1, 2)
 
 
@@ -43,7 +44,6 @@ class CodecError(ValueError):
 
 _encoder = msgspec.msgpack.Encoder(order="deterministic")
 _command_decoder = msgspec.msgpack.Decoder(Command)
-_snapshot_decoder = msgspec.msgpack.Decoder(State)
 _result_decoder = msgspec.msgpack.Decoder(Result)
 
 
@@ -120,18 +120,18 @@ def _snapshot_frame_type() -> type:
 # the records that stay, and a follower restored with 100,000 jobs kept 223 MiB instead of 95.
 _DECODED_ONE_BY_ONE = ("jobs", "runs")
 _frame_decoder = msgspec.msgpack.Decoder(_snapshot_frame_type())
-_job_decoder = msgspec.msgpack.Decoder(Job)
 _runs_decoder = msgspec.msgpack.Decoder(list[Run])
 
 
 def decode_snapshot(data: bytes) -> State:
     header_len = len(SNAPSHOT_MAGIC) + 1
-    if not data.startswith(SNAPSHOT_MAGIC) or len(data) < header_len or data[header_len - 1] not in READABLE_SNAPSHOT_FORMAT_VERSIONS:
+    version = data[header_len - 1] if len(data) >= header_len else None
+    if not data.startswith(SNAPSHOT_MAGIC) or version not in READABLE_SNAPSHOT_FORMAT_VERSIONS:
         raise CodecError("not a raftcron snapshot of a known version")
     try:
         frame = _frame_decoder.decode(memoryview(data)[header_len:])
         state = State(**{name: getattr(frame, name) for name in State.__struct_fields__ if name not in _DECODED_ONE_BY_ONE})
-        _decode_jobs(state, frame.jobs)
+        _decode_jobs(state, frame.jobs, version)
         _decode_runs(state, frame.runs)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise CodecError(f"undecodable snapshot: {exc}") from None
@@ -140,14 +140,36 @@ def decode_snapshot(data: bytes) -> State:
     return state
 
 
-def _decode_jobs(state: State, encoded: dict[str, msgspec.Raw]) -> None:
-    """Each job shares its body and instants as applying would, before the next is decoded."""
+class _JobV1(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A job as snapshot format 1 kept it: the whole spec, and every fact a field of its own."""
+
+    spec: JobSpec
+    version: int
+    author: str
+    updated_us: int
+    cursor_us: int
+    next_due_us: int
+    paused: bool = False
+    paused_by: str = ""
+    paused_reason: str = ""
+    last_status: str = ""
+    last_scheduled_us: int = 0
+
+    def upgraded(self) -> Job:
+        return Job.of(self.spec, self.version, self.author, self.updated_us, self.cursor_us, self.next_due_us,
+                      self.paused, self.paused_by, self.paused_reason, self.last_status, self.last_scheduled_us)
+
+
+_job_decoders = {1: msgspec.msgpack.Decoder(_JobV1), 2: msgspec.msgpack.Decoder(Job)}
+
+
+def _decode_jobs(state: State, encoded: dict[str, msgspec.Raw], version: int) -> None:
+    """Each job shares what applying would have shared before the next is decoded."""
+    decoder = _job_decoders[version]
     for job_id, raw in encoded.items():
-        job = _job_decoder.decode(raw)
-        # Format 1 kept the id inside the spec; either way the job holds the dict key's string.
-        job.id = job_id
-        job.body = share_body(job.body)
-        share_job_instants(job)
+        job = decoder.decode(raw)
+        job = job.upgraded() if isinstance(job, _JobV1) else job
+        share_decoded_job(job, job_id)
         state.jobs[job_id] = job
 
 

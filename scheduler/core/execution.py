@@ -12,6 +12,7 @@ from scheduler.core.commands import CompleteRuns, ExpireLeases, ExtendLeases, Gr
 from scheduler.core.model import CANCELLED, FAILED, LEASED, QUEUED, SECOND_US, SUCCEEDED, TIMED_OUT, Attempt, Run
 from scheduler.core.results import Result, rejected
 from scheduler.core.retry import end_run, retry_or_end
+from scheduler.core.sharing import share_last
 from scheduler.core.state import State
 
 OUTCOME_SUCCESS, OUTCOME_FAILURE, OUTCOME_RETRY_LATER = "success", "failure", "retry_later"
@@ -138,8 +139,8 @@ def _complete_one(state: State, item) -> ev.Event:
         run.reason = ""
         run.lease_expires_us = 0
         job = state.jobs.get(run.job_id)
-        if job is not None and job.last_scheduled_us == run.scheduled_us:
-            job.last_status = SUCCEEDED
+        if job is not None and job.last.scheduled_us == run.scheduled_us:
+            job.last = share_last(SUCCEEDED, run.scheduled_us)
         return ev.RunSucceeded(lease.job_id, lease.scheduled_us, run.attempt)
     why = item.error or item.outcome
     job = state.jobs.get(run.job_id)

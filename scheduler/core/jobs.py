@@ -5,7 +5,7 @@ from __future__ import annotations
 from scheduler.core import results as ev
 from scheduler.core.commands import ApplyJobs, JobUpsert, SetJobPaused
 from scheduler.core.execution import cancel_live_runs
-from scheduler.core.model import Job
+from scheduler.core.model import NEVER_RUN, PAUSED_BY_SPEC, Change, Job, JobSpec, Pause
 from scheduler.core.results import Result, rejected
 from scheduler.core.retention import adopt_job, forget_job, horizon_us
 from scheduler.core.sharing import share_body, share_instant
@@ -81,7 +81,16 @@ def _check_resources(state: State, cmd: ApplyJobs, index: int) -> Result | None:
     return None
 
 
-def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert) -> ev.Event:
+def _pause_after(current: Job | None, spec: JobSpec) -> Pause | None:
+    """An operator's pause or resume stands until the spec's own `paused` flag changes."""
+    if current is not None and current.body.paused == spec.paused:
+        return current.pause
+    if not spec.paused:
+        return None
+    return current.pause if current is not None and current.pause is not None else PAUSED_BY_SPEC
+
+
+def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert, change: Change) -> ev.Event:
     spec = upsert.spec
     current = state.jobs.get(spec.id)
     if current is not None and current.spec == spec:
@@ -98,15 +107,11 @@ def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert) -> ev.Event:
         body=share_body(spec),
         id=spec.id,
         version=version,
-        author=cmd.author,
-        updated_us=state.now_us,
+        change=change,
         cursor_us=cursor_us,
         next_due_us=next_due_us,
-        paused=spec.paused if current is None or current.body.paused != spec.paused else current.paused,
-        paused_by=current.paused_by if current else "",
-        paused_reason=current.paused_reason if current else "",
-        last_status=current.last_status if current else "",
-        last_scheduled_us=current.last_scheduled_us if current else 0,
+        pause=_pause_after(current, spec),
+        last=current.last if current else NEVER_RUN,
     )
     state.jobs[spec.id] = job
     adopt_job(state, spec.id)
@@ -130,7 +135,8 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
             return rejected(
                 index, "stale_plan", f"job {upsert.spec.id!r}: next due is not after the cursor", True
             )
-    events: list[ev.Event] = [_upsert(state, cmd, upsert) for upsert in cmd.upserts]
+    change = Change(cmd.author, state.now_us)  # one for every job of this apply
+    events: list[ev.Event] = [_upsert(state, cmd, upsert, change) for upsert in cmd.upserts]
     for job_id in cmd.removals:
         events.extend(cancel_live_runs(state, job_id, "job deleted"))
         removed = state.jobs.pop(job_id)
@@ -148,8 +154,6 @@ def set_job_paused(state: State, cmd: SetJobPaused, index: int) -> Result:
     job = state.jobs.get(cmd.job_id)
     if job is None:
         return rejected(index, "not_found", f"job {cmd.job_id!r} does not exist")
-    job.paused = cmd.paused
-    job.paused_by = cmd.author if cmd.paused else ""
-    job.paused_reason = cmd.reason if cmd.paused else ""
+    job.pause = Pause(cmd.author, cmd.reason) if cmd.paused else None
     event = ev.JobPaused if cmd.paused else ev.JobResumed
     return Result(index=index, events=(event(cmd.job_id, job.version),))

@@ -144,41 +144,98 @@ class Run(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     resources: tuple[str, ...] = ()
 
 
+class Pause(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """Who paused a job and why; a job paused by its spec (`paused: true`) has neither."""
+
+    by: str = ""
+    reason: str = ""
+
+
+PAUSED_BY_SPEC = Pause()
+
+
+class Change(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """Who applied a job's current spec, and when (replicated time); one per ApplyJobs, shared."""
+
+    author: str
+    at_us: int
+
+
+class LastRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """A job's latest claimed slot and its status; the jobs of one herd share one."""
+
+    status: str = ""
+    scheduled_us: int = 0
+
+
+NEVER_RUN = LastRun()
+
+
 class Job(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """A job as replicated state knows it: spec, version and schedule cursor.
 
-    The spec is kept as its id and its body (the spec with an empty id). Jobs whose specs differ
-    only by id share one body (see sharing.py): a fleet generated from templates pays for each
-    template once, not once per job. `spec` rebuilds the full spec; a hot path that reads fields
-    other than the id reads `body` and allocates nothing.
+    Kept small, since a replica holds one per job: the spec as its id and its body (the spec with
+    an empty id), which every job whose spec differs only by id shares (see sharing.py), and the
+    facts that change together as one shared record each (`change`, `pause`, `last`). `spec` and
+    the properties below read them as fields; a hot path that reads spec fields other than the id
+    reads `body` and allocates nothing.
     """
 
-    # Encoded as "spec": a snapshot of format 1 holds the full spec there and no `id`.
-    body: JobSpec = msgspec.field(name="spec")
+    body: JobSpec
     version: int
-    author: str
-    updated_us: int
+    change: Change
     # Every slot at or before the cursor has been accounted for (fired, skipped or missed).
     cursor_us: int
     # The next slot after the cursor, computed by the proposer; 0 when the schedule has none.
     next_due_us: int
-    paused: bool = False
-    paused_by: str = ""
-    paused_reason: str = ""
-    last_status: str = ""
-    last_scheduled_us: int = 0
+    pause: Pause | None = None  # None while the job is not paused
+    last: LastRun = NEVER_RUN
     id: str = ""
 
     @property
     def spec(self) -> JobSpec:
         return msgspec.structs.replace(self.body, id=self.id)
 
+    @property
+    def author(self) -> str:
+        return self.change.author
+
+    @property
+    def updated_us(self) -> int:
+        return self.change.at_us
+
+    @property
+    def paused(self) -> bool:
+        return self.pause is not None
+
+    @property
+    def paused_by(self) -> str:
+        return self.pause.by if self.pause is not None else ""
+
+    @property
+    def paused_reason(self) -> str:
+        return self.pause.reason if self.pause is not None else ""
+
+    @property
+    def last_status(self) -> str:
+        return self.last.status
+
+    @property
+    def last_scheduled_us(self) -> int:
+        return self.last.scheduled_us
+
     @classmethod
-    def of(cls, spec: JobSpec, version: int, author: str, updated_us: int, cursor_us: int, next_due_us: int,
-           **fields) -> Job:
-        """A job holding `spec` (its body unshared: the core shares bodies as it applies)."""
-        body = msgspec.structs.replace(spec, id="")
-        return cls(body, version, author, updated_us, cursor_us, next_due_us, id=spec.id, **fields)
+    def of(
+        cls, spec: JobSpec, version: int, author: str, updated_us: int, cursor_us: int, next_due_us: int,
+        paused: bool = False, paused_by: str = "", paused_reason: str = "", last_status: str = "",
+        last_scheduled_us: int = 0,
+    ) -> Job:
+        """A job from its facts one by one (nothing shared: the core shares as it applies)."""
+        return cls(
+            msgspec.structs.replace(spec, id=""), version, Change(author, updated_us), cursor_us, next_due_us,
+            pause=Pause(paused_by, paused_reason) if paused else None,
+            last=LastRun(last_status, last_scheduled_us), id=spec.id,
+        )
 
 
 class KillSwitch(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):

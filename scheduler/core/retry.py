@@ -7,6 +7,7 @@ import math
 from scheduler.core import results as ev
 from scheduler.core.alerts import raise_alert
 from scheduler.core.model import FAILED, QUEUED, TIMED_OUT, Job, RetryPolicy, Run
+from scheduler.core.sharing import share_last
 from scheduler.core.state import State
 
 _NO_RETRY = RetryPolicy(max_attempts=1)
@@ -37,8 +38,8 @@ def end_run(state: State, run: Run, status: str, reason: str) -> ev.Event:
     run.finished_us = state.now_us
     run.lease_expires_us = 0
     job = state.jobs.get(run.job_id)
-    if job is not None and job.last_scheduled_us == run.scheduled_us:
-        job.last_status = status
+    if job is not None and job.last.scheduled_us == run.scheduled_us:
+        job.last = share_last(status, run.scheduled_us)
     if status in (FAILED, TIMED_OUT):
         raise_alert(state, status, run.job_id, run.scheduled_us, reason)
     return ev.RunEnded(run.job_id, run.scheduled_us, status, reason)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-from scheduler.core.model import RUN_STATUSES, Job, JobSpec, Run
+from scheduler.core.model import PAUSED_BY_SPEC, RUN_STATUSES, Change, Job, JobSpec, LastRun, Run
 
 # Per field, so a field of many distinct values (targets) cannot crowd out the others.
 MAX_SHARED_PER_FIELD = 65_536
@@ -23,8 +23,10 @@ _STATUSES = {status: status for status in RUN_STATUSES}
 
 _tables: dict[str, dict[object, object]] = {name: {} for name in _SHARED_FIELDS}
 _bodies: dict[object, object] = {}
-MAX_SHARED_INSTANTS = 65_536
+MAX_SHARED_RECENT = 65_536
 _instants: dict[int, int] = {}
+_last_runs: dict[LastRun, LastRun] = {}
+_changes: dict[Change, Change] = {}
 
 
 def _share(table: dict[object, object], value):
@@ -50,23 +52,42 @@ def share_body(spec: JobSpec) -> JobSpec:
     return _share(_bodies, share_spec(body))
 
 
-def share_instant(instant_us: int) -> int:
-    """An equal instant seen recently: the jobs due at one instant (a midnight herd) hold one int."""
-    found = _instants.get(instant_us)
+def _share_recent(table: dict, value):
+    """An equal value seen recently: for values that move on with time, so the table restarts
+    when full instead of refusing every new value."""
+    found = table.get(value)
     if found is not None:
         return found
-    if len(_instants) >= MAX_SHARED_INSTANTS:
-        _instants.clear()  # instants move on: start afresh rather than stop sharing
-    _instants[instant_us] = instant_us
-    return instant_us
+    if len(table) >= MAX_SHARED_RECENT:
+        table.clear()
+    table[value] = value
+    return value
 
 
-def share_job_instants(job: Job) -> None:
-    """A decoded job's instants, shared as applying shares them."""
+def share_instant(instant_us: int) -> int:
+    """One int per instant: the jobs due at one instant (a midnight herd) hold the same one."""
+    return _share_recent(_instants, instant_us)
+
+
+def share_last(status: str, scheduled_us: int) -> LastRun:
+    """One record per (status, slot): the jobs of one herd hold the same one."""
+    return _share_recent(_last_runs, LastRun(_STATUSES.get(status, status), share_instant(scheduled_us)))
+
+
+def share_change(author: str, at_us: int) -> Change:
+    return _share_recent(_changes, Change(author, at_us))
+
+
+def share_decoded_job(job: Job, job_id: str) -> None:
+    """A job decoded from a snapshot, sharing what applying its log would have shared."""
+    job.id = job_id
+    job.body = share_body(job.body)
+    job.change = share_change(job.change.author, job.change.at_us)
     job.cursor_us = share_instant(job.cursor_us)
     job.next_due_us = share_instant(job.next_due_us)
-    job.updated_us = share_instant(job.updated_us)
-    job.last_scheduled_us = share_instant(job.last_scheduled_us)
+    job.last = share_last(job.last.status, job.last.scheduled_us)
+    if job.pause == PAUSED_BY_SPEC:
+        job.pause = PAUSED_BY_SPEC
 
 
 def share_run(run: Run, job_id: str) -> None:

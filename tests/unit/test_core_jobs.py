@@ -465,6 +465,17 @@ def test_spec_paused_flag_pauses_new_and_changed_jobs(core: Core) -> None:
     assert not core.state.jobs["b"].paused
 
 
+def test_the_specs_flag_turning_on_keeps_an_operators_pause_and_turning_off_ends_any_pause(core: Core) -> None:
+    add(core)
+    core.pause("a", True, reason="disk full")
+    core.apply_jobs((upsert(spec("a", paused=True), expected_version=1),))
+    job = core.state.jobs["a"]
+    assert job.paused and (job.paused_by, job.paused_reason) == ("bob", "disk full")
+    core.apply_jobs((upsert(spec("a", paused=False), expected_version=2),))
+    job = core.state.jobs["a"]
+    assert not job.paused and (job.paused_by, job.paused_reason) == ("", "")
+
+
 def test_a_readded_job_continues_the_versions_of_the_deleted_one() -> None:
     """Found by the simulation (seed 287990453): with versions restarting at 1, a claim the leader
     planned against the deleted job passed as current for the new one, and its next slot (from

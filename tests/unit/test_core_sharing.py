@@ -124,3 +124,20 @@ def test_a_snapshot_whose_job_record_is_malformed_is_refused_whole() -> None:
     broken = data.replace(version, msgspec.msgpack.encode("version") + msgspec.msgpack.encode("x"))
     with pytest.raises(CodecError, match="undecodable snapshot"):
         decode_snapshot(broken)
+
+
+def test_the_jobs_of_one_apply_share_their_change_and_the_jobs_fired_together_their_last_run() -> None:
+    core = _core_with_jobs(3)
+    jobs = list(core.state.jobs.values())
+    assert jobs[0].change is jobs[1].change is jobs[2].change
+    assert jobs[0].author == "alice" and jobs[0].updated_us == core.state.now_us
+    slot_us = T0_US + TEN_S
+    core.clock.set(slot_us)
+    entry = ClaimRuns(issued_at_us=slot_us, epoch=core.state.epoch, monotonic_us=slot_us,
+                      claims=tuple(claim(f"job-{i}", slot_us, slot_us + TEN_S) for i in range(3)))
+    assert core.apply(decode_command(encode_command(entry))).accepted
+    jobs = list(core.state.jobs.values())
+    assert jobs[0].last is jobs[1].last is jobs[2].last
+    assert (jobs[0].last_status, jobs[0].last_scheduled_us) == (QUEUED, slot_us)
+    restored = list(decode_snapshot(encode_snapshot(core.state)).jobs.values())
+    assert restored[0].last is restored[1].last and restored[0].change is restored[2].change
