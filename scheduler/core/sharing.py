@@ -22,8 +22,8 @@ _SHARED_FIELDS = (
 _STATUSES = {status: status for status in RUN_STATUSES}
 
 _tables: dict[str, dict[object, object]] = {name: {} for name in _SHARED_FIELDS}
-_bodies: dict[object, object] = {}
 MAX_SHARED_RECENT = 65_536
+_bodies: dict[JobSpec, JobSpec] = {}
 _instants: dict[int, int] = {}
 _last_runs: dict[LastRun, LastRun] = {}
 _changes: dict[Change, Change] = {}
@@ -44,12 +44,16 @@ def share_spec(spec: JobSpec) -> JobSpec:
 
 
 def share_body(spec: JobSpec) -> JobSpec:
-    """The spec's body (its fields but the id): one object per distinct body, its values shared."""
+    """The spec's body (its fields but the id): one object per distinct body, its values shared.
+
+    Bodies come and go as specs change, so their table restarts when full: a table that stopped
+    taking new bodies would keep old ones alive and stop sharing on a node that lives long.
+    """
     body = spec if spec.id == "" else msgspec.structs.replace(spec, id="")
     found = _bodies.get(body)
     if found is not None:
         return found
-    return _share(_bodies, share_spec(body))
+    return _share_recent(_bodies, share_spec(body))
 
 
 def _share_recent(table: dict, value):

@@ -7,7 +7,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from scheduler.core import CodecError, state_digest
+from scheduler.core import CodecError, sharing, state_digest
 from scheduler.core.codec import decode_command, decode_snapshot, encode_command, encode_snapshot
 from scheduler.core.commands import ApplyJobs, ClaimRuns
 from scheduler.core.model import QUEUED, HistoryPolicy, RetryPolicy
@@ -141,3 +141,17 @@ def test_the_jobs_of_one_apply_share_their_change_and_the_jobs_fired_together_th
     assert (jobs[0].last_status, jobs[0].last_scheduled_us) == (QUEUED, slot_us)
     restored = list(decode_snapshot(encode_snapshot(core.state)).jobs.values())
     assert restored[0].last is restored[1].last and restored[0].change is restored[2].change
+
+
+def test_bodies_are_still_shared_after_the_table_filled(monkeypatch) -> None:
+    """The table restarts when full; it never stops sharing the bodies that come next."""
+    monkeypatch.setattr(sharing, "MAX_SHARED_RECENT", 2)
+    core = Core()
+    core.lead()
+    specs = [spec(f"old-{i}", target=f"reports.old{i}") for i in range(3)]
+    specs += [spec(f"new-{i}", target="reports.new") for i in range(2)]
+    command = ApplyJobs(issued_at_us=core.state.now_us, author="alice", request_id="",
+                        upserts=tuple(upsert(s, next_due_us=T0_US + TEN_S) for s in specs))
+    assert core.apply(decode_command(encode_command(command))).accepted
+    assert core.state.jobs["new-0"].body is core.state.jobs["new-1"].body
+    assert core.state.jobs["old-2"].spec == specs[2]
