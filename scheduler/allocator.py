@@ -3,9 +3,10 @@
 By default glibc gives threads their own malloc arenas (up to eight per core) and raises its mmap
 threshold each time a large block is freed, so the buffers of large requests (an ApplyJobs of
 2,000 jobs is a few hundred KB in protobuf, msgpack and Raft messages) end up inside arenas that
-never give memory back. With 100,000 jobs the node that served the writes kept 7-10 MiB more
-than the others; with these settings large blocks are mapped and unmapped on their own and the
-node's threads share two arenas (`python -m bench scale` measures it).
+never give memory back. With these settings large blocks are mapped and unmapped on their own
+and the node's threads share two arenas: with 100,000 jobs, the node that served the writes
+kept about 10 MiB more than the others before, about 7 after, and every node 2-3 MiB less
+(`python -m bench scale` measures the nodes).
 
 An operator who sets glibc's own variables (`MALLOC_ARENA_MAX`, `MALLOC_MMAP_THRESHOLD_`) keeps
 them: glibc applied them at start, and the node leaves those settings alone.
