@@ -4,7 +4,7 @@ one copy of each spec body (a spec without its id): jobs made from one template 
 
 Every entry decoded from the log or a snapshot arrives as fresh objects; sharing replaces them
 with an equal object seen before. No value changes, so replicas stay identical whatever each
-one happens to share. The table is bounded: past its size, new values are simply not shared.
+one happens to share. Every table is bounded and starts over when full (see `_share`).
 """
 
 from __future__ import annotations
@@ -29,57 +29,48 @@ _last_runs: dict[LastRun, LastRun] = {}
 _changes: dict[Change, Change] = {}
 
 
-def _share(table: dict[object, object], value):
-    """An equal value seen before, or `value` itself (remembered while the table has room)."""
-    found = table.get(value)
-    if found is not None:
-        return found
-    if len(table) < MAX_SHARED_PER_FIELD:
-        table[value] = value
-    return value
+def _share(table: dict, value, limit: int):
+    """An equal value seen since the table last started over, or `value` itself.
 
-
-def share_spec(spec: JobSpec) -> JobSpec:
-    return msgspec.structs.replace(spec, **{name: _share(_tables[name], getattr(spec, name)) for name in _SHARED_FIELDS})
-
-
-def share_body(spec: JobSpec) -> JobSpec:
-    """The spec's body (its fields but the id): one object per distinct body, its values shared.
-
-    Bodies come and go as specs change, so their table restarts when full: a table that stopped
-    taking new bodies would keep old ones alive and stop sharing on a node that lives long.
+    A full table starts over rather than refusing new values: refusing would keep old values
+    alive and stop sharing the new ones on a node that lives long.
     """
-    body = spec if spec.id == "" else msgspec.structs.replace(spec, id="")
-    found = _bodies.get(body)
-    if found is not None:
-        return found
-    return _share_recent(_bodies, share_spec(body))
-
-
-def _share_recent(table: dict, value):
-    """An equal value seen recently: for values that move on with time, so the table restarts
-    when full instead of refusing every new value."""
     found = table.get(value)
     if found is not None:
         return found
-    if len(table) >= MAX_SHARED_RECENT:
+    if len(table) >= limit:
         table.clear()
     table[value] = value
     return value
 
 
+def share_spec(spec: JobSpec) -> JobSpec:
+    return msgspec.structs.replace(
+        spec, **{name: _share(_tables[name], getattr(spec, name), MAX_SHARED_PER_FIELD) for name in _SHARED_FIELDS}
+    )
+
+
+def share_body(spec: JobSpec) -> JobSpec:
+    """The spec's body (its fields but the id): one object per distinct body, its values shared."""
+    body = spec if spec.id == "" else msgspec.structs.replace(spec, id="")
+    found = _bodies.get(body)
+    if found is not None:
+        return found
+    return _share(_bodies, share_spec(body), MAX_SHARED_RECENT)
+
+
 def share_instant(instant_us: int) -> int:
     """One int per instant: the jobs due at one instant (a midnight herd) hold the same one."""
-    return _share_recent(_instants, instant_us)
+    return _share(_instants, instant_us, MAX_SHARED_RECENT)
 
 
 def share_last(status: str, scheduled_us: int) -> LastRun:
     """One record per (status, slot): the jobs of one herd hold the same one."""
-    return _share_recent(_last_runs, LastRun(_STATUSES.get(status, status), share_instant(scheduled_us)))
+    return _share(_last_runs, LastRun(_STATUSES.get(status, status), share_instant(scheduled_us)), MAX_SHARED_RECENT)
 
 
 def share_change(author: str, at_us: int) -> Change:
-    return _share_recent(_changes, Change(author, at_us))
+    return _share(_changes, Change(author, at_us), MAX_SHARED_RECENT)
 
 
 def share_decoded_job(job: Job, job_id: str) -> None:

@@ -149,9 +149,21 @@ def test_bodies_are_still_shared_after_the_table_filled(monkeypatch) -> None:
     core = Core()
     core.lead()
     specs = [spec(f"old-{i}", target=f"reports.old{i}") for i in range(3)]
-    specs += [spec(f"new-{i}", target="reports.new") for i in range(2)]
+    specs += [spec(f"new-{i}", target="reports.first-seen-after-the-table-filled") for i in range(2)]
     command = ApplyJobs(issued_at_us=core.state.now_us, author="alice", request_id="",
                         upserts=tuple(upsert(s, next_due_us=T0_US + TEN_S) for s in specs))
     assert core.apply(decode_command(encode_command(command))).accepted
     assert core.state.jobs["new-0"].body is core.state.jobs["new-1"].body
     assert core.state.jobs["old-2"].spec == specs[2]
+
+
+def test_field_values_are_still_shared_after_their_table_filled(monkeypatch) -> None:
+    monkeypatch.setattr(sharing, "MAX_SHARED_PER_FIELD", 2)
+    core = Core()
+    core.lead()
+    specs = [spec(f"old-{i}", owner=f"team{i}") for i in range(3)]
+    specs += [spec(f"new-{i}", owner="owner-first-seen-after-the-table-filled") for i in range(2)]
+    command = ApplyJobs(issued_at_us=core.state.now_us, author="alice", request_id="",
+                        upserts=tuple(upsert(s, next_due_us=T0_US + TEN_S) for s in specs))
+    assert core.apply(decode_command(encode_command(command))).accepted
+    assert core.state.jobs["new-0"].body.owner is core.state.jobs["new-1"].body.owner
