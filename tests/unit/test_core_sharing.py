@@ -143,27 +143,20 @@ def test_the_jobs_of_one_apply_share_their_change_and_the_jobs_fired_together_th
     assert restored[0].last is restored[1].last and restored[0].change is restored[2].change
 
 
-def test_bodies_are_still_shared_after_the_table_filled(monkeypatch) -> None:
-    """The table restarts when full; it never stops sharing the bodies that come next."""
-    monkeypatch.setattr(sharing, "MAX_SHARED_RECENT", 2)
+@pytest.mark.parametrize(
+    ("limit", "field", "shared"),
+    [("MAX_SHARED_RECENT", "target", lambda job: job.body), ("MAX_SHARED_PER_FIELD", "owner", lambda job: job.body.owner)],
+    ids=["bodies", "field values"],
+)
+def test_values_first_seen_after_a_table_filled_are_still_shared(monkeypatch, limit, field, shared) -> None:
+    """A full table starts over; it never stops sharing the values that come next."""
+    monkeypatch.setattr(sharing, limit, 2)
     core = Core()
     core.lead()
-    specs = [spec(f"old-{i}", target=f"reports.old{i}") for i in range(3)]
-    specs += [spec(f"new-{i}", target="reports.first-seen-after-the-table-filled") for i in range(2)]
+    specs = [spec(f"old-{i}", **{field: f"old-{field}-{i}"}) for i in range(3)]
+    specs += [spec(f"new-{i}", **{field: f"{field}-first-seen-after-the-table-filled"}) for i in range(2)]
     command = ApplyJobs(issued_at_us=core.state.now_us, author="alice", request_id="",
                         upserts=tuple(upsert(s, next_due_us=T0_US + TEN_S) for s in specs))
     assert core.apply(decode_command(encode_command(command))).accepted
-    assert core.state.jobs["new-0"].body is core.state.jobs["new-1"].body
+    assert shared(core.state.jobs["new-0"]) is shared(core.state.jobs["new-1"])
     assert core.state.jobs["old-2"].spec == specs[2]
-
-
-def test_field_values_are_still_shared_after_their_table_filled(monkeypatch) -> None:
-    monkeypatch.setattr(sharing, "MAX_SHARED_PER_FIELD", 2)
-    core = Core()
-    core.lead()
-    specs = [spec(f"old-{i}", owner=f"team{i}") for i in range(3)]
-    specs += [spec(f"new-{i}", owner="owner-first-seen-after-the-table-filled") for i in range(2)]
-    command = ApplyJobs(issued_at_us=core.state.now_us, author="alice", request_id="",
-                        upserts=tuple(upsert(s, next_due_us=T0_US + TEN_S) for s in specs))
-    assert core.apply(decode_command(encode_command(command))).accepted
-    assert core.state.jobs["new-0"].body.owner is core.state.jobs["new-1"].body.owner
