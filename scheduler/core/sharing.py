@@ -66,7 +66,7 @@ def share_instant(instant_us: int) -> int:
 
 def share_last(status: str, scheduled_us: int) -> LastRun:
     """One record per (status, slot): the jobs of one herd hold the same one."""
-    return _share(_last_runs, LastRun(_STATUSES.get(status, status), share_instant(scheduled_us)), MAX_SHARED_RECENT)
+    return _share(_last_runs, LastRun(_STATUSES.get(status, status), scheduled_us), MAX_SHARED_RECENT)
 
 
 def share_change(author: str, at_us: int) -> Change:

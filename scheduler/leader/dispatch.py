@@ -155,7 +155,7 @@ class Dispatcher:
         run, job = state.get_run(job_id, scheduled_us), state.jobs.get(job_id)
         if run is None or job is None or run.status != QUEUED:
             return None
-        spec = job.spec
+        spec = job.body  # the id is not needed: no full spec rebuilt per queued run
         ready_us = max(run.not_before_us, run.effective_us or run.scheduled_us, not_before_us)
         return _Entry(ready_us, spec.priority, next(self._arrivals), target_key(spec), run.job_id, run.scheduled_us,
                       spec.uses)
@@ -363,7 +363,7 @@ class Dispatcher:
 
 def _uses_now(state: State, entry: _Entry) -> tuple[str, ...]:
     job = state.jobs.get(entry.job_id)
-    return job.spec.uses if job is not None else ()
+    return job.body.uses if job is not None else ()
 
 
 def _copy(run: Run) -> Run:

@@ -36,7 +36,7 @@ def slot_outcome(job: Job, schedule: Schedule, scheduled_us: int, now_us: int) -
     catch_up fires the most recent `max_catch_up` late slots: whether a slot is among them
     depends only on the slots after it, so the cap holds however many passes an outage takes.
     """
-    misfire = job.spec.misfire
+    misfire = job.body.misfire
     lateness_us = now_us - scheduled_us
     if lateness_us <= misfire.grace_us:
         return QUEUED, ""
@@ -75,14 +75,14 @@ def plan_due_slots(job: Job, now_us: int, max_slots: int, herd_window_us: int = 
     the job's replicated `next_due_us`: nothing skipped, nothing repeated. The run key
     keeps the nominal instant; `effective_us` carries the spread.
     """
-    schedule = schedule_for(job.spec)
-    offset_us = spread_offset_us(job.spec, schedule, herd_window_us)
+    schedule = schedule_for(job.body)
+    offset_us = spread_offset_us(job.spec, schedule, herd_window_us)  # a hash of the id
     claims: list[SlotClaim] = []
     due_us = job.next_due_us
     while due_us and due_us <= now_us and len(claims) < max_slots:
         fire = schedule.next_fire(due_us)
         next_us = fire.at_us if fire else 0
         status, reason = slot_outcome(job, schedule, due_us, now_us)
-        claims.append(SlotClaim(job.spec.id, due_us, next_us, job.version, status, reason, due_us + offset_us))
+        claims.append(SlotClaim(job.id, due_us, next_us, job.version, status, reason, due_us + offset_us))
         due_us = next_us
     return claims
