@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--demo", action="store_true", help="register the demo handlers of examples/jobs.yaml")
     parser.add_argument("--shell", action="store_true", help="also run {shell: CMD} targets with /bin/sh")
-    parser.add_argument("--concurrency", type=int, default=4, help="most runs at once (default %(default)s)")
+    parser.add_argument("--concurrency", type=int, default=4, help="most handlers running at once (default %(default)s)")
     parser.add_argument("--worker-id", help="stable id of this worker (default <hostname>-<pid>)")
     parser.add_argument("--lease-wait", type=float, default=5.0, metavar="S",
                         help="seconds one Lease call waits for due runs (default %(default)s)")

@@ -43,6 +43,9 @@ class HeldLease:
         self.valid_until = time.monotonic() + lease_ttl_s
         # Set once the lease is no longer ours (fenced, not found, cancelled, expired).
         self.lost: CancelReason | None = None
+        # True from the grant until the handler returns (or never starts); then the outcome is
+        # being reported and the lease no longer takes a handler slot (see LeaseTable).
+        self.running = True
         self._reported = False
         self._lock = threading.Lock()
 
@@ -63,13 +66,24 @@ class HeldLease:
 
 
 class LeaseTable:
-    """At most `capacity` held leases. Every change wakes the threads waiting on the table."""
+    """The leases a worker holds: at most `capacity` whose handler runs, and at most
+    `reporting_capacity` more whose handler has returned and whose outcome is being reported.
 
-    def __init__(self, capacity: int) -> None:
+    A finished handler frees its slot at once: the next run starts while the cluster commits the
+    last one's outcome, instead of after it (a commit and a call's round trip per run). The lease
+    stays held (and heartbeated) until its outcome is answered; the second bound keeps a worker
+    that cannot get its outcomes through from leasing on. Every change wakes the waiters.
+    """
+
+    def __init__(self, capacity: int, reporting_capacity: int | None = None) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be at least 1, got {capacity!r}")
         self.capacity = capacity
+        self.reporting_capacity = capacity if reporting_capacity is None else reporting_capacity
+        if self.reporting_capacity < 0:
+            raise ValueError(f"reporting_capacity must not be negative, got {reporting_capacity!r}")
         self._leases: dict[tuple, HeldLease] = {}
+        self._running = 0
         self._changed = threading.Condition()
         self.version = 0  # bumps on every change; read it under the lock (in a `wait` predicate)
 
@@ -77,18 +91,35 @@ class LeaseTable:
         with self._changed:
             return len(self._leases)
 
-    def add(self, lease: HeldLease) -> bool:
-        """Hold `lease`; False (and nothing held) if the table is full."""
+    @property
+    def running(self) -> int:
+        """Leases whose handler has not returned yet."""
         with self._changed:
-            if len(self._leases) >= self.capacity:
+            return self._running
+
+    def add(self, lease: HeldLease) -> bool:
+        """Hold `lease` (its handler about to run); False (and nothing held) if no slot is free."""
+        with self._changed:
+            if self.free_slots_locked() < 1:
                 return False
             self._leases[lease.key] = lease
+            self._running += 1
             self._changed_locked()
             return True
 
+    def handler_ended(self, lease: HeldLease) -> None:
+        """`lease`'s handler returned: its slot is free; the lease is held until `remove`."""
+        with self._changed:
+            if lease.running and lease.key in self._leases:
+                lease.running = False
+                self._running -= 1
+                self._changed_locked()
+
     def remove(self, lease: HeldLease) -> None:
         with self._changed:
-            self._leases.pop(lease.key, None)
+            if self._leases.pop(lease.key, None) is not None and lease.running:
+                lease.running = False
+                self._running -= 1
             self._changed_locked()
 
     def held(self) -> list[HeldLease]:
@@ -126,9 +157,13 @@ class LeaseTable:
         with self._changed:
             return self._changed.wait_for(predicate, timeout_s)
 
+    def free_slots(self) -> int:
+        with self._changed:
+            return self.free_slots_locked()
+
     def free_slots_locked(self) -> int:
-        """Free capacity; call it from a `wait` predicate (the lock is held there)."""
-        return self.capacity - len(self._leases)
+        """Runs that may start now; call it from a `wait` predicate (the lock is held there)."""
+        return min(self.capacity - self._running, self.capacity + self.reporting_capacity - len(self._leases))
 
     def empty_locked(self) -> bool:
         return not self._leases

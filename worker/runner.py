@@ -8,13 +8,16 @@
                                  # raise anything else = FAILURE
     worker.run()                 # blocks; SIGTERM/SIGINT drain it gracefully
 
-Threads: one lease loop (long-polls WorkerService.Lease for at most `concurrency - held` runs),
-one heartbeater (one Heartbeat call for all leases, see heartbeat.py), one thread per running
-attempt (bounded by `concurrency`, reused from attempt to attempt, see threads.py), one asyncio
-loop for `async def` handlers, and one watcher for every attempt's deadline. A lease counts
-against `concurrency` from its grant until its outcome is reported, and while a cancelled
-handler is still running, so the worker never holds more leases, nor runs more handlers, than
-`concurrency`. Calls go to the first node that answers, then to the leader once a node names it.
+Threads: one lease loop (long-polls WorkerService.Lease for at most the free slots), one
+heartbeater (one Heartbeat call for all leases, see heartbeat.py), one thread per attempt from
+its grant until its outcome is answered (at most twice `concurrency`, reused from attempt to
+attempt, see threads.py), one asyncio loop for `async def` handlers, and one watcher for every
+attempt's deadline. A lease counts against `concurrency` from its grant until its handler
+returns (a cancelled handler still running counts too), so the worker never runs more handlers
+than `concurrency`. Its outcome is then reported while the next run starts: the lease stays held,
+and heartbeated, until the cluster answers, and at most `concurrency` outcomes wait for an answer
+at once, so a worker whose reports do not get through stops leasing. Calls go to the first node
+that answers, then to the leader once a node names it.
 
 Stopping (`stop()`, or the first SIGTERM/SIGINT under `run()`) drains in stages: stop leasing
 (the long poll in flight is cancelled); wait up to the drain timeout for running attempts to end,
@@ -61,7 +64,8 @@ class Worker:
 
     Args:
         cluster: node addresses, a list or "host:port,host:port"; any node will do.
-        concurrency: most runs held (leased and not yet reported) at once.
+        concurrency: most handlers running at once (and most outcomes waiting for the
+            cluster's answer at once; a run's slot frees when its handler returns).
         worker_id: stable id reported to the cluster; default "<hostname>-<pid>".
         targets: target names to lease; default every registered handler, plus "shell" if
             `shell` is on. Must be a subset of those.
@@ -333,7 +337,7 @@ class Worker:
         if self._leasing_stopped.is_set():
             return False
         request = worker_pb2.LeaseRequest(
-            worker_id=self.worker_id, targets=self._targets, max_runs=self.concurrency - len(self._table)
+            worker_id=self.worker_id, targets=self._targets, max_runs=self._table.free_slots()
         )
         request.wait.FromNanoseconds(round(self.lease_wait_s * 1e9))
         asked_at = time.monotonic()
@@ -410,6 +414,7 @@ class Worker:
         self._finish(lease, outcome)
 
     def _finish(self, lease: HeldLease, outcome: Outcome) -> None:
+        self._table.handler_ended(lease)  # the next run may start while this outcome is reported
         try:
             if lease.lost is not None or not outcome.reportable:
                 log.info("run %s: ended after its lease was %s: outcome not reported", lease.run_key,

@@ -83,6 +83,8 @@ class FakeWorkerService(worker_pb2_grpc.WorkerServiceServicer):
         self.leader_address = ""  # answered with every Lease, as a follower that forwarded it does
         self.outstanding: set[int] = set()
         self.max_outstanding = 0
+        self.completes_held = threading.Event()  # set: every Complete waits until it is cleared
+        self.completes_held_count = 0  # Complete calls waiting now
 
     # Scripting
     def add(self, *grants: worker_pb2.LeaseGrant) -> None:
@@ -94,6 +96,11 @@ class FakeWorkerService(worker_pb2_grpc.WorkerServiceServicer):
         with self.cond:
             self.heartbeat_verdicts[token] = outcome
             self.complete_verdicts[token] = outcome
+
+    def release_completes(self) -> None:
+        with self.cond:
+            self.completes_held.clear()
+            self.cond.notify_all()
 
     def wait_for(self, predicate: Callable[[], bool], timeout_s: float = WAIT_S) -> bool:
         with self.cond:
@@ -153,6 +160,11 @@ class FakeWorkerService(worker_pb2_grpc.WorkerServiceServicer):
         with self.cond:
             self.complete_attempts += 1
             self.cond.notify_all()
+            if self.completes_held.is_set():
+                self.completes_held_count += 1
+                self.cond.notify_all()
+                self.cond.wait_for(lambda: not self.completes_held.is_set() or not context.is_active(), WAIT_S)
+                self.completes_held_count -= 1
             if self.fail_completes > 0:
                 self.fail_completes -= 1
                 context.abort(grpc.StatusCode.UNAVAILABLE, "fake: complete fails on purpose")

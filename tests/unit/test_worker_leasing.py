@@ -64,8 +64,29 @@ def test_concurrency_is_never_exceeded_and_leases_ask_for_free_slots_only() -> N
                 gate.set()
             assert service.wait_for(lambda: len(service.completions) == 6)
     assert most_running == 2
-    assert service.max_outstanding <= 2
+    # A finished run's slot frees before its outcome is answered: up to 2 more are held then.
+    assert service.max_outstanding <= 2 * 2
     assert all(1 <= r.max_runs <= 2 for r in service.lease_requests)
+    assert {c.kind for c in service.completions} == {worker_pb2.SUCCESS}
+
+
+def test_a_finished_run_frees_its_slot_before_its_outcome_is_answered_up_to_a_bound() -> None:
+    started: list[int] = []
+    with fake_cluster() as (service, address):
+        service.completes_held.set()  # no outcome is answered until released
+        service.add(*[make_grant("quick", t, scheduled_at=SLOT + timedelta(minutes=t)) for t in range(1, 8)])
+        with running([address], concurrency=2, handlers={"quick": lambda ctx: started.append(ctx.fencing_token)}) as worker:
+            # Two runs, then two more while the first two outcomes wait; then no slot is free.
+            assert wait_until(lambda: len(started) == 4), started
+            assert worker.active_runs == 4  # every lease is still held (and heartbeated)
+            assert service.wait_for(lambda: len(service.lease_requests) >= 2)
+            assert not wait_until(lambda: len(started) > 4, timeout_s=0.5)  # a bound holds
+            assert service.lease_requests[-1].max_runs <= 2
+            assert len(service.queue) == 3
+            service.release_completes()
+            assert service.wait_for(lambda: len(service.completions) == 7)
+    assert sorted(started) == list(range(1, 8))
+    assert service.max_outstanding <= 4
     assert {c.kind for c in service.completions} == {worker_pb2.SUCCESS}
 
 
