@@ -51,31 +51,22 @@ class RunQuery:
 def select_runs(state, query: RunQuery, limit: int, max_examined: int = MAX_RUNS_EXAMINED):
     """One page of runs in (scheduled_us, job_id) order (reversed for newest first), and the key
     to continue after (None on the last page). Each job's runs are already sorted, so the jobs'
-    windows are merged lazily: the cost is the jobs looked at plus the runs examined, never
-    every run of every job."""
-    since_us, until_us, after = query.since_us, query.until_us, query.after
-    if after is not None:  # keyset pagination: continue just past the last run of the previous page
-        if query.newest_first:
-            until_us = min(until_us, after[0] + 1)
-        else:
-            since_us = max(since_us, after[0])
-    job_ids = [query.job_id] if query.job_id else list(state.runs)
+    windows are merged lazily, each starting just past the page token: the cost is the jobs looked
+    at plus the runs examined, never every run of every job, nor the runs of earlier pages (a
+    midnight herd shares one instant across thousands of jobs)."""
     streams = []
+    job_ids = [query.job_id] if query.job_id else list(state.runs)
     for job_id in job_ids:  # runs outlive their job: the history of a deleted job stays listable
-        job = state.jobs.get(job_id)
-        spec = job.spec if job is not None else None
-        if (query.owner and (spec is None or spec.owner != query.owner)) or (
-            query.job_class and (spec is None or spec.job_class != query.job_class)
-        ):
+        if (query.owner or query.job_class) and not _job_matches(state.jobs.get(job_id), query):
             continue
         job_runs = state.runs.get(job_id)
         if job_runs:
-            streams.append(_in_order(job_runs, since_us, until_us, query.newest_first))
+            lo, hi = _window(job_runs, job_id, query)
+            if lo < hi:
+                streams.append(_in_order(job_runs, lo, hi, query.newest_first))
     merged = heapq.merge(*streams, key=_run_key, reverse=query.newest_first)
     page: list[model.Run] = []
     for examined, run in enumerate(merged, start=1):
-        if after is not None and not _beyond(run, after, query.newest_first):
-            continue
         if not query.statuses or run.status in query.statuses:
             if len(page) == limit:
                 return page, _run_key(page[-1])
@@ -85,10 +76,33 @@ def select_runs(state, query: RunQuery, limit: int, max_examined: int = MAX_RUNS
     return page, None
 
 
-def _in_order(job_runs: list[model.Run], since_us: int, until_us: int, newest_first: bool):
-    """The runs of one job with since <= scheduled < until, in page order."""
-    lo = bisect.bisect_left(job_runs, since_us, key=_scheduled)
-    hi = bisect.bisect_left(job_runs, until_us, key=_scheduled)
+def _job_matches(job, query: RunQuery) -> bool:
+    if job is None:  # a deleted job's history has no owner or class left to match
+        return False
+    return (not query.owner or job.body.owner == query.owner) and (
+        not query.job_class or job.body.job_class == query.job_class
+    )
+
+
+def _window(job_runs: list[model.Run], job_id: str, query: RunQuery) -> tuple[int, int]:
+    """Positions [lo, hi) of the job's runs in the query's window and past its page token."""
+    lo = bisect.bisect_left(job_runs, query.since_us, key=_scheduled)
+    hi = bisect.bisect_left(job_runs, query.until_us, key=_scheduled)
+    if query.after is not None:
+        after_us, after_job = query.after
+        # Keys run (instant, job id): at the token's instant, a job sorting at or before the
+        # token's job (after it, newest first) was returned already.
+        if query.newest_first:
+            end = bisect.bisect_left if job_id >= after_job else bisect.bisect_right
+            hi = min(hi, end(job_runs, after_us, key=_scheduled))
+        else:
+            start = bisect.bisect_right if job_id <= after_job else bisect.bisect_left
+            lo = max(lo, start(job_runs, after_us, key=_scheduled))
+    return lo, hi
+
+
+def _in_order(job_runs: list[model.Run], lo: int, hi: int, newest_first: bool):
+    """The job's runs at positions [lo, hi), in page order."""
     positions = range(hi - 1, lo - 1, -1) if newest_first else range(lo, hi)
     return (job_runs[position] for position in positions)
 
@@ -136,8 +150,3 @@ class RunServicer(runs_pb2_grpc.RunServiceServicer):
         if found is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no retained run {job_id}@{scheduled_us}")
         return runs_pb2.GetRunResponse(run=found, read=self._reader.read_info(request.linearizable))
-
-
-def _beyond(run: model.Run, after: tuple[int, str], newest_first: bool) -> bool:
-    key = (run.scheduled_us, run.job_id)
-    return key < after if newest_first else key > after

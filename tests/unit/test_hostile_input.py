@@ -586,6 +586,39 @@ def test_a_rare_status_answers_a_short_page_with_a_token_instead_of_walking_all_
     assert keys == [(50, f"job-{n}") for n in sorted(range(100), key=lambda n: f"job-{n}")]
 
 
+class CountingRuns(list):
+    """A job's runs that count how many are read."""
+
+    reads = 0
+
+    def __getitem__(self, position):
+        CountingRuns.reads += 1
+        return super().__getitem__(position)
+
+
+@pytest.mark.parametrize("newest_first", [False, True])
+def test_a_page_deep_into_a_herd_instant_reads_no_run_of_the_earlier_pages(newest_first):
+    """A midnight herd: thousands of jobs, one instant. Each page starts just past its token,
+    instead of walking past every run the earlier pages returned (quadratic, under the lock)."""
+    jobs, limit = 1_000, 10
+    state = history_state({f"job-{n:05d}": [(7, "succeeded")] for n in range(jobs)})
+    state.runs = {job_id: CountingRuns(runs) for job_id, runs in state.runs.items()}
+    query = RunQuery(newest_first=newest_first)
+    keys, after, reads = [], None, []
+    while True:
+        CountingRuns.reads = 0
+        page, after = select_runs(state, dataclasses.replace(query, after=after), limit, max_examined=1_000)
+        reads.append(CountingRuns.reads)
+        keys += [(run.scheduled_us, run.job_id) for run in page]
+        assert len(page) == limit or after is None  # never a short page: nothing is skipped
+        if after is None:
+            break
+    assert keys == sorted(((7, f"job-{n:05d}") for n in range(jobs)), reverse=newest_first)
+    # A deeper page never costs more than the one before it: it looks at the jobs not listed yet
+    # (the first page alone has no token to place). Walking past earlier pages grows instead.
+    assert reads[1:] == sorted(reads[1:], reverse=True), reads[:5] + reads[-5:]
+
+
 def test_the_cli_follows_short_pages_of_runs_until_its_page_is_full(monkeypatch, capsys):
     """`raftcron runs --status failed`: the node answers a rare status in bounded steps."""
     from scheduler import cli
