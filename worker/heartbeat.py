@@ -11,6 +11,7 @@ so the run is cancelled as LEASE_LOST: two attempts of one run must not both bel
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 
@@ -66,12 +67,11 @@ class Heartbeater:
         last_beat_at: float | None = None  # None while there is nothing to heartbeat
         last_ok = True
         while not self._stopping.is_set():
-            version = self._table.version  # before reading the table, so no change is missed
-            live = self._table.live()
+            live = self._table.heartbeat_view()
             now = time.monotonic()
             if not live:
                 last_beat_at = None
-                self._wait_for_change(version, None)
+                self._wait_for_change(math.inf)
                 continue
             if last_beat_at is None:
                 last_beat_at = now  # fresh grants: their TTL just started
@@ -80,15 +80,18 @@ class Heartbeater:
             beat_at = last_beat_at + (interval_s if last_ok else interval_s / 2)
             expire_at = min(lease.valid_until for lease in live)
             if now < min(beat_at, expire_at):
-                self._wait_for_change(version, min(beat_at, expire_at) - now)
+                self._wait_for_change(min(beat_at, expire_at))
                 continue
             if now >= beat_at:
                 last_ok = self._beat(live, timeout_s=max(0.2, interval_s))
                 last_beat_at = time.monotonic()
             self._expire_overdue()
 
-    def _wait_for_change(self, version: int, timeout_s: float | None) -> None:
-        self._table.wait(lambda: self._stopping.is_set() or self._table.version != version, timeout_s)
+    def _wait_for_change(self, until_s: float) -> None:
+        """Until `until_s` (monotonic), or until a lease arrives that needs a beat before then."""
+        self._table.plan_heartbeat(until_s)
+        if not self._stopping.is_set():
+            self._table.wait_heartbeat_change(None if until_s == math.inf else max(0.0, until_s - time.monotonic()))
 
     def _beat(self, live: list[HeldLease], timeout_s: float) -> bool:
         """Send one Heartbeat for every lease of `live`; True if the cluster answered."""

@@ -4,6 +4,7 @@ heartbeater, runs and drain."""
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -72,7 +73,9 @@ class LeaseTable:
     A finished handler frees its slot at once: the next run starts while the cluster commits the
     last one's outcome, instead of after it (a commit and a call's round trip per run). The lease
     stays held (and heartbeated) until its outcome is answered; the second bound keeps a worker
-    that cannot get its outcomes through from leasing on. Every change wakes the waiters.
+    that cannot get its outcomes through from leasing on. Every change wakes the waiters of
+    `wait`. The heartbeater is woken only by a lease that needs a beat before the one it planned
+    (see `heartbeat_view`): three wake-ups per run of a busy worker cost more than its handler.
     """
 
     def __init__(self, capacity: int, reporting_capacity: int | None = None) -> None:
@@ -85,7 +88,9 @@ class LeaseTable:
         self._leases: dict[tuple, HeldLease] = {}
         self._running = 0
         self._changed = threading.Condition()
-        self.version = 0  # bumps on every change; read it under the lock (in a `wait` predicate)
+        self._beat_planned_s = math.inf  # when the heartbeater looks at the table next (monotonic)
+        self._beat_needed_s = math.inf  # the earliest beat a lease added since its last look needs
+        self._beat_wake = threading.Event()
 
     def __len__(self) -> int:
         with self._changed:
@@ -104,6 +109,10 @@ class LeaseTable:
                 return False
             self._leases[lease.key] = lease
             self._running += 1
+            needed_s = time.monotonic() + lease.lease_ttl_s / 3
+            self._beat_needed_s = min(self._beat_needed_s, needed_s)
+            if needed_s < self._beat_planned_s:
+                self._beat_wake.set()
             self._changed_locked()
             return True
 
@@ -148,9 +157,29 @@ class LeaseTable:
         return True
 
     def wake(self) -> None:
-        """Wake every waiter so it re-checks its stop condition."""
+        """Wake every waiter (the heartbeater too) so it re-checks its stop condition."""
         with self._changed:
+            self._beat_wake.set()
             self._changed.notify_all()
+
+    # The heartbeater's view: read, plan, wait; a lease added meanwhile is never missed.
+    def heartbeat_view(self) -> list[HeldLease]:
+        """The live leases, as the heartbeater plans from them."""
+        with self._changed:
+            self._beat_wake.clear()
+            self._beat_needed_s = math.inf
+            return [lease for lease in self._leases.values() if lease.lost is None]
+
+    def plan_heartbeat(self, at_s: float) -> None:
+        """The heartbeater looks again at `at_s` (monotonic; inf: once a lease arrives), or
+        sooner if a lease added since `heartbeat_view` (or from now on) needs a beat before."""
+        with self._changed:
+            self._beat_planned_s = at_s
+            if self._beat_needed_s < at_s:
+                self._beat_wake.set()
+
+    def wait_heartbeat_change(self, timeout_s: float | None) -> None:
+        self._beat_wake.wait(timeout_s)
 
     def wait(self, predicate: Callable[[], bool], timeout_s: float | None) -> bool:
         """Wait until `predicate()` (called under the table's lock) holds; its last value."""
@@ -172,7 +201,6 @@ class LeaseTable:
         return set(self._leases)
 
     def _changed_locked(self) -> None:
-        self.version += 1
         self._changed.notify_all()
 
 

@@ -153,3 +153,60 @@ def test_a_short_heartbeat_outage_keeps_the_lease() -> None:
             worker.stop()
     assert handler.ended == {1: None}
     assert service.completion(1).kind == worker_pb2.SUCCESS
+
+
+# -- the heartbeater's wake-ups: only a lease that needs a beat before the planned one -------------
+
+
+def held(token: int, ttl_s: float):
+    from worker.leases import lease_from_grant
+
+    lease, _ = lease_from_grant(make_grant("job", token, ttl_s=ttl_s, scheduled_at=SLOT + timedelta(minutes=token)), "w1")
+    return lease
+
+
+def woken(table) -> bool:
+    return table._beat_wake.is_set()
+
+
+def test_an_idle_heartbeater_wakes_for_the_first_lease() -> None:
+    from worker.leases import LeaseTable
+
+    table = LeaseTable(4)
+    assert table.heartbeat_view() == []
+    table.plan_heartbeat(float("inf"))
+    assert not woken(table)
+    table.add(held(1, ttl_s=30.0))
+    assert woken(table)
+
+
+def test_a_lease_that_can_wait_for_the_planned_beat_does_not_wake_the_heartbeater() -> None:
+    import time
+
+    from worker.leases import LeaseTable
+
+    table = LeaseTable(4)
+    table.add(held(1, ttl_s=30.0))
+    assert len(table.heartbeat_view()) == 1
+    table.plan_heartbeat(time.monotonic() + 5.0)  # the next beat is sooner than a 30 s lease needs one
+    table.add(held(2, ttl_s=30.0))
+    table.handler_ended(held(1, ttl_s=30.0))
+    assert not woken(table)
+    table.add(held(3, ttl_s=3.0))  # needs a beat within 1 s
+    assert woken(table)
+
+
+def test_a_lease_added_while_the_heartbeater_plans_is_not_missed() -> None:
+    import time
+
+    from worker.leases import LeaseTable
+
+    table = LeaseTable(4)
+    table.add(held(1, ttl_s=30.0))
+    table.heartbeat_view()
+    table.plan_heartbeat(time.monotonic() - 1.0)  # a plan already due: the heartbeater is beating
+    table.heartbeat_view()  # its next look begins
+    table.add(held(2, ttl_s=3.0))  # the standing plan is past, so the add alone wakes nobody
+    assert not woken(table)
+    table.plan_heartbeat(time.monotonic() + 5.0)  # too late for the new lease: look again at once
+    assert woken(table)
