@@ -13,7 +13,9 @@
    From the run records (replicated time, the leader's clock): grant = attempt start, done =
    run finished_at (the `issued_at` of the CompleteRuns entry, the leader's clock when the batch
    was proposed). Cycles/s = N / (last done - first grant). The workers also count Complete
-   answers OK per second on their own clocks.
+   answers OK per second on their own clocks. The leader's metrics give the propose -> apply
+   delay of its GrantLeases and CompleteRuns entries (the median's histogram bucket): how much
+   of a cycle is commit latency.
 3. Heartbeats: heartbeat driver processes (the SDK's ClusterClient) each lease H runs of
    `bench.hold` and hold them; then each sends Heartbeat for all its leases back to back for D
    seconds. Capacity = leases answered OK per second. The leader's applied_index before and after
@@ -51,11 +53,13 @@ from bench.harness import (
     apply_specs,
     bench_cluster,
     bench_parser,
+    bucket_quantile,
     finish,
     instant_ahead,
     list_runs,
     log,
     new_report,
+    node_histogram,
     ts_s,
     yearly_schedule,
 )
@@ -63,6 +67,8 @@ from scheduler.core.model import JobSpec
 from worker.api.v1 import common_pb2
 
 RAW_PROCS, RAW_THREADS = 4, 16
+# The leader's propose -> apply delay per command (its metrics), to tell commit latency from the rest.
+COMMIT_COMMANDS = ("GrantLeases", "CompleteRuns")
 
 
 def specs(prefix: str, n: int, schedule: str, target: str, payload: str = "") -> list[JobSpec]:
@@ -92,7 +98,7 @@ def raw_unary(port: int, duration_s: float, reps: int) -> list[float]:
 def run_cycles(root: Path, port_base: int, n: int, reps: int, procs: int, concurrency: int, cap_s: float) -> dict:
     out: dict = {"jobs": n, "workers": procs, "concurrency": concurrency, "reps": [], "problems": [],
                  "load_before": load_average()}
-    with bench_cluster(root, port_base, out=out, name="cycles") as cluster:
+    with bench_cluster(root, port_base, out=out, name="cycles", metrics=True) as cluster:
         client = cluster.client(timeout_s=60.0)
         fleet = WorkerFleet(cluster, root / f"cycles-workers-{port_base}")
         try:
@@ -107,6 +113,7 @@ def run_cycles(root: Path, port_base: int, n: int, reps: int, procs: int, concur
                 T = at.timestamp()
                 leader = cluster.leader() or out["leader_at_start"]
                 before = cluster.status(leader)
+                delays_before = commit_delays(cluster, leader)
                 log(f"cycles rep {rep + 1}: {n} jobs due at {at:%H:%M:%S}Z ({T - time.time():.1f}s ahead)")
                 # Wait for the workers to report every completion (their stats files, every second).
                 deadline = T + cap_s
@@ -116,6 +123,7 @@ def run_cycles(root: Path, port_base: int, n: int, reps: int, procs: int, concur
                     if total - done_before >= n and time.time() > T:
                         break
                 after = cluster.status(leader)
+                delays_after = commit_delays(cluster, leader)
                 stats = fleet.stats()
                 completes = sorted(t for s in stats for t in s["completes_ok"] if t >= T - 1)
                 done_before = fleet.completed(stats)
@@ -124,6 +132,10 @@ def run_cycles(root: Path, port_base: int, n: int, reps: int, procs: int, concur
                 rep_out["raft_entries"] = after.commit_index - before.commit_index if before and after else None
                 rep_out["entries_per_run"] = rep_out["raft_entries"] / n if rep_out["raft_entries"] else None
                 rep_out["leader"] = leader
+                rep_out["commit_ms_p50_bucket"] = {
+                    command: _ms(bucket_quantile(delays_before.get(command, {}), delays_after.get(command, {}), 0.5))
+                    for command in COMMIT_COMMANDS
+                }
                 out["reps"].append(rep_out)
                 out["problems"] += rep_out.pop("problems")
                 log(
@@ -139,6 +151,19 @@ def run_cycles(root: Path, port_base: int, n: int, reps: int, procs: int, concur
                 out["problems"].append(f"worker logs: {len(bad)} tracebacks/CRITICAL: {bad[:2]}")
     out["load_after"] = load_average()
     return out
+
+
+def commit_delays(cluster, node_id: str) -> dict[str, dict[float, float]]:
+    try:
+        return {command: node_histogram(cluster, node_id, "raftcron_apply_delay_seconds", {"command": command})
+                for command in COMMIT_COMMANDS}
+    except OSError as exc:  # a figure missing, not a failed benchmark
+        log(f"metrics of {node_id} not read: {exc!r}")
+        return {}
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000
 
 
 def analyse_cycles(runs: list, n: int, T: float, completes: list[float]) -> dict:
@@ -372,6 +397,9 @@ def summarize(report: dict) -> list[list]:
         add("  grant -> completion ms p50", [r.get("grant_to_done_ms", {}).get("p50") for r in reps])
         add("  grant -> completion ms p99", [r.get("grant_to_done_ms", {}).get("p99") for r in reps])
         add("  Raft entries per completed run (all entries / N)", [r.get("entries_per_run") for r in reps])
+        for command in COMMIT_COMMANDS:
+            add(f"  leader propose -> apply ms p50 (bucket bound), {command}",
+                [r.get("commit_ms_p50_bucket", {}).get(command) for r in reps])
     hb = report.get("heartbeats", {})
     reps = hb.get("reps", [])
     if reps:
@@ -415,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report["raw_unary_per_s"] += raw_unary(raw_port, raw_s, 1 if quick else 2)
         if "cycles" in phases:
-            report["cycles"] = run_cycles(root, ports.take(local_cluster_ports), n, reps, args.workers, args.concurrency, args.cap)
+            with_metrics = ports.take(lambda base: local_cluster_ports(base) + [base + 200 + i for i in (1, 2, 3)])
+            report["cycles"] = run_cycles(root, with_metrics, n, reps, args.workers, args.concurrency, args.cap)
         if "heartbeats" in phases:
             report["heartbeats"] = run_heartbeats(root, ports.take(local_cluster_ports), drivers, hold, hb_s, 1 if quick else 2)
         report["raw_unary_per_s"] += raw_unary(raw_port, raw_s, 1 if quick else 2)

@@ -267,6 +267,34 @@ def node_counters(cluster: LocalCluster, node_id: str, names: tuple[str, ...]) -
     return found
 
 
+def node_histogram(cluster: LocalCluster, node_id: str, name: str, labels: dict[str, str]) -> dict[float, float]:
+    """One histogram of one node's /metrics: upper bound (s) -> cumulative count."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(cluster.member(node_id).metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    found: dict[float, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == f"{name}_bucket" and all(sample.labels.get(k) == v for k, v in labels.items()):
+                found[float(sample.labels["le"])] = sample.value
+    return found
+
+
+def bucket_quantile(before: dict[float, float], after: dict[float, float], q: float) -> float | None:
+    """The upper bound of the bucket holding quantile `q` of the observations between two scrapes."""
+    bounds = sorted(after)
+    if not bounds:
+        return None
+    total = after[bounds[-1]] - before.get(bounds[-1], 0.0)
+    if total <= 0:
+        return None
+    for bound in bounds:
+        if after[bound] - before.get(bound, 0.0) >= q * total:
+            return bound
+    return bounds[-1]
+
+
 @contextlib.contextmanager
 def bench_cluster(root: Path, port_base: int, overrides: dict | None = None, out: dict | None = None,
                   name: str = "cluster", check: bool = True, metrics: bool = False):
