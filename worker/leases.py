@@ -75,7 +75,7 @@ class LeaseTable:
     stays held (and heartbeated) until its outcome is answered; the second bound keeps a worker
     that cannot get its outcomes through from leasing on. Every change wakes the waiters of
     `wait`. The heartbeater is woken only by a lease that needs a beat before the one it planned
-    (see `heartbeat_view`): three wake-ups per run of a busy worker cost more than its handler.
+    (see `heartbeat_view`), not by every change: that woke it three times per run.
     """
 
     def __init__(self, capacity: int, reporting_capacity: int | None = None) -> None:
