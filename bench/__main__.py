@@ -16,6 +16,7 @@ BENCHMARKS = {
     "scale": "bench.scale",
     "history": "bench.history",
     "state_memory": "bench.state_memory",
+    "listing": "bench.listing",
 }
 
 

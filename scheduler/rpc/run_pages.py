@@ -70,7 +70,11 @@ def select_runs(state, query: RunQuery, limit: int, max_examined: int = MAX_RUNS
 def _heads(read, query: RunQuery) -> list[tuple]:
     with read() as state:
         job_ids = [query.job_id] if query.job_id else list(state.runs)
-    heads = []
+    # Inside the holds only appends of existing objects: a tuple per job there let the garbage
+    # collector run (a full collection, tens of milliseconds) while the lock was held.
+    found_ids: list[str] = []
+    positions: list[int] = []
+    instants: list[int] = []
     for start in range(0, len(job_ids), JOBS_PER_HOLD):
         with read() as state:
             for job_id in job_ids[start:start + JOBS_PER_HOLD]:
@@ -79,7 +83,14 @@ def _heads(read, query: RunQuery) -> list[tuple]:
                 job_runs = state.runs.get(job_id)  # runs outlive their job: a deleted job's history lists
                 position = _next_position(job_runs, job_id, query, query.after) if job_runs else None
                 if position is not None:
-                    heads.append(_entry(job_runs[position], position, query.newest_first, checked=False))
+                    found_ids.append(job_id)
+                    positions.append(position)
+                    instants.append(job_runs[position].scheduled_us)
+    if query.newest_first:
+        heads = [(-us, _Descending(job_id), job_id, position, False)
+                 for us, job_id, position in zip(instants, found_ids, positions)]
+    else:
+        heads = [(us, job_id, job_id, position, False) for us, job_id, position in zip(instants, found_ids, positions)]
     heapq.heapify(heads)
     return heads
 
@@ -91,14 +102,12 @@ def _merge(state, query: RunQuery, heads: list[tuple], limit: int, max_examined:
         head = heapq.heappop(heads)
         _, _, job_id, position, checked = head
         job_runs = state.runs.get(job_id)
-        if not checked:  # found in an earlier hold of the lock: look again
+        if not checked and not _still_there(job_runs, position, head, query.newest_first):
+            # Runs landed or left between the holds: find the job's place in the order again.
             position = _next_position(job_runs, job_id, query, cursor) if job_runs else None
-            if position is None:
-                continue
-            now = _entry(job_runs[position], position, query.newest_first, checked=True)
-            if now[:2] != head[:2]:  # runs landed or left meanwhile: its place in the order moved
-                heapq.heappush(heads, now)
-                continue
+            if position is not None:
+                heapq.heappush(heads, _entry(job_runs[position], position, query.newest_first, checked=True))
+            continue
         run = job_runs[position]
         examined += 1
         if not query.statuses or run.status in query.statuses:
@@ -112,6 +121,15 @@ def _merge(state, query: RunQuery, heads: list[tuple], limit: int, max_examined:
         if examined >= max_examined:
             return page, cursor
     return page, None
+
+
+def _still_there(job_runs: list[model.Run] | None, position: int, head: tuple, newest_first: bool) -> bool:
+    """The head found in an earlier hold is still the run at its position: a job holds one run
+    per instant, and runs landing or leaving before it would have moved it."""
+    if not job_runs or position >= len(job_runs):
+        return False
+    instant_us = -head[0] if newest_first else head[0]
+    return job_runs[position].scheduled_us == instant_us
 
 
 def _entry(run: model.Run, position: int, newest_first: bool, checked: bool) -> tuple:
