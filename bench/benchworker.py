@@ -34,6 +34,7 @@ class Stats:
         self.complete_errors = 0
         self.heartbeats: list[tuple[float, float, int, int]] = []  # sent, answered, ok, total
         self.heartbeat_errors = 0
+        self.leases: list[tuple[float, float, int, int]] = []  # Lease call sent, answered, asked, granted
 
     def dump(self, path: Path, extra: dict) -> None:
         with self.lock:
@@ -44,6 +45,7 @@ class Stats:
                 "complete_errors": self.complete_errors,
                 "heartbeats": self.heartbeats,
                 "heartbeat_errors": self.heartbeat_errors,
+                "leases": self.leases,
                 **extra,
             }
         tmp = path.with_suffix(".tmp")
@@ -136,6 +138,17 @@ def main() -> int:
         return response
 
     client.complete, client.complete_many, client.heartbeat = complete, complete_many, heartbeat
+    lease_client = worker._lease_client  # the SDK's client for Lease calls
+    real_lease = lease_client.lease
+
+    def lease(request=None, /, **kwargs):
+        sent = time.time()
+        response = real_lease(request, **kwargs)
+        with stats.lock:
+            stats.leases.append((sent, time.time(), request.max_runs, len(response.leases)))
+        return response
+
+    lease_client.lease = lease
     Path(str(stats_path.with_suffix("")) + ".started").write_text(str(time.time()))
     extra = {"worker_id": args.worker_id, "concurrency": args.concurrency}
     stop_at = time.monotonic() + args.max_life

@@ -129,6 +129,7 @@ def run_cycles(root: Path, port_base: int, n: int, reps: int, procs: int, concur
                 done_before = fleet.completed(stats)
                 runs = list_runs(client, at, at + timedelta(seconds=1))
                 rep_out = analyse_cycles(runs, n, T, completes)
+                rep_out.update(lease_calls(stats, T, T + (rep_out.get("T_to_last_done_s") or 0)))
                 rep_out["raft_entries"] = after.commit_index - before.commit_index if before and after else None
                 rep_out["entries_per_run"] = rep_out["raft_entries"] / n if rep_out["raft_entries"] else None
                 rep_out["leader"] = leader
@@ -151,6 +152,17 @@ def run_cycles(root: Path, port_base: int, n: int, reps: int, procs: int, concur
                 out["problems"].append(f"worker logs: {len(bad)} tracebacks/CRITICAL: {bad[:2]}")
     out["load_after"] = load_average()
     return out
+
+
+def lease_calls(stats: list[dict], start: float, end: float) -> dict:
+    """The workers' Lease calls answered inside [start, end]: round trip and runs per call."""
+    calls = [c for s in stats for c in s.get("leases", []) if start <= c[1] <= end]
+    answered = [c for c in calls if c[3]]
+    return {
+        "lease_calls": len(calls),
+        "lease_call_ms_p50": percentile([(c[1] - c[0]) * 1000 for c in answered], 50) if answered else None,
+        "grants_per_lease_call": sum(c[3] for c in calls) / len(calls) if calls else None,
+    }
 
 
 def commit_delays(cluster, node_id: str) -> dict[str, dict[float, float]]:
@@ -397,6 +409,8 @@ def summarize(report: dict) -> list[list]:
         add("  grant -> completion ms p50", [r.get("grant_to_done_ms", {}).get("p50") for r in reps])
         add("  grant -> completion ms p99", [r.get("grant_to_done_ms", {}).get("p99") for r in reps])
         add("  Raft entries per completed run (all entries / N)", [r.get("entries_per_run") for r in reps])
+        add("  Lease call ms p50, at workers (calls that got runs)", [r.get("lease_call_ms_p50") for r in reps])
+        add("  runs granted per Lease call", [r.get("grants_per_lease_call") for r in reps])
         for command in COMMIT_COMMANDS:
             add(f"  leader propose -> apply ms p50 (bucket bound), {command}",
                 [r.get("commit_ms_p50_bucket", {}).get(command) for r in reps])
