@@ -2,7 +2,10 @@
 
 Runs that finish together are reported together: a `CompletionBatcher` sends whatever is
 waiting in one CompleteMany call, so a herd of N runs costs a few calls instead of N (the
-cluster commits the whole call as one entry). Each run's thread still waits for its own answer.
+cluster commits the whole call as one entry). A run's thread hands its outcome over and goes
+back to the pool (`report_in_background`): the sender thread settles each answer, so a busy
+worker does not wake one thread per run to learn that its outcome committed. A report whose
+call failed is retried on a pool thread (`report_outcome`), the rare path.
 
 A report is retried on UNAVAILABLE (no node answered) and DEADLINE_EXCEEDED (a node answered too
 late: the completion may or may not have committed) with backoff, for a bounded time. Retrying
@@ -26,7 +29,7 @@ from worker.client import ClusterClient
 from worker.execution import Outcome
 from worker.leases import HeldLease
 
-__all__ = ["CompletionBatcher", "complete_request", "report_outcome"]
+__all__ = ["CompletionBatcher", "complete_request", "report_in_background", "report_outcome"]
 
 log = logging.getLogger("raftcron.worker")
 
@@ -49,14 +52,27 @@ def complete_request(worker_id: str, ref: worker_pb2.LeaseRef, outcome: Outcome)
     return request
 
 
-class _Pending:
-    __slots__ = ("request", "done", "response", "error")
+Answered = Callable[[worker_pb2.CompleteResponse | None, BaseException | None], None]
 
-    def __init__(self, request: worker_pb2.CompleteRequest) -> None:
+
+class _Pending:
+    __slots__ = ("request", "done", "response", "error", "on_answer")
+
+    def __init__(self, request: worker_pb2.CompleteRequest, on_answer: Answered | None = None) -> None:
         self.request = request
         self.done = threading.Event()
         self.response: worker_pb2.CompleteResponse | None = None
         self.error: BaseException | None = None
+        self.on_answer = on_answer  # called by the sender thread instead of waking a waiter
+
+    def settle(self) -> None:
+        if self.on_answer is None:
+            self.done.set()
+            return
+        try:
+            self.on_answer(self.response, self.error)
+        except Exception:  # noqa: BLE001 (one report's bookkeeping must not stop the sender)
+            log.exception("unexpected error settling the report of %s", self.request.lease.job_id)
 
 
 class CompletionBatcher:
@@ -87,16 +103,24 @@ class CompletionBatcher:
         or ValueError once closed)."""
         if self._unary_only:
             return self._client.complete(request, timeout_s=self._call_timeout_s)
-        pending = _Pending(request)
+        pending = self._enqueue(_Pending(request))
+        pending.done.wait()
+        if pending.error is not None:
+            raise pending.error
+        return pending.response
+
+    def submit(self, request: worker_pb2.CompleteRequest, on_answer: Answered) -> None:
+        """Send `request` with the next batch; the sender thread calls `on_answer(response,
+        error)` once the call is answered or failed. Raises ValueError once closed."""
+        self._enqueue(_Pending(request, on_answer))
+
+    def _enqueue(self, pending: _Pending) -> _Pending:
         with self._cond:
             if self._closed:
                 raise ValueError("completion batcher closed")
             self._waiting.append(pending)
             self._cond.notify()
-        pending.done.wait()
-        if pending.error is not None:
-            raise pending.error
-        return pending.response
+        return pending
 
     def close(self) -> None:
         with self._cond:
@@ -128,7 +152,7 @@ class CompletionBatcher:
         finally:
             for pending in batch:
                 if pending.response is not None or pending.error is not None:
-                    pending.done.set()
+                    pending.settle()
 
     def _send_many(self, batch: list[_Pending]) -> bool:
         """One CompleteMany call for the batch; False if the node does not know CompleteMany."""
@@ -162,14 +186,26 @@ def report_outcome(
     *,
     retry_for_s: float,
     give_up: threading.Event,
+    first_error: grpc.RpcError | None = None,
 ) -> int | None:
     """Report `outcome` through `send` (CompletionBatcher.send); the LeaseOutcome the cluster
-    answered, None if none did."""
+    answered, None if none did. `first_error`: a first attempt already made failed so."""
     request = complete_request(worker_id, lease.ref, outcome)
     stop_at = time.monotonic() + retry_for_s
     backoff = Backoff(initial_s=0.1, max_s=5.0)
-    attempts = 0
+    attempts, error = (1, first_error) if first_error is not None else (0, None)
     while True:
+        if error is not None:
+            delay_s = _retry_delay_s(error, backoff, stop_at, give_up)
+            if delay_s is None:
+                log.error(
+                    "run %s (token %d): could not report outcome %s after %d attempts (%s); "
+                    "its lease will expire and the run be leased again",
+                    lease.run_key, lease.ref.fencing_token, outcome.kind, attempts, describe_rpc_error(error),
+                )
+                return None
+            log.debug("run %s: Complete failed (%s), retrying in %.2fs", lease.run_key, describe_rpc_error(error), delay_s)
+            give_up.wait(delay_s)
         attempts += 1
         try:
             response = send(request)
@@ -177,19 +213,22 @@ def report_outcome(
         except ValueError:  # the client was closed: the worker stopped waiting for us
             log.warning("run %s: outcome %s not reported: worker closed", lease.run_key, outcome.kind)
             return None
-        except grpc.RpcError as error:
-            retryable = isinstance(error, grpc.Call) and error.code() in _RETRY_CODES
-            delay_s = backoff.next_delay_s()
-            if not retryable or time.monotonic() + delay_s > stop_at or give_up.is_set():
-                log.error(
-                    "run %s (token %d): could not report outcome %s after %d attempts (%s); "
-                    "its lease will expire and the run be leased again",
-                    lease.run_key, lease.ref.fencing_token, outcome.kind, attempts, describe_rpc_error(error),
-                )
-                return None
-            log.debug("run %s: Complete failed (%s), retrying in %.2fs",
-                      lease.run_key, describe_rpc_error(error), delay_s)
-            give_up.wait(delay_s)
+        except grpc.RpcError as failed:
+            error = failed
+    _log_answer(lease, outcome, response)
+    return response.outcome
+
+
+def _retry_delay_s(error: grpc.RpcError, backoff: Backoff, stop_at: float, give_up: threading.Event) -> float | None:
+    """How long to wait before the next attempt; None to give up."""
+    retryable = isinstance(error, grpc.Call) and error.code() in _RETRY_CODES
+    delay_s = backoff.next_delay_s()
+    if not retryable or time.monotonic() + delay_s > stop_at or give_up.is_set():
+        return None
+    return delay_s
+
+
+def _log_answer(lease: HeldLease, outcome: Outcome, response: worker_pb2.CompleteResponse) -> None:
     if response.outcome == worker_pb2.OK:
         log.info("run %s (attempt %d): %s%s", lease.run_key, lease.ctx.attempt, outcome.kind,
                  f": {outcome.error}" if outcome.error else "")
@@ -199,4 +238,44 @@ def report_outcome(
             lease.run_key, lease.ref.fencing_token, outcome.kind,
             worker_pb2.LeaseOutcome.Name(response.outcome),
         )
-    return response.outcome
+
+
+def report_in_background(
+    batcher: CompletionBatcher,
+    retry_on: Callable[[Callable[[], None]], None],
+    worker_id: str,
+    lease: HeldLease,
+    outcome: Outcome,
+    *,
+    retry_for_s: float,
+    give_up: threading.Event,
+    on_done: Callable[[], None],
+) -> None:
+    """Report `outcome` without holding the caller's thread; `on_done()` once the cluster answered
+    or the report was given up. A failed first call goes on as `report_outcome` (its retries and
+    backoff, within `retry_for_s` of now) in a call to `retry_on`, which runs it on another thread."""
+    request = complete_request(worker_id, lease.ref, outcome)
+    started = time.monotonic()
+
+    def retry(first_error: grpc.RpcError) -> None:
+        try:
+            report_outcome(batcher.send, worker_id, lease, outcome, give_up=give_up, first_error=first_error,
+                           retry_for_s=max(0.0, retry_for_s - (time.monotonic() - started)))
+        finally:
+            on_done()
+
+    def answered(response: worker_pb2.CompleteResponse | None, error: BaseException | None) -> None:
+        if response is not None:
+            _log_answer(lease, outcome, response)
+            on_done()
+        elif isinstance(error, grpc.RpcError):
+            retry_on(lambda: retry(error))  # backs off, then retries or gives up, as report_outcome does
+        else:  # closed meanwhile, or a bug in the sender: the worker stopped waiting for us
+            log.warning("run %s: outcome %s not reported: %r", lease.run_key, outcome.kind, error)
+            on_done()
+
+    try:
+        batcher.submit(request, answered)
+    except ValueError:  # the batcher was closed: the worker stopped waiting for us
+        log.warning("run %s: outcome %s not reported: worker closed", lease.run_key, outcome.kind)
+        on_done()

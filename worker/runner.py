@@ -9,15 +9,15 @@
     worker.run()                 # blocks; SIGTERM/SIGINT drain it gracefully
 
 Threads: one lease loop (long-polls WorkerService.Lease for at most the free slots), one
-heartbeater (one Heartbeat call for all leases, see heartbeat.py), one thread per attempt from
-its grant until its outcome is answered (at most twice `concurrency`, reused from attempt to
-attempt, see threads.py), one asyncio loop for `async def` handlers, and one watcher for every
-attempt's deadline. A lease counts against `concurrency` from its grant until its handler
-returns (a cancelled handler still running counts too), so the worker never runs more handlers
-than `concurrency`. Its outcome is then reported while the next run starts: the lease stays held,
-and heartbeated, until the cluster answers, and at most `concurrency` outcomes wait for an answer
-at once, so a worker whose reports do not get through stops leasing. Calls go to the first node
-that answers, then to the leader once a node names it.
+heartbeater (one Heartbeat call for all leases, see heartbeat.py), one thread per running attempt
+(reused from attempt to attempt, see threads.py; it hands the outcome to the completion sender
+and goes back to the pool, see completion.py), one asyncio loop for `async def` handlers, and one
+watcher for every attempt's deadline. A lease counts against `concurrency` from its grant until
+its handler returns (a cancelled handler still running counts too), so the worker never runs
+more handlers than `concurrency`. Its outcome is then reported while the next run starts: the
+lease stays held, and heartbeated, until the cluster answers, and at most `concurrency` outcomes
+wait for an answer at once, so a worker whose reports do not get through stops leasing. Calls go
+to the first node that answers, then to the leader once a node names it.
 
 Stopping (`stop()`, or the first SIGTERM/SIGINT under `run()`) drains in stages: stop leasing
 (the long poll in flight is cancelled); wait up to the drain timeout for running attempts to end,
@@ -43,7 +43,7 @@ import grpc
 from worker.api.v1 import worker_pb2
 from worker.backoff import Backoff, FailureLog
 from worker.client import ClusterClient, Credentials, parse_cluster
-from worker.completion import CompletionBatcher, report_outcome
+from worker.completion import CompletionBatcher, report_in_background, report_outcome
 from worker.context import CancelReason
 from worker.execution import AsyncLoopThread, Handler, Outcome, OutcomeKind, arm_deadline, execute
 from worker.heartbeat import Heartbeater
@@ -415,14 +415,21 @@ class Worker:
 
     def _finish(self, lease: HeldLease, outcome: Outcome) -> None:
         self._table.handler_ended(lease)  # the next run may start while this outcome is reported
-        try:
-            if lease.lost is not None or not outcome.reportable:
-                log.info("run %s: ended after its lease was %s: outcome not reported", lease.run_key,
-                         lease.lost or outcome.cancel_reason)
-            elif lease.claim_report():
-                self._report(lease, outcome)
-        finally:
-            self._table.remove(lease)
+        if lease.lost is None and outcome.reportable and lease.claim_report():
+            # This thread goes back to the pool; the lease is held until the cluster answers.
+            try:
+                report_in_background(
+                    self._completions, self._threads.submit, self.worker_id, lease, outcome,
+                    retry_for_s=self.complete_retry_s, give_up=self._give_up, on_done=lambda: self._table.remove(lease),
+                )
+            except BaseException:
+                self._table.remove(lease)  # never a lease held forever: a stop would wait on it
+                raise
+            return
+        if lease.lost is not None or not outcome.reportable:
+            log.info("run %s: ended after its lease was %s: outcome not reported", lease.run_key,
+                     lease.lost or outcome.cancel_reason)
+        self._table.remove(lease)
 
     def _report(self, lease: HeldLease, outcome: Outcome, retry_for_s: float | None = None) -> None:
         report_outcome(

@@ -40,6 +40,7 @@ class HandlerThreads:
         self._calls: queue.SimpleQueue[tuple[Callable[..., object], tuple]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._idle = 0  # threads waiting for a call, no call promised to them yet
+        self._alive = 0
         self._numbers = itertools.count(1)
 
     def submit(self, function: Callable[..., object], *args: object) -> None:
@@ -47,6 +48,8 @@ class HandlerThreads:
             idle_thread_will_take_it = self._idle > 0
             if idle_thread_will_take_it:
                 self._idle -= 1
+            else:
+                self._alive += 1
         self._calls.put((function, args))
         if not idle_thread_will_take_it:
             threading.Thread(target=self._serve, daemon=True, name=f"{self._name}-{next(self._numbers)}").start()
@@ -56,6 +59,12 @@ class HandlerThreads:
         with self._lock:
             return self._idle
 
+    @property
+    def busy(self) -> int:
+        """Threads running a call (or about to)."""
+        with self._lock:
+            return self._alive - self._idle
+
     def _serve(self) -> None:
         while True:
             try:
@@ -64,6 +73,7 @@ class HandlerThreads:
                 with self._lock:
                     if self._idle > 0:  # nobody counts on this thread: end it
                         self._idle -= 1
+                        self._alive -= 1
                         return
                 continue  # a call was promised to an idle thread, maybe this one: take it
             try:

@@ -79,6 +79,8 @@ def test_a_finished_run_frees_its_slot_before_its_outcome_is_answered_up_to_a_bo
             # Two runs, then two more while the first two outcomes wait; then no slot is free.
             assert wait_until(lambda: len(started) == 4), started
             assert worker.active_runs == 4  # every lease is still held (and heartbeated)
+            # ...but no thread waits for an answer: the handler threads are back in the pool.
+            assert wait_until(lambda: worker._threads.busy == 0)
             assert service.wait_for(lambda: len(service.lease_requests) >= 2)
             assert not wait_until(lambda: len(started) > 4, timeout_s=0.5)  # a bound holds
             assert service.lease_requests[-1].max_runs <= 2
