@@ -40,6 +40,17 @@ ROOT = Path(__file__).resolve().parents[1]
 JOBS_PER_APPLY = 2_000  # an ApplyJobs entry is ~410 B per job; entries are capped at 1 MiB
 
 
+def finish_in_process(name: str, report: dict) -> int:
+    """`finish` for a benchmark without a cluster: write the JSON, list the failed checks; 1 if any."""
+    from bench.common import write_json
+
+    path = write_json(f"{name}.json", report)
+    log(f"wrote {path}")
+    for problem in report["problems"]:
+        print(f"FAILED: {problem}", file=sys.stderr)
+    return 1 if report["problems"] else 0
+
+
 def finish(name: str, report: dict, root, interrupted: bool, keep: bool) -> int:
     """Write the JSON, list the failed checks, keep the run's data when something went wrong
     (or when asked to), and give the exit status: 130 interrupted, 1 failed, 0 clean."""

@@ -21,8 +21,8 @@ import dataclasses
 import sys
 import time
 
-from bench.common import fmt, median, print_table, write_json
-from bench.harness import bench_parser, log, new_report
+from bench.common import fmt, median, print_table
+from bench.harness import bench_parser, finish_in_process, log, new_report
 from scheduler.core import State
 from scheduler.core.model import SECOND_US, SUCCEEDED, Run
 from scheduler.rpc.run_pages import RunQuery, select_page
@@ -101,11 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         ["pages of 1,000 runs, no job id", "ms per page (median of 5)", "longest hold ms", "one hold: longest ms", "ratio"],
         rows, title=f"listing: {jobs:,} jobs x 3 runs, in-process",
     )
-    path = write_json("listing.json", report)
-    log(f"wrote {path}")
-    for problem in measured["problems"]:
-        print(f"FAILED: {problem}", file=sys.stderr)
-    return 1 if measured["problems"] else 0
+    return finish_in_process("listing", report)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,8 @@ import os
 import sys
 import time
 
-from bench.common import fmt, print_table, write_json
-from bench.harness import bench_parser, log, new_report
+from bench.common import fmt, print_table
+from bench.harness import bench_parser, finish_in_process, log, new_report
 from scheduler.core import State, apply, decode_command, decode_snapshot, encode_command, encode_snapshot, state_digest
 from scheduler.core.commands import (
     ApplyJobs,
@@ -136,11 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     report = new_report("state_memory", args.quick, measured=measured, problems=measured["problems"])
     report["table"] = print_table(["figure", "value", "detail"], rows, title="state_memory: one replica's state, in-process")
-    path = write_json("state_memory.json", report)
-    log(f"wrote {path}")
-    for problem in measured["problems"]:
-        print(f"FAILED: {problem}", file=sys.stderr)
-    return 1 if measured["problems"] else 0
+    return finish_in_process("state_memory", report)
 
 
 if __name__ == "__main__":
