@@ -269,7 +269,11 @@ def report_in_background(
             _log_answer(lease, outcome, response)
             on_done()
         elif isinstance(error, grpc.RpcError):
-            retry_on(lambda: retry(error))  # backs off, then retries or gives up, as report_outcome does
+            try:
+                retry_on(lambda: retry(error))  # backs off, then retries or gives up, as report_outcome does
+            except BaseException:
+                on_done()  # no thread to retry on: give the lease back to the table rather than hold it
+                raise
         else:  # closed meanwhile, or a bug in the sender: the worker stopped waiting for us
             log.warning("run %s: outcome %s not reported: %r", lease.run_key, outcome.kind, error)
             on_done()
