@@ -15,6 +15,8 @@ from scheduler.rpc.convert import parse_run_key
 from tests.chaos import sink
 from worker import Worker
 
+log = logging.getLogger("chaos.workerproc")
+
 
 def _scheduled_us(ctx) -> int:
     return parse_run_key(ctx.run_key)[1]
@@ -30,6 +32,9 @@ def handlers(url: str) -> dict:
         """Sleep `sleep_s` in the first `sleep_attempts` attempts (ignoring cancellation), then write."""
         payload = ctx.payload or {}
         if ctx.attempt <= payload.get("sleep_attempts", 1):
+            # Scenarios wait for this line: a run the cluster counts as leased may still be in a
+            # Lease answer on its way to this worker (and lost with it, if the worker is paused).
+            log.info("handler started: %s token %d", ctx.run_key, ctx.fencing_token)
             time.sleep(payload.get("sleep_s", 0))
         _write(ctx, url)
 

@@ -35,6 +35,11 @@ def _trigger(scene: Scene, job_id: str, count: int) -> None:
             client.trigger_job(job_id=job_id, author=f"{job_id}-{i}", request_id=f"{job_id}-{i}-{scene.rng.random()}")
 
 
+def _handlers_started(workers, worker_id: str, job_id: str) -> int:
+    """Attempts of `job_id` whose handler `worker_id` started (workerproc logs each one)."""
+    return workers.procs[worker_id].log_path.read_text(errors="replace").count(f"handler started: {job_id}@")
+
+
 def _all(scene: Scene, job_id: str, count: int, predicate) -> bool:
     runs = _runs(scene, job_id)
     return len(runs) >= count and all(predicate(run) for run in runs)
@@ -66,6 +71,8 @@ def pause_worker(scene: Scene, options):
     time.sleep(1.5)
     _trigger(scene, "slow", 5)
     wait_until(lambda: _all(scene, "slow", 5, lambda r: r.status == "leased"), 15, "w1 to lease the slow runs")
+    # Leased in the cluster is not yet running on w1: the last grants may still be on their way.
+    wait_until(lambda: _handlers_started(workers, "w1", "slow") >= 5, 15, "w1 to start the slow handlers")
     workers.signal("w1", signal.SIGSTOP)
     stopped = time.monotonic()
     say("paused w1 holding 5 slow runs")
@@ -94,6 +101,7 @@ def cut_worker(scene: Scene, options):
     time.sleep(1.5)
     _trigger(scene, "slow", 5)
     wait_until(lambda: _all(scene, "slow", 5, lambda r: r.status == "leased"), 15, "w1 to lease the slow runs")
+    wait_until(lambda: _handlers_started(workers, "w1", "slow") >= 5, 15, "w1 to start the slow handlers")
     for node_id in cluster.ids:
         scene.firewall.cut("w1", node_id)
     say("cut w1 off from every node")
