@@ -67,8 +67,8 @@ class HeldLease:
 
 
 class LeaseTable:
-    """The leases a worker holds: at most `capacity` whose handler runs, and at most
-    `reporting_capacity` more whose handler has returned and whose outcome is being reported.
+    """The leases a worker holds: at most `capacity` whose handler runs, and at most `capacity`
+    more whose handler has returned and whose outcome is being reported.
 
     A finished handler frees its slot at once: the next run starts while the cluster commits the
     last one's outcome, instead of after it (a commit and a call's round trip per run). The lease
@@ -78,13 +78,10 @@ class LeaseTable:
     (see `heartbeat_view`), not by every change: that woke it three times per run.
     """
 
-    def __init__(self, capacity: int, reporting_capacity: int | None = None) -> None:
+    def __init__(self, capacity: int) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be at least 1, got {capacity!r}")
         self.capacity = capacity
-        self.reporting_capacity = capacity if reporting_capacity is None else reporting_capacity
-        if self.reporting_capacity < 0:
-            raise ValueError(f"reporting_capacity must not be negative, got {reporting_capacity!r}")
         self._leases: dict[tuple, HeldLease] = {}
         self._running = 0
         self._changed = threading.Condition()
@@ -95,12 +92,6 @@ class LeaseTable:
     def __len__(self) -> int:
         with self._changed:
             return len(self._leases)
-
-    @property
-    def running(self) -> int:
-        """Leases whose handler has not returned yet."""
-        with self._changed:
-            return self._running
 
     def add(self, lease: HeldLease) -> bool:
         """Hold `lease` (its handler about to run); False (and nothing held) if no slot is free."""
@@ -119,17 +110,20 @@ class LeaseTable:
     def handler_ended(self, lease: HeldLease) -> None:
         """`lease`'s handler returned: its slot is free; the lease is held until `remove`."""
         with self._changed:
-            if lease.running and lease.key in self._leases:
-                lease.running = False
-                self._running -= 1
+            if lease.key in self._leases:
+                self._handler_ended_locked(lease)
                 self._changed_locked()
 
     def remove(self, lease: HeldLease) -> None:
         with self._changed:
-            if self._leases.pop(lease.key, None) is not None and lease.running:
-                lease.running = False
-                self._running -= 1
+            if self._leases.pop(lease.key, None) is not None:
+                self._handler_ended_locked(lease)
             self._changed_locked()
+
+    def _handler_ended_locked(self, lease: HeldLease) -> None:
+        if lease.running:
+            lease.running = False
+            self._running -= 1
 
     def held(self) -> list[HeldLease]:
         """Every lease, lost ones included (their handlers may still run)."""
@@ -139,7 +133,7 @@ class LeaseTable:
     def live(self) -> list[HeldLease]:
         """The leases still ours: the ones to heartbeat."""
         with self._changed:
-            return [lease for lease in self._leases.values() if lease.lost is None]
+            return self._live_locked()
 
     def find(self, ref: worker_pb2.LeaseRef) -> HeldLease | None:
         key = (ref.job_id, ref.scheduled_at.seconds, ref.scheduled_at.nanos, ref.fencing_token)
@@ -168,7 +162,7 @@ class LeaseTable:
         with self._changed:
             self._beat_wake.clear()
             self._beat_needed_s = math.inf
-            return [lease for lease in self._leases.values() if lease.lost is None]
+            return self._live_locked()
 
     def plan_heartbeat(self, at_s: float) -> None:
         """The heartbeater looks again at `at_s` (monotonic; inf: once a lease arrives), or
@@ -192,7 +186,10 @@ class LeaseTable:
 
     def free_slots_locked(self) -> int:
         """Runs that may start now; call it from a `wait` predicate (the lock is held there)."""
-        return min(self.capacity - self._running, self.capacity + self.reporting_capacity - len(self._leases))
+        return min(self.capacity - self._running, 2 * self.capacity - len(self._leases))
+
+    def _live_locked(self) -> list[HeldLease]:
+        return [lease for lease in self._leases.values() if lease.lost is None]
 
     def empty_locked(self) -> bool:
         return not self._leases

@@ -415,20 +415,20 @@ class Worker:
 
     def _finish(self, lease: HeldLease, outcome: Outcome) -> None:
         self._table.handler_ended(lease)  # the next run may start while this outcome is reported
-        if lease.lost is None and outcome.reportable and lease.claim_report():
+        if lease.lost is not None or not outcome.reportable:
+            log.info("run %s: ended after its lease was %s: outcome not reported", lease.run_key,
+                     lease.lost or outcome.cancel_reason)
+        elif lease.claim_report():
             # This thread goes back to the pool; the lease is held until the cluster answers.
             try:
                 report_in_background(
                     self._completions, self._threads.submit, self.worker_id, lease, outcome,
                     retry_for_s=self.complete_retry_s, give_up=self._give_up, on_done=lambda: self._table.remove(lease),
                 )
+                return
             except BaseException:
                 self._table.remove(lease)  # never a lease held forever: a stop would wait on it
                 raise
-            return
-        if lease.lost is not None or not outcome.reportable:
-            log.info("run %s: ended after its lease was %s: outcome not reported", lease.run_key,
-                     lease.lost or outcome.cancel_reason)
         self._table.remove(lease)
 
     def _report(self, lease: HeldLease, outcome: Outcome, retry_for_s: float | None = None) -> None:
