@@ -59,7 +59,7 @@ from bench.harness import (
     list_runs,
     log,
     new_report,
-    node_histogram,
+    node_histograms,
     ts_s,
     yearly_schedule,
 )
@@ -167,8 +167,8 @@ def lease_calls(stats: list[dict], start: float, end: float) -> dict:
 
 def commit_delays(cluster, node_id: str) -> dict[str, dict[float, float]]:
     try:
-        return {command: node_histogram(cluster, node_id, "raftcron_apply_delay_seconds", {"command": command})
-                for command in COMMIT_COMMANDS}
+        by_command = node_histograms(cluster, node_id, "raftcron_apply_delay_seconds", "command")
+        return {command: by_command.get(command, {}) for command in COMMIT_COMMANDS}
     except OSError as exc:  # a figure missing, not a failed benchmark
         log(f"metrics of {node_id} not read: {exc!r}")
         return {}

@@ -263,32 +263,33 @@ def index_times(steps: list[tuple[float, int]]):
 
 
 # -- the cluster ----------------------------------------------------------------------------------
-def node_counters(cluster: LocalCluster, node_id: str, names: tuple[str, ...]) -> dict[str, float]:
-    """Counters of one node's /metrics (the cluster started with `metrics`), as "name{label=value,...}"."""
+def _node_samples(cluster: LocalCluster, node_id: str):
+    """Every sample of one node's /metrics (the cluster started with `metrics`), from one scrape."""
     from prometheus_client.parser import text_string_to_metric_families
 
     with urllib.request.urlopen(cluster.member(node_id).metrics_url, timeout=10) as response:
         text = response.read().decode()
-    found = {}
     for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name.removesuffix("_total") in names and sample.name.endswith("_total"):
-                labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
-                found[f"{sample.name.removesuffix('_total')}{{{labels}}}"] = sample.value
+        yield from family.samples
+
+
+def node_counters(cluster: LocalCluster, node_id: str, names: tuple[str, ...]) -> dict[str, float]:
+    """Counters of one node's /metrics, as "name{label=value,...}"."""
+    found = {}
+    for sample in _node_samples(cluster, node_id):
+        if sample.name.removesuffix("_total") in names and sample.name.endswith("_total"):
+            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+            found[f"{sample.name.removesuffix('_total')}{{{labels}}}"] = sample.value
     return found
 
 
-def node_histogram(cluster: LocalCluster, node_id: str, name: str, labels: dict[str, str]) -> dict[float, float]:
-    """One histogram of one node's /metrics: upper bound (s) -> cumulative count."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    with urllib.request.urlopen(cluster.member(node_id).metrics_url, timeout=10) as response:
-        text = response.read().decode()
-    found: dict[float, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == f"{name}_bucket" and all(sample.labels.get(k) == v for k, v in labels.items()):
-                found[float(sample.labels["le"])] = sample.value
+def node_histograms(cluster: LocalCluster, node_id: str, name: str, by_label: str) -> dict[str, dict[float, float]]:
+    """The histograms `name` of one node's /metrics, by their `by_label` value: upper bound ->
+    cumulative count."""
+    found: dict[str, dict[float, float]] = {}
+    for sample in _node_samples(cluster, node_id):
+        if sample.name == f"{name}_bucket":
+            found.setdefault(sample.labels.get(by_label, ""), {})[float(sample.labels["le"])] = sample.value
     return found
 
 
