@@ -39,8 +39,10 @@ from bench.common import (
     median,
     percentile,
     print_table,
+    raft_sync_mode,
     raise_on_sigterm,
     scan_logs,
+    with_raft_sync_mode,
     write_json,
 )
 from bench.harness import bench_parser, new_report
@@ -213,9 +215,11 @@ def run_trigger(
         "port_base": port_base,
         "load_before": load_average(),
         "problems": [],
+        "raft_sync": raft_sync_mode(),
     }
     cluster = LocalCluster(
-        root / f"{variant}-{port_base}", nodes=3, port_base=port_base, overrides={"claim_batch_size": batch_size}
+        root / f"{variant}-{port_base}", nodes=3, port_base=port_base,
+        overrides=with_raft_sync_mode({"claim_batch_size": batch_size}),
     )
     client = poll_client = None
     try:

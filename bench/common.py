@@ -134,6 +134,25 @@ def code_revision(package_file: str) -> dict:
 
 
 # -- loopback ports -------------------------------------------------------------------------------
+# Which journal mode a run measures: "on" (the default: every acknowledged entry synced) or "off"
+# (raft.sync false), so one benchmark can be run side by side in both modes.
+RAFT_SYNC_ENV = "RAFTCRON_BENCH_RAFT_SYNC"
+
+
+def raft_sync_mode() -> str:
+    mode = os.environ.get(RAFT_SYNC_ENV, "on").strip().lower()
+    if mode not in ("on", "off"):
+        raise SystemExit(f"{RAFT_SYNC_ENV} must be 'on' or 'off', not {mode!r}")
+    return mode
+
+
+def with_raft_sync_mode(overrides: dict | None) -> dict:
+    """`overrides` with raft.sync set from RAFTCRON_BENCH_RAFT_SYNC (a copy; other raft keys kept)."""
+    merged = dict(overrides or {})
+    merged["raft"] = {**merged.get("raft", {}), "sync": raft_sync_mode() == "on"}
+    return merged
+
+
 def ports_free(ports: Iterable[int], host: str = "127.0.0.1") -> bool:
     for port in ports:
         with socket.socket() as probe:

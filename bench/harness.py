@@ -30,7 +30,15 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 import scheduler
-from bench.common import code_revision, load_average, machine_info, scan_logs, tick_stalls
+from bench.common import (
+    code_revision,
+    load_average,
+    machine_info,
+    raft_sync_mode,
+    scan_logs,
+    tick_stalls,
+    with_raft_sync_mode,
+)
 from scheduler.core.model import JobSpec, Resource
 from scheduler.localcluster import LocalCluster
 from scheduler.replication.offline import common_digests
@@ -316,7 +324,9 @@ def bench_cluster(root: Path, port_base: int, overrides: dict | None = None, out
     """
     out = out if out is not None else {}
     out.setdefault("problems", [])
-    cluster = LocalCluster(root / f"{name}-{port_base}", nodes=3, port_base=port_base, overrides=overrides or {},
+    out["raft_sync"] = raft_sync_mode()
+    cluster = LocalCluster(root / f"{name}-{port_base}", nodes=3, port_base=port_base,
+                           overrides=with_raft_sync_mode(overrides),
                            metrics=metrics)
     converged_checked = False
     try:
