@@ -17,9 +17,9 @@ from scheduler.core.manual import MAX_BACKFILL_SLOTS
 from scheduler.core.model import SECOND_US
 from scheduler.leader.planner import first_due_after, schedule_for
 from scheduler.replication import RaftLog, ReplicationError
-from scheduler.rpc.convert import job_to_pb, resource_from_pb, run_to_pb, spec_from_pb, timestamp_us
+from scheduler.rpc.convert import resource_from_pb, run_to_pb, spec_from_pb, timestamp_us
 from scheduler.rpc.errors import abort_rejected, abort_replication, submit_or_abort
-from scheduler.rpc.reads import Reader
+from scheduler.rpc.reads import Reader, scoped_job_pb
 from scheduler.security.interceptor import audited_author, current_principal, require
 from scheduler.security.policy import apply_denial, job_change_denial, jobs_target_denial, prunes
 from scheduler.security.principals import ADMIN
@@ -245,7 +245,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         with self._raftlog.read() as state:
             job = state.jobs.get(job_id)
             if job is not None:
-                return job_to_pb(job)
+                return scoped_job_pb(job)
         context.abort(grpc.StatusCode.NOT_FOUND, f"job {job_id!r} does not exist")
 
     def GetJob(self, request, context):
@@ -269,6 +269,6 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
                 selected.append(job)
                 if len(selected) > limit:
                     break
-            page = [job_to_pb(job) for job in selected[:limit]]
+            page = [scoped_job_pb(job) for job in selected[:limit]]
         next_token = selected[limit - 1].spec.id if len(selected) > limit else ""
         return jobs_pb2.ListJobsResponse(jobs=page, next_page_token=next_token, read=self._reader.read_info(request.linearizable))

@@ -169,13 +169,14 @@ def authenticator_for(config) -> Authenticator | None:
 
 
 def http_authorizer(authenticator: Authenticator, roles: tuple[str, ...] = (ADMIN, SUBMITTER, READER)):
-    """`authorize(headers) -> bool` for HTTP pages (the dashboard): a bearer token of a role that
-    may read. Headers are a mapping with lowercase names."""
+    """`authorize(headers) -> Principal | None` for HTTP pages (the dashboard): the principal of a
+    bearer token of a role that may read (its owners scope what it sees), else None. Headers are
+    a mapping with lowercase names."""
 
-    def authorize(headers) -> bool:
+    def authorize(headers) -> Principal | None:
         value = headers.get("authorization", "")
         scheme, _, token = value.partition(" ")
         principal = authenticator.authenticate(token.strip()) if scheme.lower() == "bearer" else None
-        return principal is not None and principal.role in roles
+        return principal if principal is not None and principal.role in roles else None
 
     return authorize
