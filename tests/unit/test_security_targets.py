@@ -177,3 +177,18 @@ def test_a_worker_asking_for_one_owners_shell_jobs_gets_no_other_owners_even_aft
     assert dispatcher.lease("ops-w", ["shell:ops"], max_runs=5, wait_s=0) == []
     granted = dispatcher.lease("fin-w", ["shell:finance"], max_runs=5, wait_s=0)
     assert sorted(g.run.job_id for g in granted) == ["finance-job", "ops-job"]
+
+
+def test_the_example_principals_file_parses_and_means_what_it_says():
+    from pathlib import Path
+
+    from scheduler.security.principals import Authenticator
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "principals.yaml"
+    found = {p.name: p for p in Authenticator.from_file(path).principals}
+    assert target_denial(found["finance-ci"], "j", "finance", "handler", "reports.daily") is None
+    assert target_denial(found["finance-ci"], "j", "finance", "shell", "echo") is not None
+    assert target_denial(found["ops-ci"], "j", "ops", "shell", "echo") is None
+    assert lease_denial(found["ops-shell-workers"], ["shell:ops"]) is None
+    assert lease_denial(found["ops-shell-workers"], ["shell"]) is not None
+    assert not sees_details(found["grafana"], "finance") and sees_details(found["finance-analyst"], "finance")
