@@ -19,7 +19,7 @@ from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import duration, duration_us, printable_run_key, target_to_pb, timestamp, timestamp_us
 from scheduler.rpc.errors import abort_replication
 from scheduler.security.interceptor import caller_authorization, current_principal, require
-from scheduler.security.policy import holder_denial, holder_of_token, lease_denial, lease_holder, run_denial
+from scheduler.security.policy import held_by, holder_denial, holder_of_token, lease_denial, lease_holder, run_denial
 from worker.api.v1 import worker_pb2 as wpb
 from worker.api.v1 import worker_pb2_grpc
 
@@ -154,23 +154,36 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         return refused
 
     def _check_refs(self, principal, refs: list[wpb.LeaseRef], positions) -> tuple[dict[int, tuple[int, str]], list[int]]:
-        refused, unknown = {}, []
+        """The state lock is held only for lookups (the Raft thread waits for it): one scope check
+        per target, a run lookup per lease; refusals are worded after it is released."""
+        foreign_target, foreign_holder, unknown, served = [], [], [], {}
         with self._raftlog.read() as state:
             for position in positions:
                 ref = refs[position]
                 scheduled_us = timestamp_us(ref.scheduled_at)
-                run_key = printable_run_key(ref.job_id, scheduled_us)
                 job = state.jobs.get(ref.job_id)
                 if job is not None and not principal.serves_every_target:
-                    if denial := run_denial(principal, run_key, target_key(job.spec)):
-                        refused[position] = (wpb.NOT_FOUND, denial)
+                    target = target_key(job.body)
+                    allowed = served.get(target)
+                    if allowed is None:
+                        allowed = served[target] = principal.serves(target)
+                    if not allowed:
+                        foreign_target.append((position, scheduled_us, target))
                         continue
                 run = state.get_run(ref.job_id, scheduled_us)
                 holder = holder_of_token(run, ref.fencing_token) if run is not None else None
                 if holder is None:
                     unknown.append(position)
-                elif denial := holder_denial(principal, run_key, ref.fencing_token, holder):
-                    refused[position] = (wpb.FENCED, denial)
+                elif not held_by(principal, holder):
+                    foreign_holder.append((position, scheduled_us, holder))
+        refused = {}
+        for position, scheduled_us, target in foreign_target:
+            run_key = printable_run_key(refs[position].job_id, scheduled_us)
+            refused[position] = (wpb.NOT_FOUND, run_denial(principal, run_key, target))
+        for position, scheduled_us, holder in foreign_holder:
+            ref = refs[position]
+            run_key = printable_run_key(ref.job_id, scheduled_us)
+            refused[position] = (wpb.FENCED, holder_denial(principal, run_key, ref.fencing_token, holder))
         return refused, unknown
 
     # -- Heartbeat and Complete: any node, coalesced into few entries -------------
