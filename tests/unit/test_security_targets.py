@@ -192,3 +192,40 @@ def test_the_example_principals_file_parses_and_means_what_it_says():
     assert lease_denial(found["ops-shell-workers"], ["shell:ops"]) is None
     assert lease_denial(found["ops-shell-workers"], ["shell"]) is not None
     assert not sees_details(found["grafana"], "finance") and sees_details(found["finance-analyst"], "finance")
+
+
+def test_a_lease_a_lagging_replica_does_not_know_is_checked_after_a_read_barrier():
+    import contextlib
+    from types import SimpleNamespace
+
+    from scheduler.core.commands import ReadBarrier
+    from scheduler.core.state import State
+    from scheduler.rpc.convert import timestamp
+    from scheduler.rpc.workers import WorkerServicer
+    from scheduler.security.interceptor import _CALLER
+    from worker.api.v1 import worker_pb2 as wpb
+
+    lagging, caught_up = State(), State()
+    caught_up.add_run(leased_run(("worker-a/h", 12)))
+    log = SimpleNamespace(state=lagging, barriers=0)
+
+    def submit(command, timeout_s):
+        assert isinstance(command, ReadBarrier)
+        log.barriers += 1
+        log.state = caught_up  # once the barrier is applied here, so is every earlier grant
+
+    log.read, log.submit = (lambda: contextlib.nullcontext(log.state)), submit
+    servicer = WorkerServicer.__new__(WorkerServicer)
+    servicer._raftlog, servicer._clock_us, servicer._timeout_s = log, lambda: 0, 1.0
+    ref = wpb.LeaseRef(job_id="j", scheduled_at=timestamp(1), fencing_token=12)
+    guessed = wpb.LeaseRef(job_id="j", scheduled_at=timestamp(1), fencing_token=13)
+    for principal, expected in (("worker-a", {}), ("worker-b", {0: wpb.FENCED})):
+        log.state, log.barriers = lagging, 0
+        token = _CALLER.set(Principal(principal, WORKER, targets=("*",)))
+        try:
+            assert {k: v[0] for k, v in servicer._refused([ref], None).items()} == expected
+            assert log.barriers == 1
+            assert servicer._refused([ref], None).keys() == expected.keys() and log.barriers == 1  # known now
+            assert servicer._refused([guessed], None)[0][0] == wpb.NOT_FOUND  # never proposed unchecked
+        finally:
+            _CALLER.reset(token)
