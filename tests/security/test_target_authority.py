@@ -8,7 +8,6 @@ import base64
 import os
 import signal
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 
