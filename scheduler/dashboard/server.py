@@ -1,6 +1,6 @@
 """The node's HTTP server: Prometheus metrics on /metrics, the read-only dashboard everywhere else.
 
-    dashboard = Dashboard(node.raftlog, node.config, authorize=None)   # authorize(headers) -> bool
+    dashboard = Dashboard(node.raftlog, node.config, authorize=None)   # authorize(headers) -> Principal | bool
     server, thread = serve_http("127.0.0.1", 9100, registry, dashboard)
     ...
     server.shutdown(); server.server_close(); dashboard.close()
