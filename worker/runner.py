@@ -123,6 +123,8 @@ class Worker:
         self.shell = shell
         self.drain_timeout_s = float(drain_timeout_s)
         self.shell_grace_s = float(shell_grace_s)
+        if not shell and (shell_owners is not None or shell_env or shell_user):
+            raise ValueError("shell_owners, shell_env and shell_user need shell=True")
         self.shell_owners = None if shell_owners is None else tuple(dict.fromkeys(shell_owners))
         if self.shell_owners is not None and (not self.shell_owners or not all(self.shell_owners)):
             raise ValueError("shell_owners must name at least one owner (None: every owner's)")

@@ -230,3 +230,5 @@ def test_a_worker_restricted_to_owners_leases_only_their_shell_targets() -> None
     assert Worker(["127.0.0.1:1"], shell=True).targets == ["shell"]
     with pytest.raises(ValueError, match="at least one owner"):
         Worker(["127.0.0.1:1"], shell=True, shell_owners=[])
+    with pytest.raises(ValueError, match="need shell=True"):
+        Worker(["127.0.0.1:1"], handlers={"h": lambda ctx: None}, shell_owners=["ops"])
