@@ -16,14 +16,21 @@ import threading
 from pathlib import Path
 
 from scheduler.localcluster import LocalCluster
-from scheduler.security.devcerts import DevCredentials, ensure_dev_credentials
+from scheduler.security.devcerts import DevCredentials, ensure_dev_credentials, worker_credentials
 
 LEADER_WAIT_S = 60.0
 
 
+def demo_worker_env(credentials: DevCredentials, data_dir: Path, environ: dict[str, str]) -> dict[str, str]:
+    """The demo worker's environment: the caller's without any RAFTCRON_* credential (an admin
+    token exported in this shell, the cluster secret), plus the worker token and the CA only."""
+    kept = {k: v for k, v in environ.items() if not k.startswith("RAFTCRON_") or k == "RAFTCRON_LOG_LEVEL"}
+    return kept | worker_credentials(credentials, Path(data_dir) / "worker-credentials")
+
+
 def _start_demo_worker(cluster: LocalCluster, credentials: DevCredentials) -> subprocess.Popen:
     log_file = open(cluster.data_dir / "worker.log", "ab")
-    env = {k: v for k, v in os.environ.items() if k != "RAFTCRON_TOKEN"} | credentials.client_env("worker")
+    env = demo_worker_env(credentials, cluster.data_dir, dict(os.environ))
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "scheduler.cli", "worker", "--cluster", cluster.cluster_arg, "--demo", "--shell"],

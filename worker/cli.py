@@ -3,6 +3,7 @@
     raftcron worker --handlers myjobs:HANDLERS               # a dict {target name: handler}
     raftcron worker --handlers reports.build=myjobs:build     # one handler under a name
     raftcron worker --shell --concurrency 8                   # run {shell: CMD} targets
+    raftcron worker --shell --shell-owners ops --shell-user raftcron-jobs   # ops' commands, as that user
     raftcron worker --demo                                    # the handlers of examples/jobs.yaml
 
 Modules are imported from the current directory first. SIGTERM or Ctrl-C drains the worker;
@@ -40,6 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--demo", action="store_true", help="register the demo handlers of examples/jobs.yaml")
     parser.add_argument("--shell", action="store_true", help="also run {shell: CMD} targets with /bin/sh")
+    parser.add_argument("--shell-owners", nargs="+", metavar="OWNER",
+                        help="run only these owners' shell jobs (default: every owner's)")
+    parser.add_argument("--shell-env", action="extend", nargs="+", default=[], metavar="NAME",
+                        help="also pass these variables of the worker's environment to shell commands "
+                             "(beyond PATH, HOME, LANG, LC_*, TZ; never RAFTCRON_*)")
+    parser.add_argument("--shell-user", metavar="USER",
+                        help="run shell commands as USER, with its primary group only (the worker must run as root)")
     parser.add_argument("--concurrency", type=int, default=4, help="most handlers running at once (default %(default)s)")
     parser.add_argument("--worker-id", help="stable id of this worker (default <hostname>-<pid>)")
     parser.add_argument("--lease-wait", type=float, default=5.0, metavar="S",
@@ -90,6 +98,8 @@ def build_worker(args: argparse.Namespace) -> Worker:
             handlers[name] = handler
     if not handlers and not args.shell:
         raise ValueError("nothing to run: give --handlers, --demo or --shell")
+    if not args.shell and (args.shell_owners or args.shell_env or args.shell_user):
+        raise ValueError("--shell-owners, --shell-env and --shell-user need --shell")
     environ = dict(os.environ)
     for flag, name in (("ca", "RAFTCRON_CA"), ("token_file", "RAFTCRON_TOKEN_FILE"),
                        ("client_cert", "RAFTCRON_CLIENT_CERT"), ("client_key", "RAFTCRON_CLIENT_KEY")):
@@ -107,6 +117,9 @@ def build_worker(args: argparse.Namespace) -> Worker:
         shell=args.shell,
         drain_timeout_s=args.drain_timeout,
         shell_grace_s=args.shell_grace,
+        shell_owners=args.shell_owners,
+        shell_env=args.shell_env,
+        shell_user=args.shell_user,
     )
 
 

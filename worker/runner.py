@@ -48,7 +48,8 @@ from worker.context import CancelReason
 from worker.execution import AsyncLoopThread, Handler, Outcome, OutcomeKind, arm_deadline, execute
 from worker.heartbeat import Heartbeater
 from worker.leases import SHELL_TARGET, HeldLease, LeaseTable, lease_from_grant
-from worker.shell import DEFAULT_GRACE_S, ShellCommand
+from worker.shell import DEFAULT_GRACE_S, ShellCommand, check_env_names
+from worker.shell import shell_user as shell_user_named
 from worker.threads import HandlerThreads
 
 __all__ = ["SHELL_TARGET", "Worker"]
@@ -72,6 +73,12 @@ class Worker:
         handlers: {target name: handler}; or register with `@worker.handler(name)`.
         lease_wait_s: how long one Lease call waits for due runs (long poll).
         shell: also run `{shell: CMD}` targets with /bin/sh (see shell.py).
+        shell_owners: run only these owners' shell commands (leases `shell:OWNER` for each, so the
+            cluster hands it no other owner's); default every owner's (`shell`).
+        shell_env: names of the worker's environment variables a command also gets, beyond
+            PATH, HOME, LANG, LC_* and TZ (never a RAFTCRON_* one: those are its credentials).
+        shell_user: run commands as this user (its primary group, no supplementary groups);
+            the worker must run as root.
         drain_timeout_s: how long a graceful stop waits for running attempts.
         shell_grace_s: between SIGTERM and SIGKILL of a cancelled command's process group.
         call_timeout_s: per-call timeout of Heartbeat and Complete (Lease: lease_wait_s more).
@@ -93,6 +100,9 @@ class Worker:
         shell: bool = False,
         drain_timeout_s: float = 30.0,
         shell_grace_s: float = DEFAULT_GRACE_S,
+        shell_owners: Iterable[str] | None = None,
+        shell_env: Iterable[str] = (),
+        shell_user: str | None = None,
         call_timeout_s: float = 5.0,
         complete_retry_s: float = 60.0,
         metadata: Mapping[str, str] | None = None,
@@ -113,6 +123,13 @@ class Worker:
         self.shell = shell
         self.drain_timeout_s = float(drain_timeout_s)
         self.shell_grace_s = float(shell_grace_s)
+        if not shell and (shell_owners is not None or shell_env or shell_user):
+            raise ValueError("shell_owners, shell_env and shell_user need shell=True")
+        self.shell_owners = None if shell_owners is None else tuple(dict.fromkeys(shell_owners))
+        if self.shell_owners is not None and (not self.shell_owners or not all(self.shell_owners)):
+            raise ValueError("shell_owners must name at least one owner (None: every owner's)")
+        self.shell_env = check_env_names(shell_env)
+        self.shell_user = shell_user_named(shell_user) if shell_user else None
         self.call_timeout_s = float(call_timeout_s)
         self.complete_retry_s = float(complete_retry_s)
         self._metadata = metadata
@@ -166,13 +183,18 @@ class Worker:
     @property
     def targets(self) -> list[str]:
         """The target names this worker leases."""
-        served = sorted(self._handlers) + ([SHELL_TARGET] if self.shell else [])
+        served = sorted(self._handlers) + (self._shell_targets() if self.shell else [])
         if self._explicit_targets is None:
             return served
         unknown = sorted(set(self._explicit_targets) - set(served))
         if unknown:
             raise ValueError(f"targets without a handler on this worker: {', '.join(unknown)}")
         return list(dict.fromkeys(self._explicit_targets))
+
+    def _shell_targets(self) -> list[str]:
+        if self.shell_owners is None:
+            return [SHELL_TARGET]
+        return [f"{SHELL_TARGET}:{owner}" for owner in self.shell_owners]
 
     @property
     def active_runs(self) -> int:
@@ -399,8 +421,9 @@ class Worker:
         kind = target.WhichOneof("kind")
         if kind == "handler" and target.handler in self._targets:
             return self._handlers.get(target.handler)
-        if kind == "shell" and SHELL_TARGET in self._targets:
-            return ShellCommand(target.shell, grace_s=self.shell_grace_s)
+        if kind == "shell" and any(t == SHELL_TARGET or t.startswith(SHELL_TARGET + ":") for t in self._targets):
+            # Whose command it is, the cluster decided: it hands out only the `shell:OWNER` asked for.
+            return ShellCommand(target.shell, grace_s=self.shell_grace_s, env_names=self.shell_env, user=self.shell_user)
         return None
 
     # Running and reporting

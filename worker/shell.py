@@ -11,27 +11,42 @@ RAFTCRON_SCHEDULED_AT and RAFTCRON_DEADLINE in ISO-8601 UTC, RAFTCRON_FENCING_TO
 RAFTCRON_ATTEMPT, RAFTCRON_IDEMPOTENCY_KEY, RAFTCRON_PAYLOAD with the payload's JSON text) and
 reads the payload's JSON text on stdin. Exit code 0 is success; anything else a failure with
 that exit code. The last few KiB of combined stdout and stderr are reported as the output tail.
+
+A command is the job submitter's, not the worker's: it gets an allow-listed environment (PATH,
+HOME, LANG, LC_*, TZ, the names an operator adds with `env_names`, and the run's RAFTCRON_*
+variables), never the worker's own (its token, token file, CA, client key), and runs in a fresh
+temporary directory, not the worker's working directory. With `user`, a worker running as root
+runs it as that user, with that user's primary group and no supplementary groups.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import pwd
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from worker.context import RunContext
 
-__all__ = ["ShellCommand", "ShellResult", "shell_environment"]
+__all__ = ["ShellCommand", "ShellResult", "ShellUser", "command_environment", "shell_environment", "shell_user"]
 
 log = logging.getLogger("raftcron.worker.shell")
 
 DEFAULT_GRACE_S = 5.0
 DEFAULT_TAIL_BYTES = 4096
+# What a command inherits from the worker's environment, besides LC_* and the operator's additions.
+INHERITED_NAMES = ("PATH", "HOME", "LANG", "TZ")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+# The run's variables are set by the executor: no RAFTCRON_* name is ever inherited.
+RUN_PREFIX = "RAFTCRON_"
 
 
 @dataclass(frozen=True)
@@ -62,6 +77,53 @@ def shell_environment(ctx: RunContext) -> dict[str, str]:
     }
 
 
+def check_env_names(names: Iterable[str]) -> tuple[str, ...]:
+    """Names an operator adds to a command's environment; ValueError for one that may not be."""
+    names = tuple(names)
+    for name in names:
+        if not name or "=" in name or "\0" in name:
+            raise ValueError(f"--shell-env {name!r}: not an environment variable name")
+        if name.upper().startswith(RUN_PREFIX):
+            raise ValueError(f"--shell-env {name!r}: RAFTCRON_* variables are the worker's own (its credentials) "
+                             "or set per run; a command never inherits them")
+    return names
+
+
+def command_environment(ctx: RunContext, environ: Mapping[str, str], extra_names: Iterable[str] = (),
+                        home: str | None = None) -> dict[str, str]:
+    """The whole environment of a command for the run of `ctx`: allow-listed names of `environ`
+    (the worker's), then the run's variables. `home` replaces HOME (a separate user's)."""
+    wanted = set(INHERITED_NAMES) | set(check_env_names(extra_names))
+    env = {name: value for name, value in environ.items()
+           if (name in wanted or name.startswith("LC_")) and not name.upper().startswith(RUN_PREFIX)}
+    env.setdefault("PATH", DEFAULT_PATH)
+    if home is not None:
+        env["HOME"] = home
+    return env | shell_environment(ctx)
+
+
+@dataclass(frozen=True)
+class ShellUser:
+    """Whom commands run as: a user's ids and home, with no supplementary groups."""
+
+    name: str
+    uid: int
+    gid: int
+    home: str
+
+
+def shell_user(name: str, euid: int | None = None) -> ShellUser:
+    """The user `name` for commands; ValueError unless this process may switch to it (root)."""
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise ValueError(f"--shell-user {name!r}: no such user") from None
+    euid = os.geteuid() if euid is None else euid
+    if euid != 0 and euid != entry.pw_uid:
+        raise ValueError(f"--shell-user {name!r}: the worker must run as root to run commands as another user")
+    return ShellUser(name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
+
+
 class ShellCommand:
     """A handler that runs one shell command line for a run (see the module docstring)."""
 
@@ -72,6 +134,8 @@ class ShellCommand:
         grace_s: float = DEFAULT_GRACE_S,
         tail_bytes: int = DEFAULT_TAIL_BYTES,
         shell: str = "/bin/sh",
+        env_names: Iterable[str] = (),
+        user: ShellUser | None = None,
     ) -> None:
         if not command.strip():
             raise ValueError("empty shell command")
@@ -79,16 +143,32 @@ class ShellCommand:
         self.grace_s = grace_s
         self.tail_bytes = tail_bytes
         self.shell = shell
+        self.env_names = check_env_names(env_names)
+        self.user = user
 
     def __call__(self, ctx: RunContext) -> ShellResult:
+        workdir = tempfile.mkdtemp(prefix="raftcron-run-")
+        try:
+            return self._run(ctx, workdir)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _run(self, ctx: RunContext, workdir: str) -> ShellResult:
+        user = self.user
+        as_user = {}
+        if user is not None:
+            os.chown(workdir, user.uid, user.gid)
+            as_user = {"user": user.uid, "group": user.gid, "extra_groups": []}
         process = subprocess.Popen(
             [self.shell, "-c", self.command],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, which we can signal as a whole
-            env={**os.environ, **shell_environment(ctx)},
+            env=command_environment(ctx, os.environ, self.env_names, user.home if user else None),
+            cwd=workdir,
             close_fds=True,
+            **as_user,
         )
         group = process.pid  # a new session's leader: its pid is the group id
         tail = _OutputTail(process.stdout, self.tail_bytes)

@@ -1,6 +1,6 @@
 """The node's HTTP server: Prometheus metrics on /metrics, the read-only dashboard everywhere else.
 
-    dashboard = Dashboard(node.raftlog, node.config, authorize=None)   # authorize(headers) -> bool
+    dashboard = Dashboard(node.raftlog, node.config, authorize=None)   # authorize(headers) -> Principal | bool
     server, thread = serve_http("127.0.0.1", 9100, registry, dashboard)
     ...
     server.shutdown(); server.server_close(); dashboard.close()
@@ -35,10 +35,14 @@ from scheduler.forecast import MINUTE_US
 from scheduler.membership import members_view, peer_by_raft_address
 from scheduler.planning import parse_iso_to_us
 from scheduler.replication.raftlog import ROLE_NAMES
+from scheduler.security.policy import sees_details
+from scheduler.security.principals import ADMIN, Principal
 
 log = logging.getLogger("raftcron.dashboard")
 
-Authorize = Callable[[Mapping[str, str]], bool]
+# Truthy to let the request in: the caller's Principal (whose owners scope payloads and output
+# tails), or True when the check knows no principal (everything is shown).
+Authorize = Callable[[Mapping[str, str]], object]
 # pysyncobj reports a connected partner with this value.
 _CONNECTED = 2
 FORECAST_HOURS = 24
@@ -160,7 +164,8 @@ class Dashboard:
             return self._respond(start_response, "405 Method Not Allowed", views.error_page(
                 "405 Method Not Allowed", "The dashboard is read-only: use the CLI or the API to change anything."
             ), method, [("Allow", "GET, HEAD")])
-        if not self._authorize(bearer_from_basic(request_headers(environ))):
+        caller = self._authorize(bearer_from_basic(request_headers(environ)))
+        if not caller:
             challenges = [("WWW-Authenticate", 'Bearer realm="raftcron"'), ("WWW-Authenticate", AUTH_PROMPT)]
             return self._respond(start_response, "401 Unauthorized", views.error_page(
                 "401 Unauthorized",
@@ -168,7 +173,8 @@ class Dashboard:
                 "user name and the token as password.",
             ), method, challenges)
         try:
-            status, body = "200 OK", self.render(path, parse_qs(environ.get("QUERY_STRING", "")))
+            principal = caller if isinstance(caller, Principal) else None
+            status, body = "200 OK", self.render(path, parse_qs(environ.get("QUERY_STRING", "")), principal)
         except BadRequest as exc:
             status, body = "400 Bad Request", views.error_page("400 Bad Request", str(exc), self._node_id)
         except NotFound as exc:
@@ -191,19 +197,20 @@ class Dashboard:
     def _node_id(self) -> str:
         return getattr(self._config, "node_id", "")
 
-    def render(self, path: str, params: dict) -> str:
-        """The HTML of one page; BadRequest or NotFound for what cannot be shown."""
+    def render(self, path: str, params: dict, principal: Principal | None = None) -> str:
+        """The HTML of one page; BadRequest or NotFound for what cannot be shown. Payloads and
+        output tails only for a `principal` that sees their owner's details (None: all)."""
         parts = [unquote(part) for part in path.strip("/").split("/")] if path.strip("/") else []
         if not parts:
             return self.cluster()
         if parts == ["jobs"]:
             return self.jobs(params.get("q", [""])[0], _int_param(params, "page", 1))
         if len(parts) == 2 and parts[0] == "jobs":
-            return self.job(parts[1], params)
+            return self.job(parts[1], params, principal)
         if len(parts) == 3 and parts[0] == "runs":
             if not parts[2].lstrip("-").isdigit():
                 raise BadRequest("a run is /runs/JOB/SCHEDULED_US (microseconds since the epoch)")
-            return self.run(parts[1], int(parts[2]))
+            return self.run(parts[1], int(parts[2]), principal)
         if parts == ["herd"]:
             return self.herd()
         if parts == ["alerts"]:
@@ -259,7 +266,7 @@ class Dashboard:
             now_us = state.now_us
         return views.jobs_page(rows, query, page, total, data.JOBS_PAGE_SIZE, now_us, self._node_id)
 
-    def job(self, job_id: str, params: dict) -> str:
+    def job(self, job_id: str, params: dict, principal: Principal | None = None) -> str:
         with self._raftlog.read() as state:
             now_us = state.now_us
             job = state.jobs.get(job_id)
@@ -272,14 +279,18 @@ class Dashboard:
             raise NotFound(f"job {job_id!r} does not exist (the history of a deleted job stays under /runs)")
         slots, cut = fates.timeline(detail, from_us, to_us)
         fires = data.next_fires(detail.row.spec, max(detail.cursor_us, now_us - 1), detail.spread_us)
-        return views.job_page(detail, slots, cut, fires, from_us, to_us, label, self._node_id)
+        details = sees_details(principal, detail.row.spec.owner)
+        return views.job_page(detail, slots, cut, fires, from_us, to_us, label, self._node_id, details)
 
-    def run(self, job_id: str, scheduled_us: int) -> str:
+    def run(self, job_id: str, scheduled_us: int, principal: Principal | None = None) -> str:
         with self._raftlog.read() as state:
             detail = data.run_detail(state, job_id, scheduled_us)
         if detail is None:
             raise NotFound(f"no retained run {job_id}@{scheduled_us}")
-        return views.run_page(detail, self._node_id)
+        # A deleted job's owner is unknown: its runs' output is the admin's alone.
+        details = principal is None or (detail.spec is not None and sees_details(principal, detail.spec.owner)) \
+            or principal.role == ADMIN
+        return views.run_page(detail, self._node_id, details)
 
     def herd(self) -> str:
         with self._forecast_lock:

@@ -257,7 +257,10 @@ def jobs_page(
     return layout("Jobs", "/jobs", search + count + table + pager, node_id, now_us)
 
 
-def _spec_facts(spec, detail: data.JobDetail | None = None) -> list[tuple[str, str]]:
+HIDDEN_DETAIL = '<span class="muted">hidden: shown to the admin and to principals of this job\'s owner</span>'
+
+
+def _spec_facts(spec, detail: data.JobDetail | None = None, details: bool = True) -> list[tuple[str, str]]:
     retry = spec.retry
     pairs = [
         ("schedule", f"<code>{escape(spec.schedule)}</code> in {escape(spec.timezone)}"),
@@ -279,7 +282,8 @@ def _spec_facts(spec, detail: data.JobDetail | None = None) -> list[tuple[str, s
         ("jitter", escape(spec.jitter) + (f" (this job: +{fates.human_duration_us(detail.spread_us)})" if detail else "")),
         ("overlap / priority", f"{escape(spec.overlap)} / {spec.priority}"),
         ("uses", escape(", ".join(spec.uses)) or '<span class="muted">—</span>'),
-        ("payload", f"<code>{escape(spec.payload_json)}</code>" if spec.payload_json else '<span class="muted">—</span>'),
+        ("payload", f"<code>{escape(spec.payload_json)}</code>" if spec.payload_json and details
+         else HIDDEN_DETAIL if spec.payload_json else '<span class="muted">—</span>'),
     ]
     return pairs
 
@@ -344,7 +348,9 @@ def job_page(
     to_us: int,
     window: str = "",
     node_id: str = "",
+    details: bool = True,
 ) -> str:
+    """`details`: whether the caller sees the payload (policy.sees_details)."""
     spec, now_us = detail.row.spec, detail.now_us
     status = _facts(
         [
@@ -372,7 +378,7 @@ def job_page(
         f"{legend_html(counts)}{timeline_svg(spec.id, slots)}{cut}"
         f"<h2>Latest slots</h2>{_slot_rows(spec.id, slots, now_us)}"
         f"<h2>Next fires</h2>{_next_fires_table(fires, spec.timezone, now_us)}"
-        f"<h2>Spec</h2>{_facts(_spec_facts(spec, detail))}"
+        f"<h2>Spec</h2>{_facts(_spec_facts(spec, detail, details))}"
     )
     return layout(f"Job {spec.id}", "/jobs", body, node_id, now_us)
 
@@ -380,7 +386,8 @@ def job_page(
 # -- runs --------------------------------------------------------------------------------------
 
 
-def run_page(detail: data.RunDetail, node_id: str = "") -> str:
+def run_page(detail: data.RunDetail, node_id: str = "", details: bool = True) -> str:
+    """`details`: whether the caller sees the output tail (policy.sees_details)."""
     run, now_us = detail.run, detail.now_us
     slot = fates.fate_of(run)
     job_link = (
@@ -437,8 +444,8 @@ def run_page(detail: data.RunDetail, node_id: str = "") -> str:
         name="attempts",
     )
     tail = (
-        f'<pre class="output-tail">{escape(run.output_tail)}</pre>'
-        if run.output_tail
+        f"<p>{HIDDEN_DETAIL}</p>" if run.output_tail and not details
+        else f'<pre class="output-tail">{escape(run.output_tail)}</pre>' if run.output_tail
         else '<p class="muted">No output recorded.</p>'
     )
     body = (

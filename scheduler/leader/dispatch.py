@@ -44,8 +44,20 @@ _RELEASING_COMMANDS = (CompleteRuns, ExpireLeases, ApplyJobs, ClaimRuns, Trigger
 
 
 def target_key(spec: JobSpec) -> str:
-    """Workers name what they run: a handler name, or "shell" for shell commands."""
-    return SHELL_TARGET if spec.target_kind == SHELL_TARGET else spec.target
+    """Workers name what they run: a handler name, or "shell:OWNER" for the shell commands of
+    one owner, so a worker token can be scoped to the owners whose commands it runs."""
+    return f"{SHELL_TARGET}:{spec.owner}" if spec.target_kind == SHELL_TARGET else spec.target
+
+
+def leased_queues(targets: list[str], queued: list[str]) -> list[str]:
+    """The queues a Lease for `targets` draws from (`queued`: the targets with runs); no targets
+    means every queue, and "shell" every owner's shell commands."""
+    if not targets:
+        return queued
+    names = [t for t in targets if t != SHELL_TARGET]
+    if SHELL_TARGET in targets:
+        names += [q for q in queued if q.startswith(SHELL_TARGET + ":")]
+    return list(dict.fromkeys(names))
 
 
 class _Entry(msgspec.Struct, frozen=True, gc=False):
@@ -244,7 +256,7 @@ class Dispatcher:
         with self._changed:
             self._take_inbox()
             self._promote_ready(now_us)
-            queues = [self._ready[t] for t in (targets or list(self._ready)) if self._ready.get(t)]
+            queues = [self._ready[t] for t in leased_queues(targets, list(self._ready)) if self._ready.get(t)]
             while len(picked) < max_runs:
                 best = min((q for q in queues if q), key=lambda q: q[0], default=None)
                 if best is None:
@@ -262,6 +274,7 @@ class Dispatcher:
             if self._held:
                 self._release_held(now_us)
             picked, next_ready_us = self._pick(targets, max_runs, now_us)
+            picked = self._without_retargeted(picked)
             if picked:
                 admitted, starting = self._hold_without_room(picked, now_us)
                 if not admitted:
@@ -283,6 +296,20 @@ class Dispatcher:
             with self._changed:
                 self._changed.wait(max(0, wake_us - now_us) / SECOND_US)
         raise NotLeading("leadership ended while waiting")
+
+    def _without_retargeted(self, picked: list[_Entry]) -> list[_Entry]:
+        """The picked runs whose job still runs the target they were queued under; the others go
+        back to the queue under their job's target now. A run queued as one owner's shell command
+        (or a handler) whose job has since moved is never handed to a worker that asked for the old one."""
+        if not picked:
+            return picked
+        with self._raftlog.read() as state:
+            moved = [e for e in picked if (job := state.jobs.get(e.job_id)) is not None and target_key(job.body) != e.target]
+        if not moved:
+            return picked
+        self._requeue([RunRef(e.job_id, e.scheduled_us) for e in moved])
+        gone = {id(e) for e in moved}
+        return [e for e in picked if id(e) not in gone]
 
     # -- budgets -------------------------------------------------------------------
     def _hold_without_room(self, picked: list[_Entry], now_us: int) -> tuple[list[_Entry], Counter[str]]:

@@ -17,11 +17,11 @@ from scheduler.core.manual import MAX_BACKFILL_SLOTS
 from scheduler.core.model import SECOND_US
 from scheduler.leader.planner import first_due_after, schedule_for
 from scheduler.replication import RaftLog, ReplicationError
-from scheduler.rpc.convert import job_to_pb, resource_from_pb, run_to_pb, spec_from_pb, timestamp_us
+from scheduler.rpc.convert import resource_from_pb, run_to_pb, spec_from_pb, timestamp_us
 from scheduler.rpc.errors import abort_rejected, abort_replication, submit_or_abort
-from scheduler.rpc.reads import Reader
+from scheduler.rpc.reads import Reader, scoped_job_pb
 from scheduler.security.interceptor import audited_author, current_principal, require
-from scheduler.security.policy import apply_denial, job_change_denial, prunes
+from scheduler.security.policy import apply_denial, job_change_denial, jobs_target_denial, prunes
 from scheduler.security.principals import ADMIN
 from scheduler.specs import canonical_payload_json, validate_resource, validate_spec
 from worker.api.v1 import common_pb2 as pb
@@ -97,18 +97,30 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
                 for job_id in [u.spec.id for u in command.upserts] + list(command.removals)
                 if job_id in state.jobs
             ]
+            # Targets are authority: a job added or changed must run a target its submitter may
+            # use. A spec applied again unchanged grants nothing new (and files keep applying
+            # after targets were introduced, while the operator migrates the principals).
+            targeted = [
+                (u.spec.id, u.spec.owner, u.spec.target_kind, u.spec.target)
+                for u in command.upserts
+                if u.spec.id not in state.jobs or state.jobs[u.spec.id].spec != u.spec
+            ]
         resources = [r.name for r in command.resources] + list(command.resource_removals)
         require(context, apply_denial, touched, resources)
+        require(context, jobs_target_denial, targeted)
 
-    def _require_may_change(self, job_id: str, context) -> None:
-        """Owner scope of a one-job change; an unknown job is left to the core (NOT_FOUND)."""
+    def _require_may_change(self, job_id: str, context, runs: bool = False) -> None:
+        """Owner scope of a one-job change, and with `runs` (a trigger) its target too; an
+        unknown job is left to the core (NOT_FOUND)."""
         if current_principal() is None:
             return
         with self._raftlog.read() as state:
             job = state.jobs.get(job_id)
-            owner = job.spec.owner if job is not None else None
-        if owner is not None:
-            require(context, job_change_denial, job_id, owner)
+            body = job.body if job is not None else None
+        if body is not None:
+            require(context, job_change_denial, job_id, body.owner)
+            if runs:
+                require(context, jobs_target_denial, [(job_id, body.owner, body.target_kind, body.target)])
 
     def ApplyJobs(self, request: jobs_pb2.ApplyJobsRequest, context):
         with self._raftlog.read() as state:
@@ -187,7 +199,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         return jobs_pb2.ResumeJobResponse(job=self._set_paused(request, context, False))
 
     def TriggerJob(self, request, context):
-        self._require_may_change(request.job_id, context)
+        self._require_may_change(request.job_id, context, runs=True)
         command = TriggerRun(
             self._clock_us(), request.job_id, audited_author(request.author), request.request_id or uuid.uuid4().hex
         )
@@ -206,6 +218,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         if spec is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.job_id!r} does not exist")
         require(context, job_change_denial, spec.id, spec.owner)
+        require(context, jobs_target_denial, [(spec.id, spec.owner, spec.target_kind, spec.target)])
         fires = schedule_for(spec).fires_between(start_us - 1, end_us, limit)
         command = BackfillRuns(
             self._clock_us(),
@@ -232,7 +245,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         with self._raftlog.read() as state:
             job = state.jobs.get(job_id)
             if job is not None:
-                return job_to_pb(job)
+                return scoped_job_pb(job)
         context.abort(grpc.StatusCode.NOT_FOUND, f"job {job_id!r} does not exist")
 
     def GetJob(self, request, context):
@@ -256,6 +269,6 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
                 selected.append(job)
                 if len(selected) > limit:
                     break
-            page = [job_to_pb(job) for job in selected[:limit]]
+            page = [scoped_job_pb(job) for job in selected[:limit]]
         next_token = selected[limit - 1].spec.id if len(selected) > limit else ""
         return jobs_pb2.ListJobsResponse(jobs=page, next_page_token=next_token, read=self._reader.read_info(request.linearizable))

@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import grpc
 
+from scheduler.core import model
 from scheduler.core.commands import ReadBarrier
 from scheduler.replication import RaftLog, ReplicationError
+from scheduler.rpc.convert import job_to_pb
 from scheduler.rpc.errors import abort_replication
+from scheduler.security.interceptor import current_principal
+from scheduler.security.policy import sees_details
 from worker.api.v1 import common_pb2 as pb
+
+
+def scoped_job_pb(job: model.Job) -> pb.Job:
+    """A job as the caller may read it: its payload only for a caller that sees its owner's
+    details (see policy.sees_details); everything else as stored."""
+    found = job_to_pb(job)
+    if found.spec.payload_json and not sees_details(current_principal(), job.body.owner):
+        found.spec.payload_json = ""
+    return found
 
 
 class Reader:

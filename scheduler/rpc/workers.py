@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 import grpc
 
 from scheduler.core import results as ev
-from scheduler.core.commands import CompleteRuns, Completion, ExtendLeases, LeaseRef
+from scheduler.core.commands import CompleteRuns, Completion, ExtendLeases, LeaseRef, ReadBarrier
 from scheduler.core.execution import OUTCOME_FAILURE, OUTCOME_RETRY_LATER, OUTCOME_SUCCESS
 from scheduler.core.model import SECOND_US
 from scheduler.leader.batcher import Coalescer, RejectedBatch, Submission
@@ -19,7 +19,7 @@ from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import duration, duration_us, printable_run_key, target_to_pb, timestamp, timestamp_us
 from scheduler.rpc.errors import abort_replication
 from scheduler.security.interceptor import caller_authorization, current_principal, require
-from scheduler.security.policy import lease_denial, run_denial
+from scheduler.security.policy import held_by, holder_denial, holder_of_token, lease_denial, lease_holder, run_denial
 from worker.api.v1 import worker_pb2 as wpb
 from worker.api.v1 import worker_pb2_grpc
 
@@ -98,7 +98,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         if dispatcher is None:
             return self._forward_lease(request, wait_s, context)
         try:
-            granted = dispatcher.lease(request.worker_id, list(request.targets), max_runs, wait_s)
+            holder = lease_holder(current_principal(), request.worker_id)
+            granted = dispatcher.lease(holder, list(request.targets), max_runs, wait_s)
         except NotLeading as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"not leading: {exc}")
         except ReplicationError as exc:
@@ -127,37 +128,80 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 self._channels[address] = channel
             return channel
 
-    def _foreign_runs(self, refs: Iterable[wpb.LeaseRef]) -> dict[int, str]:
-        """Position -> why, for runs of targets the caller may not serve. The target is the job's
-        current one: a run whose job moved to another target is reported by that target's workers."""
+    def _refused(self, refs: Iterable[wpb.LeaseRef], context) -> dict[int, tuple[int, str]]:
+        """Position -> (batch answer, why) for the leases the caller may not report: runs of a
+        target it does not serve (NOT_FOUND; the target is the job's current one: a run whose job
+        moved to another target is reported by that target's workers), and leases granted to
+        another principal (FENCED). A lease this replica does not know yet is looked up again
+        after a read barrier, and refused if it is still unknown: it is never proposed unchecked,
+        where a guessed token could complete a lease granted in between."""
         principal = current_principal()
-        if principal is None or principal.serves_every_target:
+        if principal is None:
             return {}
-        foreign = {}
+        refs = list(refs)
+        refused, unknown = self._check_refs(principal, refs, range(len(refs)))
+        if unknown:
+            try:
+                self._raftlog.submit(ReadBarrier(issued_at_us=self._clock_us()), self._timeout_s)
+            except ReplicationError as exc:
+                abort_replication(context, exc)
+            again, unknown = self._check_refs(principal, refs, unknown)
+            refused.update(again)
+            for position in unknown:
+                ref = refs[position]
+                run_key = printable_run_key(ref.job_id, timestamp_us(ref.scheduled_at))
+                refused[position] = (wpb.NOT_FOUND, f"no lease {ref.fencing_token} of {run_key} is known; refused")
+        return refused
+
+    def _check_refs(self, principal, refs: list[wpb.LeaseRef], positions) -> tuple[dict[int, tuple[int, str]], list[int]]:
+        """The state lock is held only for lookups (the Raft thread waits for it): one scope check
+        per target, a run lookup per lease; refusals are worded after it is released."""
+        foreign_target, foreign_holder, unknown, served = [], [], [], {}
         with self._raftlog.read() as state:
-            for position, ref in enumerate(refs):
+            for position in positions:
+                ref = refs[position]
+                scheduled_us = timestamp_us(ref.scheduled_at)
                 job = state.jobs.get(ref.job_id)
-                if job is not None:  # no job: the run is cancelled, and the core answers so
-                    run_key = printable_run_key(ref.job_id, timestamp_us(ref.scheduled_at))
-                    if denial := run_denial(principal, run_key, target_key(job.spec)):
-                        foreign[position] = denial
-        return foreign
+                if job is not None and not principal.serves_every_target:
+                    target = target_key(job.body)
+                    allowed = served.get(target)
+                    if allowed is None:
+                        allowed = served[target] = principal.serves(target)
+                    if not allowed:
+                        foreign_target.append((position, scheduled_us, target))
+                        continue
+                run = state.get_run(ref.job_id, scheduled_us)
+                holder = holder_of_token(run, ref.fencing_token) if run is not None else None
+                if holder is None:
+                    unknown.append(position)
+                elif not held_by(principal, holder):
+                    foreign_holder.append((position, scheduled_us, holder))
+        refused = {}
+        for position, scheduled_us, target in foreign_target:
+            run_key = printable_run_key(refs[position].job_id, scheduled_us)
+            refused[position] = (wpb.NOT_FOUND, run_denial(principal, run_key, target))
+        for position, scheduled_us, holder in foreign_holder:
+            ref = refs[position]
+            run_key = printable_run_key(ref.job_id, scheduled_us)
+            refused[position] = (wpb.FENCED, holder_denial(principal, run_key, ref.fencing_token, holder))
+        return refused, unknown
 
     # -- Heartbeat and Complete: any node, coalesced into few entries -------------
     def Heartbeat(self, request: wpb.HeartbeatRequest, context):
         if len(request.leases) > MAX_LEASES_PER_HEARTBEAT:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"at most {MAX_LEASES_PER_HEARTBEAT} leases per heartbeat")
-        # Another target's run is never extended. A batch of only such runs is refused; in a mixed
-        # batch they are answered NOT_FOUND, so one retargeted job does not cost a worker its other leases.
-        foreign = self._foreign_runs(request.leases)
-        if foreign and len(foreign) == len(request.leases):
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, next(iter(foreign.values())))
-        mine = [ref for position, ref in enumerate(request.leases) if position not in foreign]
+        # A lease the caller may not report is never extended. A batch of only such leases is
+        # refused; in a mixed batch each is answered on its own, so one retargeted job does not
+        # cost a worker its other leases.
+        refused = self._refused(request.leases, context)
+        if refused and len(refused) == len(request.leases):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, next(iter(refused.values()))[1])
+        mine = [ref for position, ref in enumerate(request.leases) if position not in refused]
         extended = iter(self._wait(self._extend.submit([_lease_ref(ref) for ref in mine]), context))
         results = []
         for position, ref in enumerate(request.leases):
-            if position in foreign:
-                results.append(wpb.LeaseResult(lease=ref, outcome=wpb.NOT_FOUND))
+            if position in refused:
+                results.append(wpb.LeaseResult(lease=ref, outcome=refused[position][0]))
                 continue
             event = next(extended)
             if isinstance(event, ev.LeaseExtended):
@@ -169,8 +213,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     def Complete(self, request: wpb.CompleteRequest, context):
         if request.kind not in _KINDS:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "kind must be SUCCESS, FAILURE or RETRY_LATER")
-        if foreign := self._foreign_runs([request.lease]):
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, foreign[0])
+        if refused := self._refused([request.lease], context):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, refused[0][1])
         (event,) = self._wait(self._complete.submit([_completion(request)]), context)
         return _complete_response(event)
 
@@ -178,15 +222,15 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         """Every completion goes to the coalescer at once: usually one entry for the whole call."""
         if any(item.kind not in _KINDS for item in request.completions):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "every kind must be SUCCESS, FAILURE or RETRY_LATER")
-        foreign = self._foreign_runs(item.lease for item in request.completions)
-        if foreign and len(foreign) == len(request.completions):
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, next(iter(foreign.values())))
-        mine = [item for position, item in enumerate(request.completions) if position not in foreign]
+        refused = self._refused((item.lease for item in request.completions), context)
+        if refused and len(refused) == len(request.completions):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, next(iter(refused.values()))[1])
+        mine = [item for position, item in enumerate(request.completions) if position not in refused]
         submitted = iter(self._wait(self._complete.submit([_completion(item) for item in mine]), context))
         results = []
         for position in range(len(request.completions)):
-            if position in foreign:
-                results.append(wpb.CompleteResponse(outcome=wpb.NOT_FOUND))
+            if position in refused:
+                results.append(wpb.CompleteResponse(outcome=refused[position][0]))
             else:
                 results.append(_complete_response(next(submitted)))
         return wpb.CompleteManyResponse(results=results)
@@ -205,7 +249,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
 def _completion(request: wpb.CompleteRequest) -> Completion:
     return Completion(
         lease=_lease_ref(request.lease),
-        worker_id=request.worker_id,
+        worker_id=lease_holder(current_principal(), request.worker_id),
         outcome=_KINDS[request.kind],
         exit_code=request.exit_code,
         error=request.error[:4096],

@@ -31,8 +31,10 @@ from scheduler.security.principals import (
 )
 
 VALIDITY = datetime.timedelta(days=365)
-# The owners of examples/jobs.yaml, and the targets the demo worker runs.
-DEV_SUBMITTER = Principal("dev-submitter", SUBMITTER, owners=("analytics", "finance", "ops"))
+# The owners of examples/jobs.yaml, and the targets the demo worker runs. The submitter may use
+# every handler but no shell command (examples/jobs.yaml's shell job is applied as the admin);
+# the reader sees statuses and times, not payloads or output tails (it has no owners).
+DEV_SUBMITTER = Principal("dev-submitter", SUBMITTER, owners=("analytics", "finance", "ops"), targets=("handler:*",))
 DEV_WORKER = Principal("dev-worker", WORKER, targets=("demo.*", "reports.build", "payroll.run", "shell"))
 DEV_ADMIN = Principal("dev-admin", ADMIN)
 DEV_READER = Principal("dev-reader", READER)  # health checks, dashboards
@@ -68,6 +70,18 @@ class DevCredentials:
             "RAFTCRON_CLIENT_CERT": self.path("client.pem"),
             "RAFTCRON_CLIENT_KEY": self.path("client.key"),
         }
+
+
+def worker_credentials(credentials: DevCredentials, directory: Path) -> dict[str, str]:
+    """A directory of the dev worker's own holding only what it needs, the CA and the worker
+    token, and the variables that name them. The worker runs shell jobs: pointed at the whole
+    credentials directory, a command found the admin token beside its own."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(directory, 0o700)
+    for source, name in ((credentials.ca_file, "ca.pem"), (credentials.token_file(WORKER), "worker.token")):
+        _write(directory / name, Path(source).read_bytes())
+    return {"RAFTCRON_CA": str(directory / "ca.pem"), "RAFTCRON_TOKEN_FILE": str(directory / "worker.token")}
 
 
 def ensure_dev_credentials(directory: Path, hosts: tuple[str, ...] = ()) -> DevCredentials:

@@ -9,8 +9,18 @@ is refused: a new RPC cannot slip through unprotected.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from fnmatch import fnmatchcase
 
-from scheduler.security.principals import ADMIN, READER, SUBMITTER, WORKER, Principal
+from scheduler.security.principals import (
+    ADMIN,
+    HOLDER_SEPARATOR,
+    READER,
+    SHELL,
+    SHELL_PREFIX,
+    SUBMITTER,
+    WORKER,
+    Principal,
+)
 
 ANONYMOUS = "anonymous"
 PUBLIC = frozenset({ANONYMOUS})  # no token needed: tells only whether the node is up
@@ -81,13 +91,14 @@ def resources_change_denial(principal: Principal, changed: Iterable[str]) -> str
 
 
 def lease_denial(principal: Principal, targets: Iterable[str]) -> str | None:
-    """May `principal` lease runs of `targets` (empty: every target)?"""
+    """May `principal` lease runs of `targets` (empty: every target; `shell`: every owner's shell
+    commands, which a worker scoped to some owners' must ask for as `shell:OWNER`)?"""
     targets = list(targets)
     if not targets:
         if principal.serves_every_target:
             return None
         return f"{principal.name} must name the targets it leases (it may lease {list(principal.targets)})"
-    foreign = [t for t in targets if not principal.serves(t)]
+    foreign = [t for t in targets if not principal.serves(SHELL_PREFIX + "*" if t == SHELL else t)]
     if not foreign:
         return None
     return f"{principal.name} may lease targets {list(principal.targets)}, not {foreign}"
@@ -111,3 +122,89 @@ def apply_denial(principal: Principal, jobs: Iterable[tuple[str, str]], resource
 def prunes(principal: Principal | None, owner: str) -> bool:
     """Whether `--prune` may remove a job of `owner`: a submitter's file speaks for its owners only."""
     return principal is None or principal.owns(owner)
+
+
+# -- targets are authority: what a submitter's jobs may run --------------------------------------
+
+HANDLER_PREFIX = "handler:"
+# A submitter whose principal lists no `targets` (files written before targets were authority):
+# every handler, never a shell command.
+LEGACY_SUBMITTER_TARGETS = (HANDLER_PREFIX + "*",)
+
+
+def canonical_target(kind: str, target: str, owner: str) -> str:
+    """The name a submitter's `targets` patterns match: `handler:NAME`, or `shell:OWNER` for a
+    shell command (the command text is no authority: `pg_dump *` would match `pg_dump x; rm -rf /`)."""
+    return SHELL_PREFIX + owner if kind == "shell" else HANDLER_PREFIX + target
+
+
+def target_denial(principal: Principal, job_id: str, owner: str, kind: str, target: str) -> str | None:
+    """May `principal` make job `job_id` (of `owner`) run `target`? A shell target needs a pattern
+    that starts with `shell:` itself: a bare `*` grants every handler, never a shell."""
+    if principal.role == ADMIN:
+        return None
+    name = canonical_target(kind, target, owner)
+    patterns = principal.targets or LEGACY_SUBMITTER_TARGETS
+    if name.startswith(SHELL_PREFIX):
+        patterns = tuple(p for p in patterns if p.startswith(SHELL_PREFIX))
+    if any(fnmatchcase(name, pattern) for pattern in patterns):
+        return None
+    return (
+        f"{principal.name} may not use target {name!r} for job {job_id!r}: its targets are "
+        f"{list(principal.targets or LEGACY_SUBMITTER_TARGETS)}"
+        + ("; a shell target needs a pattern starting with 'shell:'" if kind == "shell" else "")
+    )
+
+
+def jobs_target_denial(principal: Principal, jobs: Iterable[tuple[str, str, str, str]]) -> str | None:
+    """The first refusal among `jobs` ((job id, owner, target kind, target)), else None."""
+    for job_id, owner, kind, target in jobs:
+        if denial := target_denial(principal, job_id, owner, kind, target):
+            return denial
+    return None
+
+
+# -- reads: whose payloads and output tails a caller sees ---------------------------------------
+
+
+def sees_details(principal: Principal | None, owner: str) -> bool:
+    """Payloads and output tails are the owner's: shown to an admin, and to a submitter or
+    reader whose `owners` match (a reader without owners sees none). Without authentication
+    (a loopback or explicitly insecure node) everything is shown, as before."""
+    if principal is None or principal.role == ADMIN:
+        return True
+    return principal.role in (SUBMITTER, READER) and principal.owns(owner)
+
+
+# -- leases belong to the principal they were granted to ----------------------------------------
+
+
+def lease_holder(principal: Principal | None, worker_id: str) -> str:
+    """The worker id recorded for a lease: qualified by the authenticated principal, so that a
+    client-chosen worker id can never name another principal's lease."""
+    return worker_id if principal is None else f"{principal.name}{HOLDER_SEPARATOR}{worker_id}"
+
+
+def held_by(principal: Principal, recorded_worker_id: str) -> bool:
+    """Whether the lease recorded for `recorded_worker_id` is `principal`'s. An unqualified id was
+    recorded by a node of an earlier version (a rolling upgrade): such a lease is bound to no one,
+    as before, and the target scope alone applies to it."""
+    if HOLDER_SEPARATOR not in recorded_worker_id:
+        return True
+    return recorded_worker_id.startswith(principal.name + HOLDER_SEPARATOR)
+
+
+def holder_of_token(run, fencing_token: int) -> str | None:
+    """The recorded worker id of the attempt `fencing_token` granted (None: no such attempt).
+    A token's holder never changes: each grant is a new attempt with a new token."""
+    for attempt in reversed(run.attempts):
+        if attempt.fencing_token == fencing_token:
+            return attempt.worker_id
+    return None
+
+
+def holder_denial(principal: Principal, run_key: str, fencing_token: int, holder: str) -> str | None:
+    """May `principal` heartbeat or complete the lease `fencing_token` of `run_key`, held by `holder`?"""
+    if held_by(principal, holder):
+        return None
+    return f"{principal.name} does not hold lease {fencing_token} of {run_key}; refused"

@@ -4,12 +4,15 @@ The principals file is YAML, readable by the node user only:
 
     principals:
       - {name: alice, role: admin, token_sha256: 9f86d0...}
-      - {name: finance-ci, role: submitter, owners: [finance], token_sha256: ...}
-      - {name: report-workers, role: worker, targets: ["reports.*", shell], token_sha256: ...}
-      - {name: grafana, role: reader, token_sha256: ...}
+      - {name: finance-ci, role: submitter, owners: [finance], targets: ["handler:reports.*", "shell:finance"], token_sha256: ...}
+      - {name: report-workers, role: worker, targets: ["reports.*", "shell:finance"], token_sha256: ...}
+      - {name: grafana, role: reader, owners: ["*"], token_sha256: ...}
 
 `raftcron token hash` (or `sha256sum`) turns a token into its hash. Owners and targets are
-shell-style patterns (`reports.*`, `*`).
+shell-style patterns (`reports.*`, `*`). A submitter's targets are canonical target names
+(`handler:NAME`, `shell:OWNER`; see policy.canonical_target); a worker's are the names it
+leases (a handler name, `shell:OWNER`, or `shell` for every owner's shell jobs). A reader's or
+submitter's owners also say whose payloads and output tails it may read.
 """
 
 from __future__ import annotations
@@ -24,10 +27,15 @@ from pathlib import Path
 import yaml
 
 ADMIN = "admin"  # everything, including kill switches and membership
-SUBMITTER = "submitter"  # changes jobs of its owners; reads everything
+SUBMITTER = "submitter"  # changes jobs of its owners on its targets; reads (details: its owners')
 WORKER = "worker"  # leases, heartbeats and completes runs of its targets
-READER = "reader"  # reads only
+READER = "reader"  # reads only (payloads and output tails: of its owners)
 ROLES = (ADMIN, SUBMITTER, WORKER, READER)
+# A worker's legacy target name for shell jobs: every owner's (`shell:OWNER` names one owner's).
+SHELL = "shell"
+SHELL_PREFIX = "shell:"
+# Leases are recorded as held by "PRINCIPAL/WORKER_ID", so a name may not contain it.
+HOLDER_SEPARATOR = "/"
 
 
 class PrincipalsError(ValueError):
@@ -38,14 +46,19 @@ class PrincipalsError(ValueError):
 class Principal:
     name: str
     role: str
-    owners: tuple[str, ...] = ()  # submitter: job owners it may change (patterns)
-    targets: tuple[str, ...] = ()  # worker: run targets it may lease (patterns)
+    owners: tuple[str, ...] = ()  # submitter: job owners it may change; submitter, reader: whose details it reads
+    targets: tuple[str, ...] = ()  # worker: run targets it may lease; submitter: targets its jobs may use
 
     def owns(self, owner: str) -> bool:
         return self.role == ADMIN or any(fnmatchcase(owner, pattern) for pattern in self.owners)
 
     def serves(self, target: str) -> bool:
-        return self.role == ADMIN or any(fnmatchcase(target, pattern) for pattern in self.targets)
+        """May this worker lease `target` (a handler name, `shell:OWNER`, or `shell`)?"""
+        if self.role == ADMIN:
+            return True
+        # `shell` in a worker's targets predates per-owner shell names: it still means every owner's.
+        legacy_shell = target == SHELL or target.startswith(SHELL_PREFIX)
+        return any(fnmatchcase(target, pattern) or (legacy_shell and pattern == SHELL) for pattern in self.targets)
 
     @property
     def serves_every_target(self) -> bool:
@@ -121,12 +134,14 @@ def parse_principals(doc, source: str = "principals") -> list[tuple[str, Princip
         if not (isinstance(owners, list) and isinstance(targets, list)):
             problems.append(f"{where}: owners and targets are lists")
             continue
+        if isinstance(name, str) and HOLDER_SEPARATOR in name:
+            problems.append(f"{where}: a name may not contain {HOLDER_SEPARATOR!r} (it qualifies the worker ids of leases)")
         if role == SUBMITTER and not owners:
             problems.append(f"{where}: a submitter needs `owners` (the job owners it may change)")
         if role == WORKER and not targets:
             problems.append(f"{where}: a worker needs `targets` (the run targets it may lease)")
-        if (owners and role not in (SUBMITTER, None)) or (targets and role not in (WORKER, None)):
-            problems.append(f"{where}: owners belong to submitters, targets to workers")
+        if (owners and role not in (SUBMITTER, READER, None)) or (targets and role not in (SUBMITTER, WORKER, None)):
+            problems.append(f"{where}: owners belong to submitters and readers, targets to submitters and workers")
         names.add(name)
         digests.add(digest)
         entries.append((digest, Principal(str(name), str(role), tuple(map(str, owners)), tuple(map(str, targets)))))
@@ -154,13 +169,14 @@ def authenticator_for(config) -> Authenticator | None:
 
 
 def http_authorizer(authenticator: Authenticator, roles: tuple[str, ...] = (ADMIN, SUBMITTER, READER)):
-    """`authorize(headers) -> bool` for HTTP pages (the dashboard): a bearer token of a role that
-    may read. Headers are a mapping with lowercase names."""
+    """`authorize(headers) -> Principal | None` for HTTP pages (the dashboard): the principal of a
+    bearer token of a role that may read (its owners scope what it sees), else None. Headers are
+    a mapping with lowercase names."""
 
-    def authorize(headers) -> bool:
+    def authorize(headers) -> Principal | None:
         value = headers.get("authorization", "")
         scheme, _, token = value.partition(" ")
         principal = authenticator.authenticate(token.strip()) if scheme.lower() == "bearer" else None
-        return principal is not None and principal.role in roles
+        return principal if principal is not None and principal.role in roles else None
 
     return authorize

@@ -10,6 +10,7 @@ import urllib.error
 import urllib.request
 from types import SimpleNamespace
 
+import msgspec
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
@@ -456,3 +457,23 @@ def test_a_large_job_list_renders_one_page():
     assert 'href="/jobs/job-09950"' in html and 'href="/jobs/job-09999"' in html
     html = board.render("/jobs", {"q": ["TEAM7"], "page": ["2"]})  # one owner of 40, case-insensitively
     assert "500 jobs match" in html and html.count('class="job-link"') == 50
+
+
+def test_output_tails_and_payloads_are_shown_to_their_owners_principals_only():
+    from scheduler.security.principals import ADMIN, READER, SUBMITTER, Principal
+
+    state = sample_state()
+    state.jobs["report"] = job(msgspec.structs.replace(spec(), payload_json='{"api_key":"pay-secret"}'),
+                               next_due_us=NOW_US)
+    board = Dashboard(FakeRaftLog(state), fake_config())
+    run_path, job_path = f"/runs/report/{NOW_US - MINUTE_US}", "/jobs/report"
+    finance = Principal("fin", SUBMITTER, owners=("finance",))
+    for principal in (None, Principal("root", ADMIN), finance, Principal("grafana", READER, owners=("*",))):
+        assert "last line" in board.render(run_path, {}, principal)
+        assert "pay-secret" in board.render(job_path, {}, principal)
+    for principal in (Principal("ops", SUBMITTER, owners=("ops",)), Principal("grafana", READER)):
+        run_html, job_html = board.render(run_path, {}, principal), board.render(job_path, {}, principal)
+        assert "last line" not in run_html and "pay-secret" not in job_html
+        assert "hidden: shown to the admin" in run_html and "hidden: shown to the admin" in job_html
+        assert "exit-code" in run_html  # the rest of the run stays visible
+    board.close()

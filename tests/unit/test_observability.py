@@ -186,7 +186,7 @@ def test_a_day_in_the_life_is_counted(setup):
     assert value(registry, "raftcron_runs", status="queued") == 2
     assert value(registry, "raftcron_runs", status="skipped") == 1  # c is paused: accounted, not fired
     assert value(registry, "raftcron_runs_live", target="h", status="queued") == 1
-    assert value(registry, "raftcron_runs_live", target="shell", status="queued") == 1
+    assert value(registry, "raftcron_runs_live", target="shell:", status="queued") == 1  # shell jobs are labelled per owner (none here)
     assert value(registry, "raftcron_resource_queued_runs", resource="db") == 1
     assert value(registry, "raftcron_resource_max_concurrent", resource="db") == 5
     assert value(registry, "raftcron_jobs") == 3

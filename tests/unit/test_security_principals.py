@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import stat
+from pathlib import Path
 
 import pytest
 import yaml
@@ -94,3 +95,21 @@ def test_http_pages_take_a_bearer_token_of_a_reading_role():
     assert authorize({"authorization": "Bearer tr"}) and authorize({"authorization": "bearer ta"})
     assert not authorize({"authorization": "Bearer tw"})  # workers read nothing
     assert not authorize({"authorization": "Basic tr"}) and not authorize({})
+
+
+def test_the_dev_worker_gets_the_worker_token_and_the_ca_and_nothing_else(tmp_path):
+    from scheduler.devcluster import demo_worker_env
+
+    credentials = ensure_dev_credentials(tmp_path / "credentials")
+    admin_token = open(credentials.token_file("admin")).read()
+    caller = {"PATH": "/usr/bin", "RAFTCRON_TOKEN_FILE": credentials.token_file("admin"), "RAFTCRON_TOKEN": admin_token,
+              "RAFTCRON_CLUSTER_SECRET": "s3cret", "RAFTCRON_LOG_LEVEL": "DEBUG"}
+    env = demo_worker_env(credentials, tmp_path, caller)
+    assert env["PATH"] == "/usr/bin" and env["RAFTCRON_LOG_LEVEL"] == "DEBUG"
+    assert {k for k in env if k.startswith("RAFTCRON_")} == {"RAFTCRON_CA", "RAFTCRON_TOKEN_FILE", "RAFTCRON_LOG_LEVEL"}
+    assert not any(str(credentials.directory) in value for value in env.values())
+    own = Path(env["RAFTCRON_TOKEN_FILE"]).parent
+    assert sorted(p.name for p in own.iterdir()) == ["ca.pem", "worker.token"]
+    assert stat.S_IMODE(own.stat().st_mode) == 0o700
+    authenticator = Authenticator.from_file(credentials.node_config()["principals_file"])
+    assert authenticator.authenticate(Path(env["RAFTCRON_TOKEN_FILE"]).read_text()).role == WORKER

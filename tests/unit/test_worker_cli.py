@@ -70,3 +70,12 @@ def test_demo_covers_every_handler_target_of_the_example_jobs() -> None:
         elif "handler" in target:
             handler_targets.add(target["handler"])
     assert handler_targets and handler_targets <= set(DEMO_HANDLERS)
+
+
+def test_shell_options_reach_the_worker() -> None:
+    worker = worker_for("--shell", "--shell-owners", "ops", "finance", "--shell-env", "PGHOST", "PGPORT")
+    assert worker.targets == ["shell:ops", "shell:finance"] and worker.shell_env == ("PGHOST", "PGPORT")
+    for argv in (["--demo", "--shell-owners", "ops"], ["--shell", "--shell-env", "RAFTCRON_TOKEN"]):
+        with pytest.raises(ValueError):
+            worker_for(*argv)
+    assert main(["--shell", "--shell-user", "no-such-user-here"]) == 2  # a clear error, not a traceback

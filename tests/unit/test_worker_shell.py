@@ -9,9 +9,12 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 from tests.unit.test_worker_fakes import fake_cluster, make_grant, wait_until
 from worker import CancelReason, ShellCommand, Worker
 from worker.api.v1 import worker_pb2
+from worker.shell import shell_user
 from worker.testing import make_context, run_handler
 
 
@@ -159,3 +162,73 @@ def test_alive_helper_tells_running_from_gone() -> None:
     process.kill()
     process.wait()
     assert not alive(process.pid)
+
+
+# -- a command is the submitter's: no worker credentials, its own directory, its own user ----------
+
+WORKER_SECRETS = {
+    "RAFTCRON_TOKEN": "worker-token-value",
+    "RAFTCRON_TOKEN_FILE": "/secret/worker.token",
+    "RAFTCRON_CA": "/secret/ca.pem",
+    "RAFTCRON_CLIENT_CERT": "/secret/client.pem",
+    "RAFTCRON_CLIENT_KEY": "/secret/client.key",
+    "AWS_SECRET_ACCESS_KEY": "aws-secret-value",
+}
+
+
+def env_of(outcome) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in outcome.output_tail.splitlines() if "=" in line)
+
+
+def test_a_command_gets_an_allow_listed_environment_without_the_workers_credentials(monkeypatch) -> None:
+    for name, value in {**WORKER_SECRETS, "LC_ALL": "C.UTF-8", "TZ": "Europe/Paris", "PGHOST": "db"}.items():
+        monkeypatch.setenv(name, value)
+    outcome = run_handler(ShellCommand("env"), job_id="cleanup", payload={"a": 1})
+    env = env_of(outcome)
+    run_names = {"RAFTCRON_JOB_ID", "RAFTCRON_RUN_KEY", "RAFTCRON_SCHEDULED_AT", "RAFTCRON_FENCING_TOKEN",
+                 "RAFTCRON_ATTEMPT", "RAFTCRON_DEADLINE", "RAFTCRON_IDEMPOTENCY_KEY", "RAFTCRON_PAYLOAD"}
+    assert set(env) - {"PWD", "SHLVL", "_", "OLDPWD"} <= {"PATH", "HOME", "LANG", "TZ", "LC_ALL"} | run_names
+    assert env["TZ"] == "Europe/Paris" and env["LC_ALL"] == "C.UTF-8" and env["RAFTCRON_JOB_ID"] == "cleanup"
+    for value in WORKER_SECRETS.values():
+        assert value not in outcome.output_tail
+    # An operator passes a name on; never one of the worker's own.
+    assert env_of(run_handler(ShellCommand("env", env_names=["PGHOST"])))["PGHOST"] == "db"
+    with pytest.raises(ValueError, match="RAFTCRON_"):
+        ShellCommand("env", env_names=["RAFTCRON_TOKEN"])
+
+
+def test_a_command_runs_in_a_fresh_directory_removed_after(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the worker's directory (where `raftcron dev` keeps credentials)
+    (tmp_path / "admin.token").write_text("admin-token-value")
+    outcome = run_handler(ShellCommand("pwd; cat admin.token; touch left-behind"))
+    workdir = outcome.output_tail.splitlines()[0]
+    assert workdir != str(tmp_path) and "admin-token-value" not in outcome.output_tail
+    assert not Path(workdir).exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+def test_a_command_runs_as_the_shell_user_without_supplementary_groups(tmp_path: Path) -> None:
+    secret = tmp_path / "root-only"
+    secret.write_text("root-secret-value")
+    secret.chmod(0o600)
+    user = shell_user("nobody")
+    outcome = run_handler(ShellCommand(f"id -u; id -g; id -G; echo HOME=$HOME; cat {secret}", user=user))
+    lines = outcome.output_tail.splitlines()
+    assert lines[:3] == [str(user.uid), str(user.gid), str(user.gid)]
+    assert f"HOME={user.home}" in lines and "root-secret-value" not in outcome.output_tail
+
+
+def test_another_shell_user_needs_root() -> None:
+    with pytest.raises(ValueError, match="must run as root"):
+        shell_user("nobody", euid=12345)
+    with pytest.raises(ValueError, match="no such user"):
+        shell_user("no-such-user-here")
+
+
+def test_a_worker_restricted_to_owners_leases_only_their_shell_targets() -> None:
+    assert Worker(["127.0.0.1:1"], shell=True, shell_owners=["ops", "ops", "finance"]).targets == ["shell:ops", "shell:finance"]
+    assert Worker(["127.0.0.1:1"], shell=True).targets == ["shell"]
+    with pytest.raises(ValueError, match="at least one owner"):
+        Worker(["127.0.0.1:1"], shell=True, shell_owners=[])
+    with pytest.raises(ValueError, match="need shell=True"):
+        Worker(["127.0.0.1:1"], handlers={"h": lambda ctx: None}, shell_owners=["ops"])
