@@ -20,6 +20,7 @@ whenever the term or vote changes: Raft needs them durable before any message re
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import os
@@ -332,6 +333,12 @@ class DurableJournal(Journal):
     @property
     def synced_bytes(self) -> int:
         return self._synced
+
+    def durable_index(self) -> int:
+        """The highest entry index whose record is synced (0: none). `_synced` always falls on a
+        record boundary, so every record starting before it is whole on disk."""
+        count = bisect.bisect_left(self._offsets, self._synced)
+        return self._entries[count - 1][1] if count else 0
 
     @property
     def pending(self) -> bool:

@@ -366,3 +366,17 @@ def test_a_power_cut_at_the_traced_length_restarts(tmp_path):
     os.truncate(tmp_path / JOURNAL_NAME, length)
     again = open_journal(tmp_path)
     assert [again[i][1] for i in range(len(again))] == list(range(1, 8))
+
+
+def test_durable_index_counts_only_synced_records(tmp_path):
+    journal = open_journal(tmp_path)
+    assert journal.durable_index() == 0
+    for i in range(1, 4):
+        journal.add(*entry(i))
+    assert journal.durable_index() == 0
+    journal.sync()
+    journal.add(*entry(4))
+    assert journal.durable_index() == 3
+    journal.deleteEntriesFrom(1)
+    assert journal.durable_index() == 1
+    assert open_journal(tmp_path, sync=False).durable_index() == 0
