@@ -59,6 +59,10 @@ META_MAGIC = b"RCRNMETA"
 EXIT_JOURNAL_CORRUPT = 65  # EX_DATAERR: the node refused to start
 EXIT_JOURNAL_IO = 74  # EX_IOERR: a write or sync failed while running
 
+# Sync durations (seconds) for the node's histogram: page-cache syncs take microseconds, a
+# disk's milliseconds; a sync of a second or more means the disk is failing or saturated.
+SYNC_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
 TRACE_ENV = "RAFTCRON_SYNC_TRACE"
 _TRACE = struct.Struct("<QQ")  # inode of the journal file, bytes of it known durable
 
@@ -201,6 +205,7 @@ class DurableJournal(Journal):
         self._truncated = False  # an ftruncate awaits the next sync
         self.syncs = 0
         self.sync_seconds_total = 0.0
+        self.sync_counts = [0] * (len(SYNC_BUCKETS_S) + 1)  # per bucket of SYNC_BUCKETS_S, then +Inf
         self._trace_fd = -1
         if trace_path and sync:
             self._trace_fd = os.open(trace_path, os.O_WRONLY | os.O_CREAT, 0o600)
@@ -325,8 +330,10 @@ class DurableJournal(Journal):
         self._truncated = False
         if self._sync_on:
             self._synced = self._written
+            elapsed_s = time.perf_counter() - started
             self.syncs += 1
-            self.sync_seconds_total += time.perf_counter() - started
+            self.sync_seconds_total += elapsed_s
+            self.sync_counts[bisect.bisect_left(SYNC_BUCKETS_S, elapsed_s)] += 1
             self._write_trace()
         return True
 
@@ -394,7 +401,7 @@ class DurableJournal(Journal):
             os.replace(tmp, self._path)
             self._sync_dir()
         except OSError as exc:
-            self._fail("rewrite", exc)
+            self._fail("rewrite", exc, tmp)
         self._offsets, self._end = offsets, len(body)
 
     def _reopen(self) -> None:
@@ -498,4 +505,4 @@ class DurableJournal(Journal):
             os.replace(tmp, self._meta_path)
             self._sync_dir()
         except OSError as exc:
-            self._fail("meta write", exc)
+            self._fail("meta write", exc, self._meta_path)
