@@ -13,7 +13,7 @@ record, or a last record whose checksum fails) is cut off with a warning; a bad 
 last one is corruption, and the node refuses to start, naming the file and the offset.
 
 File `raft.wal`: a 16-byte header (magic, format version, CRC32 of both), then records
-`<length u32><crc32 u32><index u64><term u64><payload>`. Term, vote and commit index live in
+`<crc32 u32><length u32><index u64><term u64><payload>`, the CRC32 covering everything after it. Term, vote and commit index live in
 `raft.wal.meta` (magic, CRC32, JSON), replaced by write-fsync-rename-fsync(dir), synchronously
 whenever the term or vote changes: Raft needs them durable before any message reflecting them.
 """
@@ -45,9 +45,9 @@ MAGIC = b"RCRNWAL\n"
 FORMAT_VERSION = 1
 _HEADER = struct.Struct("<8sI")
 HEADER_BYTES = _HEADER.size + 4  # magic, version, crc32 of both
-_RECORD = struct.Struct("<IIQQ")  # payload length, crc32, index, term
+_RECORD = struct.Struct("<IIQQ")  # crc32 of the rest, payload length, index, term
 RECORD_HEADER_BYTES = _RECORD.size
-_CRC_INPUT = struct.Struct("<IQQ")  # what the crc covers besides the payload
+_CRC_INPUT = struct.Struct("<IQQ")  # what the crc covers before the payload
 # pysyncobj's payloads start with a command-type byte; entries are capped at 1 MiB (raftlog.py).
 # A length outside these bounds cannot have been written by us: corruption, not a torn write.
 MIN_PAYLOAD_BYTES = 1
@@ -89,7 +89,8 @@ def crc_of(length: int, index: int, term: int, payload: bytes) -> int:
 
 
 def encode_record(payload: bytes, index: int, term: int) -> bytes:
-    return _RECORD.pack(len(payload), crc_of(len(payload), index, term, payload), index, term) + payload
+    body = _CRC_INPUT.pack(len(payload), index, term) + payload
+    return struct.pack("<I", zlib.crc32(body)) + body
 
 
 def encode_header() -> bytes:
@@ -124,25 +125,24 @@ def scan(data: bytes | memoryview, name: str) -> Scan:
         rest = end - offset
         if rest < RECORD_HEADER_BYTES:
             return Scan(entries, offsets, offset, f"partial record header ({rest} bytes)")
-        if not any(view[offset:]):
-            # A file extended but never written (a crash after the size reached the disk and
-            # before the data did) reads as zeros: nothing was acknowledged from there.
-            return Scan(entries, offsets, offset, f"{rest} zero bytes")
-        length, crc, index, term = _RECORD.unpack_from(view, offset)
+        crc, length, index, term = _RECORD.unpack_from(view, offset)
         if not MIN_PAYLOAD_BYTES <= length <= MAX_PAYLOAD_BYTES:
+            if not any(view[offset:]):
+                # A file extended but never written (a crash after the size reached the disk
+                # and before the data did) reads as zeros: nothing was acknowledged from there.
+                return Scan(entries, offsets, offset, f"{rest} zero bytes")
             raise JournalCorrupt(f"{name}: offset {offset}: impossible record length {length}")
         record_end = offset + RECORD_HEADER_BYTES + length
         if record_end > end:
             return Scan(entries, offsets, offset, f"partial record ({rest} of {record_end - offset} bytes)")
-        payload = bytes(view[offset + RECORD_HEADER_BYTES : record_end])
-        if crc != crc_of(length, index, term, payload):
+        if crc != zlib.crc32(view[offset + 4 : record_end]):
             if record_end == end:
                 return Scan(entries, offsets, offset, "checksum mismatch in the last record")
             raise JournalCorrupt(f"{name}: offset {offset}: checksum mismatch in record of entry {index} "
                                  f"({end - record_end} bytes of records follow it)")
         if entries and index != entries[-1][1] + 1:
             raise JournalCorrupt(f"{name}: offset {offset}: entry {index} follows entry {entries[-1][1]}")
-        entries.append((payload, index, term))
+        entries.append((bytes(view[offset + RECORD_HEADER_BYTES : record_end]), index, term))
         offsets.append(offset)
         offset = record_end
     return Scan(entries, offsets, offset, "")

@@ -135,7 +135,7 @@ def test_the_checksum_covers_length_index_and_term(tmp_path, field):
     path = tmp_path / JOURNAL_NAME
     start_of_3 = record_ends(str(path))[2]
     data = bytearray(path.read_bytes())
-    position = start_of_3 + {"length": 0, "index": 8, "term": 16}[field]
+    position = start_of_3 + {"length": 4, "index": 8, "term": 16}[field]
     data[position] ^= 0x01  # length 0x..1 -> still a plausible length
     path.write_bytes(bytes(data))
     with pytest.raises(JournalCorrupt, match=f"offset {start_of_3}"):
@@ -150,7 +150,7 @@ def test_crc_of_depends_on_every_field():
 
 def test_an_impossible_length_is_fatal():
     data = bytearray(scan_image([entry(1), entry(2)]))
-    struct.pack_into("<I", data, HEADER_BYTES, 0xFFFFFFF0)
+    struct.pack_into("<I", data, HEADER_BYTES + 4, 0xFFFFFFF0)
     with pytest.raises(JournalCorrupt, match=f"offset {HEADER_BYTES}: impossible record length"):
         scan(bytes(data), "j")
 
