@@ -1,6 +1,7 @@
 """The durable journal in real 3-node clusters: acknowledged writes are synced on a majority
-first (seen through the sync trace), a follower with a torn tail restarts and catches up, and
-one with a corrupted record in the middle of its journal refuses to start, saying where."""
+first (seen through the sync trace), a follower with a torn tail restarts and catches up, one
+with a corrupted record in the middle of its journal refuses to start, saying where, and one
+whose data directory holds pysyncobj's own journal converts it and rejoins."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from pysyncobj.journal import FileJournal
 
 from scheduler.core.model import JobSpec
 from scheduler.localcluster import LocalCluster, wait_until
@@ -16,8 +18,11 @@ from scheduler.replication.journal import (
     EXIT_JOURNAL_CORRUPT,
     HEADER_BYTES,
     JOURNAL_NAME,
+    LEGACY_JOURNAL_NAME,
     RECORD_HEADER_BYTES,
     TRACE_ENV,
+    DurableJournal,
+    read_entries,
     record_ends,
 )
 from scheduler.rpc.convert import spec_to_pb
@@ -122,3 +127,32 @@ def test_a_follower_whose_journal_is_corrupt_in_the_middle_refuses_to_start(make
     assert "Traceback" not in text
     assert path.read_bytes() == bytes(data)  # left as found, for whoever investigates
     write(cluster, 99)  # the other two go on
+
+
+def test_a_node_upgraded_from_pysyncobjs_journal_converts_it_and_rejoins(make_cluster):
+    cluster = make_cluster(3)
+    leader, follower = stopped_after_writes(cluster, 15)
+    raft_dir = journal_of(cluster, follower).parent
+    # What an older raftcron left: pysyncobj's own journal and meta, no raft.wal.
+    entries = read_entries(str(raft_dir / JOURNAL_NAME))
+    meta = DurableJournal(str(raft_dir / JOURNAL_NAME), on_fatal=pytest.fail)
+    term, voted, commit = meta.getCurrentTerm(), meta.getVotedForNodeId(), meta.getRaftCommitIndex()
+    meta._destroy()
+    legacy = FileJournal(str(raft_dir / LEGACY_JOURNAL_NAME))
+    for entry in entries:
+        legacy.add(*entry)
+    legacy.setCurrentTerm(term, voted)
+    legacy.setRaftCommitIndex(commit)
+    legacy.onOneSecondTimer()
+    legacy._destroy()
+    for name in (JOURNAL_NAME, JOURNAL_NAME + ".meta"):
+        (raft_dir / name).unlink()
+    cluster.start(follower)
+    for i in range(15, 20):
+        write(cluster, i)
+    cluster.wait_converged(timeout_s=60)
+    assert cluster.member(follower).alive() and set(cluster.digests()) == {m.node_id for m in cluster.members}
+    assert "converted pysyncobj's journal" in cluster.member(follower).log_path.read_text()
+    assert not (raft_dir / LEGACY_JOURNAL_NAME).exists()
+    assert [e[1:] for e in read_entries(str(raft_dir / JOURNAL_NAME))[: len(entries)]] == [e[1:] for e in entries]
+    assert_clean_logs(cluster)
