@@ -13,9 +13,10 @@ record, or a last record whose checksum fails) is cut off with a warning; a bad 
 last one is corruption, and the node refuses to start, naming the file and the offset.
 
 File `raft.wal`: a 16-byte header (magic, format version, CRC32 of both), then records
-`<crc32 u32><length u32><index u64><term u64><payload>`, the CRC32 covering everything after it. Term, vote and commit index live in
-`raft.wal.meta` (magic, CRC32, JSON), replaced by write-fsync-rename-fsync(dir), synchronously
-whenever the term or vote changes: Raft needs them durable before any message reflecting them.
+`<crc32 u32><length u32><index u64><term u64><payload>`, the CRC32 covering everything after
+it. Term, vote and commit index live in `raft.wal.meta` (magic, CRC32, JSON), replaced by
+write-fsync-rename-fsync(dir), synchronously whenever the term or vote changes: Raft needs them
+durable before any message reflecting them.
 """
 
 from __future__ import annotations
@@ -82,10 +83,6 @@ def stop_node(message: str, exit_code: int = EXIT_JOURNAL_IO) -> NoReturn:
         except Exception:  # noqa: S110 (leaving anyway)
             pass
     os._exit(exit_code)
-
-
-def crc_of(length: int, index: int, term: int, payload: bytes) -> int:
-    return zlib.crc32(payload, zlib.crc32(_CRC_INPUT.pack(length, index, term)))
 
 
 def encode_record(payload: bytes, index: int, term: int) -> bytes:
@@ -158,7 +155,8 @@ def record_ends(path: str) -> dict[int, int]:
     """Entry index -> the file offset just past its record (what a synced length must reach)."""
     with open(path, "rb") as stream:
         found = scan(stream.read(), path)
-    return {entry[1]: offset + RECORD_HEADER_BYTES + len(entry[0]) for entry, offset in zip(found.entries, found.offsets)}
+    return {entry[1]: offset + RECORD_HEADER_BYTES + len(entry[0])
+            for entry, offset in zip(found.entries, found.offsets)}
 
 
 def encode_meta(meta: dict) -> bytes:
