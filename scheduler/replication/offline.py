@@ -18,8 +18,9 @@ from pysyncobj.journal import FileJournal
 from pysyncobj.syncobj import _COMMAND_TYPE
 
 from scheduler.core import State, decode_snapshot
-from scheduler.core.codec import state_digest
+from scheduler.core.codec import CodecError, NewerLogFormat, state_digest
 from scheduler.replication.raftlog import apply_encoded
+from scheduler.replication.upgrades import UndecodableEntry
 
 JOURNAL, DUMP = "raft.journal", "raft.dump"
 
@@ -47,11 +48,17 @@ def inspect(raft_dir: Path) -> RaftFiles:
 
 
 def state_at(raft_dir: Path, index: int) -> State:
-    """The state after applying every entry up to `index` (the dump must not be past it)."""
+    """The state after applying every entry up to `index` (the dump must not be past it).
+
+    An entry or dump this code cannot decode raises UndecodableEntry, as it halts a live node:
+    a replay never skips what a newer node would have applied."""
     dump_index, snapshot = _read_dump(raft_dir) if (raft_dir / DUMP).exists() else (0, None)
     if dump_index > index:
         raise ValueError(f"{raft_dir}: its dump is at {dump_index}, past {index}")
-    state = decode_snapshot(snapshot) if snapshot is not None else State()
+    try:
+        state = decode_snapshot(snapshot) if snapshot is not None else State()
+    except CodecError as exc:
+        raise UndecodableEntry(f"{raft_dir}: dump at {dump_index}", str(exc), isinstance(exc, NewerLogFormat)) from None
     journal = FileJournal(str(raft_dir / JOURNAL))
     try:
         for position in range(len(journal)):
