@@ -25,7 +25,9 @@ from scheduler.replication.upgrades import (
     own_log_format,
     proposal_refusal,
 )
+from scheduler.rpc.cluster import node_ready
 from scheduler.rpc.errors import REPLICATION_CODES, abort_replication
+from tests.fakes import ImmediateRaftLog
 from tests.unit.test_rpc_errors import Aborted, FakeContext
 
 N1, N2, N3 = "10.0.0.1:7100", "10.0.0.2:7100", "10.0.0.3:7100"
@@ -162,3 +164,9 @@ def test_an_entry_the_core_rejects_is_still_recorded_as_applied() -> None:
     command, result = apply_encoded(state, encode_command(RAISE), 1)  # no epoch yet: rejected the same everywhere
     assert command == RAISE and result.rejection.code == "stale_epoch"
     assert state.applied_index == 1 and state.cluster_version == 1
+
+
+def test_a_halted_node_is_not_ready() -> None:
+    raftlog = ImmediateRaftLog()
+    raftlog.halted = "this node is older than the log: upgrade it (entry 7: ...)"
+    assert node_ready(raftlog, config=None) is False  # before looking at leaders or config
