@@ -8,7 +8,9 @@ equal digests; restarted uncapped on the same journal, it catches up to the same
 With node processes (LocalCluster): `status --json` shows the version and what each voter
 advertises, the version rises once the capped node restarts uncapped, and a node restarted capped
 on that log exits with code 3 and "this node is older than the log: upgrade it" while the others
-go on. Waits poll conditions against deadlines; nothing sleeps a fixed time.
+go on; `cluster add` refuses a node that reads less than the cluster version. A halting leader
+stops its Raft, and an offline replay of its files stops at the same entry. Waits poll conditions
+against deadlines; nothing sleeps a fixed time.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 
+import grpc
 import pytest
 
 from scheduler.core.codec import encode_command, state_digest
@@ -34,9 +37,11 @@ from scheduler.localcluster import LocalCluster
 from scheduler.localcluster import wait_until as wait_for
 from scheduler.node import EXIT_HALTED
 from scheduler.replication import LogFormatNotEnabled, NodeHalted, RaftLog
-from scheduler.replication.upgrades import TEST_CAP_ENV
+from scheduler.replication.offline import state_at
+from scheduler.replication.upgrades import TEST_CAP_ENV, UndecodableEntry
 from scheduler.rpc.convert import spec_to_pb
 from tests.fakes import spec
+from tests.integration.conftest import FAST_RAFT, free_port_base
 from tests.integration.test_raftlog import free_ports, leader_of, settings_for, submit, wait_until
 
 pytestmark = pytest.mark.integration
@@ -217,3 +222,47 @@ def test_node_processes_hold_raise_and_halt(make_cluster, monkeypatch) -> None:
         client.apply_jobs(jobs=[spec_to_pb(spec("after-halt"))], author="test")
     cluster.wait_converged(timeout_s=60)
     assert _versions(cluster, ["n1", "n2"]) == {2}
+
+
+def test_a_node_older_than_the_cluster_version_is_not_added(tmp_path: Path, monkeypatch) -> None:
+    """Made a voter, it would halt on the first entry of the new format: refuse it before."""
+    with LocalCluster(tmp_path / "cluster", nodes=3, port_base=free_port_base(4), overrides=dict(FAST_RAFT)) as cluster:
+        cluster.start()
+        cluster.wait_for_leader(timeout_s=60)
+        wait_for(lambda: _versions(cluster, ["n1", "n2", "n3"]) == {2}, 60, "cluster version 2 on every node")
+        monkeypatch.setenv(TEST_CAP_ENV, "1")
+        try:
+            old = cluster.add_node()
+        finally:
+            monkeypatch.delenv(TEST_CAP_ENV)
+        wait_for(lambda: cluster.status(old.node_id), 30, f"{old.node_id} to answer before it is added")
+        with cluster.client() as client:
+            with pytest.raises(grpc.RpcError) as refused:
+                client.add_member(member={"node_id": old.node_id, "raft_address": old.raft_address,
+                                          "grpc_address": old.grpc_address}, timeout_s=30)
+        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert f"{old.node_id} reads log format 1 and the cluster runs 2: upgrade {old.node_id}" in refused.value.details()
+        assert old.node_id not in {m.node_id for m in cluster.status("n1").peers}
+
+
+def test_a_halting_leader_stops_raft_and_an_offline_replay_stops_at_the_same_entry(tmp_path: Path, critical) -> None:
+    address = f"127.0.0.1:{free_ports(1)[0]}"
+    settings = settings_for(address, [address], tmp_path / "solo", election_timeout_min_s=0.1, election_timeout_max_s=0.2)
+    node = RaftLog(settings)
+    node.start()
+    try:
+        wait_until(node.is_leader, "the single node to lead")
+        before = submit([node], ReadBarrier(1)).index
+        node._consumer.apply_entry(b"\x09written by a newer node")  # past the guard: no node of this version writes it
+        wait_until(lambda: node.halted, "the leader to halt")
+        assert node.halted.startswith(f"{OLDER} (entry {before + 1}: unknown command format version 9")
+        assert not node.is_leader()
+        wait_until(lambda: not node._halted_syncobj.tick_thread_alive(), "its Raft to stop")
+        with pytest.raises(NodeHalted):
+            node.propose(ReadBarrier(1))
+        assert _digest_at(node)[0] == before
+    finally:
+        node.close()
+    assert state_at(tmp_path / "solo", before).applied_index == before
+    with pytest.raises(UndecodableEntry, match=rf"{OLDER} \(entry {before + 1}"):
+        state_at(tmp_path / "solo", before + 1)
