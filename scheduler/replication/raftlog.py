@@ -275,6 +275,10 @@ class RaftLog:
             keepalive_period_s=self.settings.tuning.keepalive_period_s,
             eager_append=self.settings.tuning.eager_append,
         )
+        with self._lock:
+            if self.halted and self._syncobj is not None:  # halted before the constructor returned
+                self._syncobj, self._halted_syncobj = None, self._syncobj
+                self._halted_syncobj.destroy()
 
     def close(self) -> None:
         """Stop Raft and wait for its tick thread: no apply, journal write or open port after this."""
@@ -350,8 +354,8 @@ class RaftLog:
         future.set_running_or_notify_cancel()
 
         def on_done(result: Result | None, error: int) -> None:
-            if error == FAIL_REASON.SUCCESS and result is None:  # committed, but this node halted
-                future.set_exception(NodeHalted(self.halted or "this node stopped applying", ""))
+            if error == FAIL_REASON.SUCCESS and result is None:  # committed; this node halted before applying it
+                future.set_exception(OutcomeUnknown(f"committed, but this node stopped applying: {self.halted}", ""))
             elif error == FAIL_REASON.SUCCESS:
                 future.set_result(result)
             else:
