@@ -25,12 +25,12 @@ import msgspec
 import pytest
 
 from scheduler.core import CodecError, apply, decode_command, decode_snapshot, encode_command, encode_snapshot
-from scheduler.core.codec import NewerLogFormat
 from scheduler.core.codec import (
     COMMAND_FORMAT_VERSION,
     SNAPSHOT_FORMAT_VERSION,
     SNAPSHOT_MAGIC,
     VERSIONED_SNAPSHOT_FORMAT_VERSION,
+    NewerLogFormat,
 )
 from scheduler.core.commands import (
     AddMember,
