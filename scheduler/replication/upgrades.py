@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from scheduler.core.commands import SetClusterVersion
 from scheduler.core.log_format import BASE_LOG_FORMAT, LOG_FORMAT
@@ -29,7 +29,7 @@ TEST_CAP_ENV = "RAFTCRON_TEST_MAX_LOG_FORMAT"
 ADVERT_MAX_AGE_S = 5.0
 
 
-def own_log_format(environ: dict[str, str] | os._Environ = os.environ) -> int:
+def own_log_format(environ: Mapping[str, str] = os.environ) -> int:
     """The newest log format this process reads: LOG_FORMAT, or less under the test knob."""
     raw = environ.get(TEST_CAP_ENV, "")
     if not raw:
