@@ -120,6 +120,11 @@ def status_dict(status) -> dict:
         "replicated_time": _iso(status, "replicated_time"),
         "job_count": status.job_count,
         "run_count": status.run_count,
+        "cluster_version": status.cluster_version,
+        "log_format": status.log_format,
+        "voter_log_formats": [{"node_id": v.node_id, "raft_address": v.raft_address, "log_format": v.log_format}
+                              for v in status.voter_log_formats],
+        "halted": status.halted,
         "peers": [MessageToDict(p, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
                   for p in status.peers],
         "raft_voters": list(status.raft_voters),
@@ -136,6 +141,12 @@ def print_status(status, as_json: bool) -> None:
     _table([[p["node_id"], p["raft_address"], p["grpc_address"], "up" if p["connected"] else "DOWN",
              str(p.get("match_index", 0))] for p in info["peers"]],
            ["PEER", "RAFT", "GRPC", "LINK", "MATCH"])
+    if info["halted"]:
+        print(f"HALTED: {info['halted']}")
+    behind = [f"{v['node_id'] or v['raft_address']} ({v['log_format'] or 'not heard'})"
+              for v in info["voter_log_formats"] if v["log_format"] < info["log_format"]]
+    print(f"cluster version {info['cluster_version']}; this node reads log format {info['log_format']}"
+          + (f"; voters reading less: {', '.join(behind)}" if behind else ""))
     listed = sorted(p["raft_address"] for p in info["peers"])
     if info["raft_voters"] and sorted(info["raft_voters"]) != listed:
         print(f"Raft voters {', '.join(info['raft_voters'])} differ from the members listed: a membership "

@@ -13,6 +13,7 @@ import grpc
 from scheduler.allocator import tune_allocator
 from scheduler.config import NodeConfig, Peer
 from scheduler.leader.alerting import AlertDispatcher
+from scheduler.leader.cluster_version import ClusterVersionLoop
 from scheduler.leader.dispatch import Dispatcher
 from scheduler.leader.lifecycle import LeaderLifecycle, LeaderTerm
 from scheduler.leader.reaper import Reaper
@@ -35,6 +36,9 @@ from worker.api.v1 import cluster_pb2_grpc, jobs_pb2_grpc, ops_pb2_grpc, runs_pb
 log = logging.getLogger("raftcron.node")
 
 LIMITS = DEFAULT_LIMITS
+# A node that met an entry it cannot decode exits with this, after answering Status for a moment.
+EXIT_HALTED = 3
+HALT_EXIT_GRACE_S = 2.0
 
 
 def wall_clock_us() -> int:
@@ -46,6 +50,7 @@ class Node:
         self.config = config
         self.clock_us = clock_us
         self.raftlog = RaftLog(config.raft_settings())
+        self.raftlog.name_of = self._node_id_at
         self.lifecycle = LeaderLifecycle(
             self.raftlog,
             config.node_id,
@@ -54,6 +59,7 @@ class Node:
                 ("dispatch", self._dispatcher),
                 ("reaper", self._reaper),
                 ("alerts", self._alert_dispatcher),
+                ("cluster-version", self._cluster_version_loop),
             ],
             clock_us=clock_us,
             claim_timeout_s=config.propose_timeout_s,
@@ -74,6 +80,12 @@ class Node:
         dispatcher = Dispatcher(term, self.raftlog, int(self.config.lease_ttl_s * 1e6), self.config.propose_timeout_s)
         term.services["dispatcher"] = dispatcher
         return dispatcher
+
+    def _cluster_version_loop(self, term: LeaderTerm) -> ClusterVersionLoop:
+        return ClusterVersionLoop(term, self.raftlog, self.config.propose_timeout_s)
+
+    def _node_id_at(self, raft_address: str) -> str:
+        return self._leader_id_of(raft_address) or raft_address
 
     def _reaper(self, term: LeaderTerm) -> Reaper:
         return Reaper(term, self.raftlog, self.config.propose_timeout_s)
@@ -178,8 +190,14 @@ def serve(config: NodeConfig) -> int:
     stopping = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
+    node.raftlog.add_halt_listener(lambda _why: stopping.set())
     node.start()
     stopping.wait()
+    if node.raftlog.halted:
+        # Raft has stopped already (no vote, no leadership); Status and the health service say
+        # why for a moment, for whoever is looking, then the exit code tells the supervisor.
+        log.error("exiting with code %d: %s", EXIT_HALTED, node.raftlog.halted)
+        time.sleep(HALT_EXIT_GRACE_S)
     log.info("shutting down")
     node.stop()
-    return 0
+    return EXIT_HALTED if node.raftlog.halted else 0

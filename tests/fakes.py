@@ -353,6 +353,9 @@ class ImmediateRaftLog:
     """Just enough of RaftLog for the leader loops and the observers: a state under a lock, apply
     listeners, and entries that apply at once, in order."""
 
+    # Why the node stopped applying ("" while it applies), as RaftLog.halted.
+    halted = ""
+
     def __init__(self, state: State | None = None, index: int = 0) -> None:
         self._state = state if state is not None else State()
         self.index = index

@@ -29,6 +29,7 @@ from scheduler.core.commands import (
     ReadBarrier,
     RemoveMember,
     ReviveClass,
+    SetClusterVersion,
     SetJobPaused,
     TriggerRun,
 )
@@ -40,6 +41,7 @@ from scheduler.core.execution import (
     grant_leases,
 )
 from scheduler.core.jobs import apply_jobs, set_job_paused
+from scheduler.core.log_format import LOG_FORMAT
 from scheduler.core.manual import backfill_runs, trigger_run
 from scheduler.core.membership import add_member, remove_member
 from scheduler.core.ops import kill_class, mark_alerts_delivered, revive_class
@@ -69,6 +71,19 @@ def _advance_time(state: State, cmd: AdvanceTime, index: int) -> Result:
     """Time moved (in apply, before this handler): histories age out with it."""
     sweep_histories(state)
     return Result(index=index)
+
+
+def _set_cluster_version(state: State, cmd: SetClusterVersion, index: int) -> Result:
+    """The cluster version only rises. A node that does not read `cmd.version` never gets here:
+    its decoder refuses the entry and the node halts (log_format.required_log_format)."""
+    if cmd.version < state.cluster_version:
+        return rejected(index, "stale_cluster_version", f"cluster version {cmd.version} is below the current {state.cluster_version}")
+    if cmd.version > LOG_FORMAT:
+        return rejected(index, "unsupported_cluster_version", f"cluster version {cmd.version} is above {LOG_FORMAT}")
+    if cmd.version == state.cluster_version:
+        return Result(index=index)
+    previous, state.cluster_version = state.cluster_version, cmd.version
+    return Result(index=index, events=(ev.ClusterVersionRaised(cmd.version, previous),))
 
 
 def _with_request_memory(handler: Handler) -> Handler:
@@ -105,6 +120,7 @@ HANDLERS: dict[type, Handler] = {
     BackfillRuns: _with_request_memory(backfill_runs),
     AddMember: _with_request_memory(add_member),
     RemoveMember: _with_request_memory(remove_member),
+    SetClusterVersion: _set_cluster_version,
 }
 
 

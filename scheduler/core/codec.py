@@ -5,7 +5,11 @@ larger than COMPRESS_ABOVE_BYTES is stored zlib-compressed under its own version
 repeat in every job of a large apply, so it shrinks about tenfold and a 1 MiB entry holds far
 more jobs). A node that predates the compressed format cannot read such entries: upgrade every
 node before applying large job files.
-Snapshot: a magic, one version byte, then the msgpack-encoded State (format 1 is still read).
+Snapshot: a magic, one version byte, then the msgpack-encoded State (formats 1 and 2 are still
+read). Format 3 is format 2 plus the cluster version; it is written only once the cluster version
+is above 1, so until every voter reads it a snapshot (and a digest) is format 2 byte for byte.
+What a version byte may hold is the log format (log_format.py): a node capped below the newest
+format refuses commands and snapshots newer than its cap with NewerLogFormat.
 Encoding is deterministic (sorted map keys), so equal states give equal bytes,
 and the digest of those bytes is how replicas prove they agree.
 Golden files under tests/unit/golden keep old logs readable.
@@ -20,6 +24,7 @@ from operator import itemgetter
 import msgspec
 
 from scheduler.core.commands import Command
+from scheduler.core.log_format import BASE_LOG_FORMAT, LOG_FORMAT, SNAPSHOT_LOG_FORMATS, required_log_format
 from scheduler.core.model import Job, JobSpec, Run
 from scheduler.core.results import Result
 from scheduler.core.sharing import share_decoded_job, share_run
@@ -34,12 +39,18 @@ SNAPSHOT_MAGIC = b"RCS"
 SNAPSHOT_FORMAT_VERSION = 2
 # Format 1 held each job's full spec and every fact as a field of its own; format 2 holds its body
 # (the spec with an empty id), the id beside it and the facts grouped (see model.Job). Both decode
-# to the same state.
-READABLE_SNAPSHOT_FORMAT_VERSIONS = (1, 2)
+# to the same state. Format 3 adds State.cluster_version (written only when it is above 1).
+VERSIONED_SNAPSHOT_FORMAT_VERSION = 3
+READABLE_SNAPSHOT_FORMAT_VERSIONS = (1, 2, 3)
 
 
 class CodecError(ValueError):
     """Bytes that are not a command or snapshot this version understands."""
+
+
+class NewerLogFormat(CodecError):
+    """Bytes written by a newer version (an unknown version byte, command type or field, or a
+    command or snapshot above this node's log format): this node is older than the log."""
 
 
 _encoder = msgspec.msgpack.Encoder(order="deterministic")
@@ -49,6 +60,9 @@ _result_decoder = msgspec.msgpack.Decoder(Result)
 
 def encode_command(command: Command) -> bytes:
     body = _encoder.encode(command)
+    if len(body) > MAX_DECOMPRESSED_BYTES:
+        # Every node refuses to inflate it: never let such an entry reach the log.
+        raise CodecError(f"{type(command).__name__} encodes to {len(body)} bytes, more than {MAX_DECOMPRESSED_BYTES}")
     if len(body) > COMPRESS_ABOVE_BYTES:
         return bytes((COMPRESSED_COMMAND_FORMAT_VERSION,)) + zlib.compress(body, 1)
     return bytes((COMMAND_FORMAT_VERSION,)) + body
@@ -65,7 +79,9 @@ def _inflate(data: bytes) -> bytes:
     return body
 
 
-def decode_command(data: bytes) -> Command:
+def decode_command(data: bytes, max_log_format: int = LOG_FORMAT) -> Command:
+    """The command in `data`; NewerLogFormat when it needs a format above `max_log_format` (or one
+    this code does not know), CodecError when the bytes are damaged."""
     if not data:
         raise CodecError("empty command")
     if data[0] == COMPRESSED_COMMAND_FORMAT_VERSION:
@@ -73,18 +89,34 @@ def decode_command(data: bytes) -> Command:
     elif data[0] == COMMAND_FORMAT_VERSION:
         body = data[1:]
     else:
-        raise CodecError(f"unknown command format version {data[0]}")
+        raise NewerLogFormat(f"unknown command format version {data[0]}")
     try:
-        return _command_decoder.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        command = _command_decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        if _names_something_unknown(exc):
+            raise NewerLogFormat(f"unknown command type or field: {exc}") from None
         raise CodecError(f"undecodable command: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise CodecError(f"undecodable command: {exc}") from None
+    needed = required_log_format(command)
+    if needed > max_log_format:
+        raise NewerLogFormat(f"{type(command).__name__} needs log format {needed}, this node reads up to {max_log_format}")
+    return command
+
+
+def _names_something_unknown(exc: msgspec.ValidationError) -> bool:
+    """msgspec's words for a tag no command has, and a field the struct does not have."""
+    text = str(exc)
+    return text.startswith("Object contains unknown field") or (text.startswith("Invalid value") and "$.type`" in text)
 
 
 def encode_snapshot(state: State) -> bytes:
-    return SNAPSHOT_MAGIC + bytes((SNAPSHOT_FORMAT_VERSION,)) + _encoder.encode(_presorted(state))
+    if state.cluster_version == BASE_LOG_FORMAT:
+        return SNAPSHOT_MAGIC + bytes((SNAPSHOT_FORMAT_VERSION,)) + _encoder.encode(_presorted(state, _StateV2))
+    return SNAPSHOT_MAGIC + bytes((VERSIONED_SNAPSHOT_FORMAT_VERSION,)) + _encoder.encode(_presorted(state, State))
 
 
-def _presorted(state: State) -> State:
+def _presorted(state: State, frame: type) -> msgspec.Struct:
     """A shallow copy of `state` whose dicts are already in key order.
 
     msgspec's deterministic encoding sorts every dict, and its sort is quadratic on keys that are
@@ -94,24 +126,41 @@ def _presorted(state: State) -> State:
     and msgspec's pass over keys already in order is linear too. The bytes are unchanged:
     msgspec still sorts, it just finds nothing to move.
     """
-    dicts = {}
-    for name in state.__struct_fields__:
+    values = {}
+    for name in frame.__struct_fields__:
         value = getattr(state, name)
         if isinstance(value, dict) and len(value) > 1:
-            dicts[name] = dict(sorted(value.items(), key=itemgetter(0)))
-    return msgspec.structs.replace(state, **dicts)
+            value = dict(sorted(value.items(), key=itemgetter(0)))
+        values[name] = value
+    return frame(**values)
 
 
-def _snapshot_frame_type() -> type:
-    """State with its jobs and runs left encoded (`msgspec.Raw`, views of the snapshot's bytes)."""
+# State as snapshot format 2 holds it: every field but the cluster version, in the same order, so
+# a state whose cluster version is 1 encodes to the bytes (and the digest) it had before.
+_StateV2 = msgspec.defstruct(
+    "State",
+    [(f.name, f.type, msgspec.field(default=f.default) if f.default_factory is msgspec.NODEFAULT
+      else msgspec.field(default_factory=f.default_factory))
+     for f in msgspec.structs.fields(State) if f.name != "cluster_version"],
+    forbid_unknown_fields=True,
+)
+
+
+def _snapshot_frame_type(versioned: bool) -> type:
+    """State with its jobs and runs left encoded (`msgspec.Raw`, views of the snapshot's bytes).
+    Format 3 (`versioned`) must hold the cluster version, formats 1 and 2 must not."""
     fields = []
     for field in msgspec.structs.fields(State):
         if field.name in _DECODED_ONE_BY_ONE:
             fields.append((field.name, dict[str, msgspec.Raw], msgspec.field(default_factory=dict)))
+        elif field.name == "cluster_version":
+            if versioned:
+                fields.append((field.name, field.type))
         elif field.default_factory is not msgspec.NODEFAULT:
             fields.append((field.name, field.type, msgspec.field(default_factory=field.default_factory)))
         else:
             fields.append((field.name, field.type, field.default))
+    fields.sort(key=lambda f: len(f) > 2)  # msgspec wants fields without a default first
     return msgspec.defstruct("SnapshotFrame", fields, forbid_unknown_fields=True)
 
 
@@ -120,22 +169,33 @@ def _snapshot_frame_type() -> type:
 # the records that stay: a follower restored with 100,000 jobs kept 223 MiB, now 94-97 (about
 # what a node that applied the log holds).
 _DECODED_ONE_BY_ONE = ("jobs", "runs")
-_frame_decoder = msgspec.msgpack.Decoder(_snapshot_frame_type())
+_frame_decoders = {
+    version: msgspec.msgpack.Decoder(_snapshot_frame_type(version == VERSIONED_SNAPSHOT_FORMAT_VERSION))
+    for version in READABLE_SNAPSHOT_FORMAT_VERSIONS
+}
 _runs_decoder = msgspec.msgpack.Decoder(list[Run])
 
 
-def decode_snapshot(data: bytes) -> State:
+def decode_snapshot(data: bytes, max_log_format: int = LOG_FORMAT) -> State:
     header_len = len(SNAPSHOT_MAGIC) + 1
     version = data[header_len - 1] if len(data) >= header_len else None
-    if not data.startswith(SNAPSHOT_MAGIC) or version not in READABLE_SNAPSHOT_FORMAT_VERSIONS:
-        raise CodecError("not a raftcron snapshot of a known version")
+    if not data.startswith(SNAPSHOT_MAGIC):
+        raise CodecError("not a raftcron snapshot")
+    if version not in READABLE_SNAPSHOT_FORMAT_VERSIONS:
+        raise NewerLogFormat(f"not a raftcron snapshot of a known version ({version})")
+    if SNAPSHOT_LOG_FORMATS[version] > max_log_format:
+        raise NewerLogFormat(f"snapshot format {version} needs log format {SNAPSHOT_LOG_FORMATS[version]}, "
+                             f"this node reads up to {max_log_format}")
     try:
-        frame = _frame_decoder.decode(memoryview(data)[header_len:])
-        state = State(**{name: getattr(frame, name) for name in State.__struct_fields__ if name not in _DECODED_ONE_BY_ONE})
+        frame = _frame_decoders[version].decode(memoryview(data)[header_len:])
+        fields = frame.__struct_fields__
+        state = State(**{name: getattr(frame, name) for name in fields if name not in _DECODED_ONE_BY_ONE})
         _decode_jobs(state, frame.jobs, version)
         _decode_runs(state, frame.runs)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise CodecError(f"undecodable snapshot: {exc}") from None
+    if state.cluster_version > max_log_format:
+        raise NewerLogFormat(f"the snapshot's cluster version is {state.cluster_version}, this node reads up to {max_log_format}")
     # The live index is derived data: rebuilt so an older snapshot restores like a log replay.
     state.rebuild_live_index()
     return state
@@ -161,7 +221,7 @@ class _JobV1(msgspec.Struct, forbid_unknown_fields=True, gc=False):
                       self.paused, self.paused_by, self.paused_reason, self.last_status, self.last_scheduled_us)
 
 
-_job_decoders = {1: msgspec.msgpack.Decoder(_JobV1), 2: msgspec.msgpack.Decoder(Job)}
+_job_decoders = {1: msgspec.msgpack.Decoder(_JobV1), 2: msgspec.msgpack.Decoder(Job), 3: msgspec.msgpack.Decoder(Job)}
 
 
 def _decode_jobs(state: State, encoded: dict[str, msgspec.Raw], version: int) -> None:

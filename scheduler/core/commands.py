@@ -209,6 +209,17 @@ class RemoveMember(_Command, frozen=True):
     known_members: tuple[Member, ...] = ()
 
 
+class SetClusterVersion(_Command, frozen=True):
+    """Allow commands and fields of log format `version` from now on (see log_format.py).
+
+    Proposed by the leader once every voter advertises that it reads the format; carries the
+    epoch so a deposed leader cannot raise it."""
+
+    version: int
+    epoch: int
+    monotonic_us: int = 0
+
+
 class ReadBarrier(_Command, frozen=True):
     """Changes nothing: once applied locally, a read reflects every write committed before it."""
 
@@ -231,7 +242,8 @@ Command = (
     | MarkAlertsDelivered
     | AddMember
     | RemoveMember
+    | SetClusterVersion
 )
 
 # Commands stamped with the leader's epoch: the only ones that move replicated time.
-EPOCH_COMMANDS = (ClaimRuns, GrantLeases, ExpireLeases, AdvanceTime, MarkAlertsDelivered)
+EPOCH_COMMANDS = (ClaimRuns, GrantLeases, ExpireLeases, AdvanceTime, MarkAlertsDelivered, SetClusterVersion)

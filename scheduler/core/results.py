@@ -164,6 +164,11 @@ class MemberRemoved(Event, frozen=True):
     node_id: str
 
 
+class ClusterVersionRaised(Event, frozen=True):
+    version: int
+    previous: int
+
+
 class MemberUnchanged(Event, frozen=True):
     """The node is already a member with these addresses: a repeated add, answered as before."""
 
@@ -194,6 +199,7 @@ AnyEvent = (
     | MemberAdded
     | MemberRemoved
     | MemberUnchanged
+    | ClusterVersionRaised
 )
 
 

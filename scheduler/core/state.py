@@ -97,6 +97,9 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
     history_sweep_us: int = 0
     # job_id -> last version of a deleted job: a re-added job's versions continue after it.
     retired_versions: dict[str, int] = msgspec.field(default_factory=dict)
+    # The newest log format every voter reads (log_format.py); raised only by SetClusterVersion.
+    # Last, and left out of snapshots while it is 1, so those stay format 2 byte for byte.
+    cluster_version: int = 1
 
     def get_run(self, job_id: str, scheduled_us: int) -> Run | None:
         job_runs = self.runs.get(job_id)

@@ -3,7 +3,8 @@
 SERVING means what ClusterService's `ready` means: a leader is known and it has opened
 an epoch that this node has applied, so writes reach a leader whose loops run and reads
 here are no older than that epoch. NOT_SERVING otherwise (no leader, an election, a node
-cut off or still catching up), and from the start of a drain on.
+cut off or still catching up), from the start of a drain on, and from the moment a node halts
+because it cannot decode a committed entry (it exits shortly after; Status says why).
 
 "" (the whole server) and every raftcron service follow readiness, except
 raftcron.v1.ClusterService: it answers from local state whatever the cluster does, and is

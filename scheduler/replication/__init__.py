@@ -2,6 +2,8 @@
 
 from scheduler.replication.errors import (
     EntryTooLarge,
+    LogFormatNotEnabled,
+    NodeHalted,
     NotLeader,
     OutcomeUnknown,
     Overloaded,
@@ -12,6 +14,8 @@ from scheduler.replication.raftlog import RaftLog, RaftSettings, RaftTuning
 
 __all__ = [
     "EntryTooLarge",
+    "LogFormatNotEnabled",
+    "NodeHalted",
     "NotLeader",
     "OutcomeUnknown",
     "Overloaded",

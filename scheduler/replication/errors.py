@@ -40,3 +40,17 @@ class OutcomeUnknown(ReplicationError):
 
 class ReplicationTimeout(OutcomeUnknown):
     """No answer in time: the entry may still commit later."""
+
+
+class LogFormatNotEnabled(ReplicationError):
+    """The command needs a log format above the cluster version: some voter could not decode it.
+    Nothing was appended; the message names the nodes to upgrade."""
+
+    retry_safe = True  # nothing was appended, but resending fails the same way until they are upgraded
+
+
+class NodeHalted(ReplicationError):
+    """This node met a committed entry or snapshot it cannot decode and stopped applying (see
+    upgrades.py); nothing was appended here. Other nodes may take the call."""
+
+    retry_safe = True

@@ -17,9 +17,10 @@ from pysyncobj import pickle as raft_pickle
 from pysyncobj.syncobj import _COMMAND_TYPE
 
 from scheduler.core import State, decode_snapshot
-from scheduler.core.codec import state_digest
+from scheduler.core.codec import CodecError, NewerLogFormat, state_digest
 from scheduler.replication.journal import JOURNAL_NAME, read_entries
 from scheduler.replication.raftlog import apply_encoded
+from scheduler.replication.upgrades import UndecodableEntry
 
 JOURNAL, DUMP = JOURNAL_NAME, "raft.dump"
 
@@ -43,11 +44,17 @@ def inspect(raft_dir: Path) -> RaftFiles:
 
 
 def state_at(raft_dir: Path, index: int) -> State:
-    """The state after applying every entry up to `index` (the dump must not be past it)."""
+    """The state after applying every entry up to `index` (the dump must not be past it).
+
+    An entry or dump this code cannot decode raises UndecodableEntry, as it halts a live node:
+    a replay never skips what a newer node would have applied."""
     dump_index, snapshot = _read_dump(raft_dir) if (raft_dir / DUMP).exists() else (0, None)
     if dump_index > index:
         raise ValueError(f"{raft_dir}: its dump is at {dump_index}, past {index}")
-    state = decode_snapshot(snapshot) if snapshot is not None else State()
+    try:
+        state = decode_snapshot(snapshot) if snapshot is not None else State()
+    except CodecError as exc:
+        raise UndecodableEntry(f"{raft_dir}: dump at {dump_index}", str(exc), isinstance(exc, NewerLogFormat)) from None
     for command, entry_index, _term in read_entries(str(raft_dir / JOURNAL)):
         if dump_index < entry_index <= index and command[:1] == bytes((_COMMAND_TYPE.REGULAR,)):
             _apply_entry(state, command, entry_index)

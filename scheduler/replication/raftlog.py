@@ -23,11 +23,14 @@ from pysyncobj.monotonic import monotonic as pysyncobj_monotonic
 from pysyncobj.syncobj import _RAFT_STATE
 
 from scheduler.core import Command, Result, State, apply, decode_command, decode_snapshot, encode_command
-from scheduler.core.codec import CodecError, encode_snapshot
+from scheduler.core.codec import CodecError, NewerLogFormat, encode_snapshot
+from scheduler.core.log_format import LOG_FORMAT, required_log_format
 from scheduler.core.results import rejected
 from scheduler.replication.digest import CHILD_NICENESS, digest_at
 from scheduler.replication.errors import (
     EntryTooLarge,
+    LogFormatNotEnabled,
+    NodeHalted,
     NotLeader,
     OutcomeUnknown,
     Overloaded,
@@ -45,6 +48,14 @@ from scheduler.replication.journal import (
 )
 from scheduler.replication.journal_seam import SEND_ANSWER, building
 from scheduler.replication.tickwatch import TickWatch
+from scheduler.replication.upgrades import (
+    FormatBook,
+    LogFormatMixin,
+    UndecodableEntry,
+    keepalive_message,
+    own_log_format,
+    proposal_refusal,
+)
 
 log = logging.getLogger("raftcron.replication")
 
@@ -140,17 +151,15 @@ class _LazySnapshot:
         return (bytes, (encode_snapshot(self._state),))
 
 
-def apply_encoded(state: State, data: bytes, index: int) -> tuple[Command | None, Result]:
-    """Decode one entry's bytes and apply them, as every replica (and an offline replay) must:
-    an undecodable entry, or one the core raises on, still counts as applied and is recorded
-    as a rejection. The command is None when the bytes did not decode."""
+def apply_encoded(state: State, data: bytes, index: int, max_log_format: int = LOG_FORMAT) -> tuple[Command, Result]:
+    """Decode one entry's bytes and apply them, as every replica (and an offline replay) must.
+    An entry the core rejects or raises on is recorded as a rejection (the same on every
+    replica). An entry that does not decode raises UndecodableEntry and changes nothing: a
+    newer node decodes it, so recording a rejection here would leave this replica different."""
     try:
-        command = decode_command(data)
+        command = decode_command(data, max_log_format)
     except CodecError as exc:
-        log.error("rejecting undecodable entry %d: %s", index, exc)
-        # Still an applied entry: every replica sees the same bytes and records the same index.
-        state.applied_index = max(state.applied_index, index)
-        return None, rejected(index, "bad_command", str(exc))
+        raise UndecodableEntry(f"entry {index}", str(exc), older=isinstance(exc, NewerLogFormat)) from None
     try:
         return command, apply(state, command, index)
     except Exception:  # a raise here would wedge every replica on this entry
@@ -190,15 +199,18 @@ _FAILURES: dict[int, type[ReplicationError]] = {
 # two followers was down about a fifth of the time, and a leader dying then cost a failed election
 # (measured: term 1 -> 3 and 1.3-2.0 s to a new leader, instead of one election and ~0.6 s).
 # pysyncobj ignores message types it does not know, so the keepalive is safe with older nodes.
-KEEPALIVE_MESSAGE = {"type": "raftcron_keepalive"}
+# Each keepalive also says which log format its sender reads (upgrades.py); this is what a node of
+# this version without the test cap sends.
+KEEPALIVE_MESSAGE = keepalive_message(LOG_FORMAT)
 
 
-class _RaftcronSyncObj(FollowerAppendMixin, SyncObj):
-    """pysyncobj's SyncObj with five changes: its journal is synced and checksummed, and an
+class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, SyncObj):
+    """pysyncobj's SyncObj with six changes: its journal is synced and checksummed, and an
     append is answered only once its entries are synced (journal.py); every peer gets a
-    keepalive once per period; the leader sends new entries in the tick that appended them
-    (eager_append); a follower truncates only entries that conflict (follower_append); and a
-    follower reads its sockets before it judges the leader silent."""
+    keepalive once per period, which says the log format its sender reads (upgrades.py); the
+    leader sends new entries in the tick that appended them (eager_append); a follower
+    truncates only entries that conflict (follower_append); and a follower reads its sockets
+    before it judges the leader silent."""
 
     def __init__(self, *args, keepalive_period_s: float, eager_append: bool = True, journal_sync: bool = True,
                  **kwargs) -> None:
@@ -264,7 +276,7 @@ class _RaftcronSyncObj(FollowerAppendMixin, SyncObj):
         transport = self._SyncObj__transport
         if transport.ready:
             for node in list(self._SyncObj__otherNodes):
-                transport.send(node, KEEPALIVE_MESSAGE)
+                transport.send(node, self.keepalive_message)
 
     def _read_before_electing(self) -> None:
         """pysyncobj checks a follower's election deadline at the start of a tick and reads its
@@ -279,8 +291,17 @@ class _RaftcronSyncObj(FollowerAppendMixin, SyncObj):
 
 
 class RaftLog:
-    def __init__(self, settings: RaftSettings) -> None:
+    def __init__(self, settings: RaftSettings, max_log_format: int | None = None) -> None:
         self.settings = settings
+        # The newest log format this node reads (below LOG_FORMAT only under the test knob).
+        self.log_format = own_log_format() if max_log_format is None else max_log_format
+        self.formats = FormatBook()
+        # Why this node stopped applying ("" while it applies), and who wants to know.
+        self.halted = ""
+        self._halted_syncobj: SyncObj | None = None
+        self._halt_listeners: list[Callable[[str], None]] = []
+        # Raft address -> node id, for messages that name nodes (the node sets it).
+        self.name_of: Callable[[str], str] = lambda address: address
         self._state = State()
         self._lock = threading.RLock()
         self._applied = threading.Condition(self._lock)
@@ -300,23 +321,36 @@ class RaftLog:
             list(self.settings.partner_addresses),
             conf,
             consumers=[self._consumer],
+            log_format=self.log_format,
+            format_book=self.formats,
             keepalive_period_s=self.settings.tuning.keepalive_period_s,
             eager_append=self.settings.tuning.eager_append,
             journal_sync=self.settings.tuning.sync,
         )
+        with self._lock:
+            if self.halted and self._syncobj is not None:  # halted before the constructor returned
+                self._syncobj, self._halted_syncobj = None, self._syncobj
+                self._halted_syncobj.destroy()
 
     def close(self) -> None:
         """Stop Raft and wait for its tick thread: no apply, journal write or open port after this."""
-        if self._syncobj is not None:
-            self._syncobj.destroy_synchronous()
+        syncobj = self._syncobj or self._halted_syncobj
+        if syncobj is not None:
+            syncobj.destroy_synchronous()
 
     # -- the replicated path (runs on pysyncobj's tick thread) -----------
-    def _apply_entry(self, data: bytes) -> Result:
-        # pysyncobj bumps raftLastApplied after the method returns: during it, +1 is this entry.
-        index = self._syncobj.raftLastApplied + 1
+    def _apply_entry(self, data: bytes) -> Result | None:
         with self._lock:
-            command, result = apply_encoded(self._state, data, index)
-            for listener in self._listeners if command is not None else ():
+            if self.halted:  # the rest of pysyncobj's batch: nothing more is applied
+                return None
+            # pysyncobj bumps raftLastApplied after the method returns: during it, +1 is this entry.
+            index = self._syncobj.raftLastApplied + 1
+            try:
+                command, result = apply_encoded(self._state, data, index, self.log_format)
+            except UndecodableEntry as exc:
+                self._halt(exc)
+                return None
+            for listener in self._listeners:
                 try:
                     listener(command, result)
                 except Exception:  # a listener is local, never part of the replicated outcome
@@ -326,9 +360,39 @@ class RaftLog:
 
     def _restore(self, snapshot: bytes) -> None:
         with self._lock:
-            self._state = decode_snapshot(snapshot)
+            if self.halted:
+                return
+            try:
+                state = decode_snapshot(snapshot, self.log_format)
+            except CodecError as exc:
+                # pysyncobj would log the exception and go on from an empty state: halt instead.
+                self._halt(UndecodableEntry("snapshot", str(exc), older=isinstance(exc, NewerLogFormat)))
+                return
+            self._state = state
             log.info("restored snapshot at index %d", self._state.applied_index)
             self._applied.notify_all()
+
+    def _halt(self, why: UndecodableEntry) -> None:
+        """Stop applying, for good: on pysyncobj's tick thread, under the state lock. Raising
+        instead would make pysyncobj retry the entry forever (a wedged tick loop that still
+        holds its leadership); recording a rejection would diverge. pysyncobj is told to stop
+        (its tick thread ends after this tick: no vote, no append, no leadership, no
+        compaction of a state that is no longer its log's), and the node exits (node.py)."""
+        self.halted = str(why)
+        log.critical("%s", self.halted)
+        syncobj, self._syncobj, self._halted_syncobj = self._syncobj, None, self._syncobj
+        if syncobj is not None:
+            syncobj.destroy()  # with autoTick: only sets a flag, the tick thread stops itself
+        self._applied.notify_all()
+        for listener in self._halt_listeners:
+            try:
+                listener(self.halted)
+            except Exception:
+                log.exception("halt listener failed")
+
+    def add_halt_listener(self, listener: Callable[[str], None]) -> None:
+        """Called once, on the tick thread under the state lock, when this node stops applying."""
+        self._halt_listeners.append(listener)
 
     def _on_state_changed(self, old: int, new: int) -> None:
         log.info("raft role %s -> %s", ROLE_NAMES.get(old, old), ROLE_NAMES.get(new, new))
@@ -342,19 +406,44 @@ class RaftLog:
         future.set_running_or_notify_cancel()
 
         def on_done(result: Result | None, error: int) -> None:
-            if error == FAIL_REASON.SUCCESS:
+            if error == FAIL_REASON.SUCCESS and result is None:  # committed; this node halted before applying it
+                future.set_exception(OutcomeUnknown(f"committed, but this node stopped applying: {self.halted}", ""))
+            elif error == FAIL_REASON.SUCCESS:
                 future.set_result(result)
             else:
                 failure = _FAILURES.get(error, OutcomeUnknown)
                 future.set_exception(failure(f"proposal failed: reason {error}", self.leader_address()))
 
-        data = encode_command(command)
+        self._check_proposable(command)
+        try:
+            data = encode_command(command)
+        except CodecError as exc:
+            raise EntryTooLarge(str(exc)) from None
         if len(data) > MAX_ENTRY_BYTES:
             raise EntryTooLarge(
                 f"{type(command).__name__} encodes to {len(data)} bytes, more than the {MAX_ENTRY_BYTES} a log entry holds"
             )
         self._consumer.apply_entry(data, callback=on_done)
         return future
+
+    def _check_proposable(self, command: Command) -> None:
+        """Nothing is proposed from a halted node, nor above the cluster version (upgrades.py)."""
+        if self.halted:
+            raise NodeHalted(self.halted, "")
+        needed = required_log_format(command)
+        if needed <= 1:  # every command of format 1: no lock taken on the hot path
+            return
+        with self._lock:
+            cluster_version = self._state.cluster_version
+        if needed <= cluster_version:
+            return
+        refusal = proposal_refusal(command, needed, cluster_version, self.raft_members(), self.log_formats(), self.name_of)
+        if refusal is not None:
+            raise LogFormatNotEnabled(refusal, self.leader_address())
+
+    def log_formats(self) -> dict[str, int]:
+        """Raft address -> the log format it advertised lately; this node's own included."""
+        return {**self.formats.fresh(), self.settings.self_address: self.log_format}
 
     def submit(self, command: Command, timeout_s: float) -> Result:
         """propose() and wait; a timeout becomes ReplicationTimeout (the outcome is unknown)."""
@@ -428,7 +517,10 @@ class RaftLog:
 
     @property
     def applied_index(self) -> int:
-        return self._syncobj.raftLastApplied if self._syncobj else 0
+        if self._syncobj:
+            return self._syncobj.raftLastApplied
+        with self._lock:  # not started, or halted: what the state holds
+            return self._state.applied_index
 
     def has_quorum(self) -> bool:
         return self._syncobj is not None and self._syncobj.hasQuorum

@@ -34,7 +34,9 @@ HANDOVER_TIMEOUT_S = 10.0
 
 
 def node_ready(raftlog: RaftLog, config: NodeConfig) -> bool:
-    """A leader is known, and it has opened an epoch this node has applied."""
+    """A leader is known, and it has opened an epoch this node has applied (never once halted)."""
+    if raftlog.halted:
+        return False
     leader_address = raftlog.leader_address()
     with raftlog.read() as state:
         leader = peer_by_raft_address(config, state, leader_address) if leader_address else None
@@ -83,6 +85,13 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         with self._raftlog.read() as state:
             epoch, now_us = state.epoch, state.now_us
             job_count, run_count = len(state.jobs), state.run_count
+            cluster_version = state.cluster_version
+            names = {p.raft_address: p.node_id for p in members_view(self._config, state)}
+        advertised = self._raftlog.log_formats()
+        voter_formats = [
+            cluster_pb2.VoterLogFormat(node_id=names.get(address, ""), raft_address=address, log_format=advertised.get(address, 0))
+            for address in sorted(self._raftlog.raft_members())
+        ]
         digest_index, digest = self._digest(context) if request.include_digest else (0, "")
         return cluster_pb2.StatusResponse(
             node_id=self._config.node_id,
@@ -101,6 +110,10 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
             run_count=run_count,
             state_digest=digest,
             digest_index=digest_index,
+            cluster_version=cluster_version,
+            log_format=self._raftlog.log_format,
+            voter_log_formats=voter_formats,
+            halted=self._raftlog.halted,
         )
 
     def _digest(self, context) -> tuple[int, str]:
@@ -181,6 +194,14 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
             context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"the node on {new.grpc_address} is {status.node_id!r}, not {new.node_id!r}",
+            )
+        with self._raftlog.read() as state:
+            cluster_version = state.cluster_version
+        if max(status.log_format, 1) < cluster_version:  # 0: a node that predates the field reads 1
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"{new.node_id} reads log format {max(status.log_format, 1)} and the cluster runs "
+                f"{cluster_version}: upgrade {new.node_id} before adding it",
             )
         own = next((p for p in status.peers if p.node_id == new.node_id), None)
         if own is not None and (own.raft_address, own.grpc_address) != (new.raft_address, new.grpc_address):

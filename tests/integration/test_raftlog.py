@@ -305,15 +305,6 @@ def test_a_raising_apply_listener_does_not_lose_the_proposers_result(single_node
     assert [result.index for result in calls] == [future.result().index]
 
 
-def test_an_undecodable_entry_still_counts_as_applied(single_node: RaftLog) -> None:
-    answered: Future = Future()
-    # Bypass propose(): bytes of an unknown command format version, as a newer node would write.
-    single_node._consumer.apply_entry(b"\x09not a command", callback=lambda result, error: answered.set_result((result, error)))
-    result, error = answered.result(timeout=TIMEOUT_S)
-    assert error == 0 and result.rejection.code == "bad_command"
-    assert single_node.wait_applied(result.index, 1.0)
-
-
 def test_close_has_stopped_the_node_when_it_returns(single_node: RaftLog) -> None:
     single_node.close()
     assert not single_node._syncobj.tick_thread_alive()

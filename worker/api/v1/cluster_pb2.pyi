@@ -72,7 +72,7 @@ class PeerStatus(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., connected: _Optional[bool] = ..., match_index: _Optional[int] = ..., next_index: _Optional[int] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("node_id", "role", "leader", "leader_grpc_address", "term", "commit_index", "applied_index", "epoch", "peers", "ready", "raft_voters", "replicated_time", "job_count", "run_count", "state_digest", "digest_index")
+    __slots__ = ("node_id", "role", "leader", "leader_grpc_address", "term", "commit_index", "applied_index", "epoch", "peers", "ready", "raft_voters", "replicated_time", "job_count", "run_count", "state_digest", "digest_index", "cluster_version", "log_format", "voter_log_formats", "halted")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -89,6 +89,10 @@ class StatusResponse(_message.Message):
     RUN_COUNT_FIELD_NUMBER: _ClassVar[int]
     STATE_DIGEST_FIELD_NUMBER: _ClassVar[int]
     DIGEST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LOG_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    VOTER_LOG_FORMATS_FIELD_NUMBER: _ClassVar[int]
+    HALTED_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     role: str
     leader: str
@@ -105,4 +109,18 @@ class StatusResponse(_message.Message):
     run_count: int
     state_digest: str
     digest_index: int
-    def __init__(self, node_id: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., epoch: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., ready: _Optional[bool] = ..., raft_voters: _Optional[_Iterable[str]] = ..., replicated_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., job_count: _Optional[int] = ..., run_count: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ...) -> None: ...
+    cluster_version: int
+    log_format: int
+    voter_log_formats: _containers.RepeatedCompositeFieldContainer[VoterLogFormat]
+    halted: str
+    def __init__(self, node_id: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., epoch: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., ready: _Optional[bool] = ..., raft_voters: _Optional[_Iterable[str]] = ..., replicated_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., job_count: _Optional[int] = ..., run_count: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., cluster_version: _Optional[int] = ..., log_format: _Optional[int] = ..., voter_log_formats: _Optional[_Iterable[_Union[VoterLogFormat, _Mapping]]] = ..., halted: _Optional[str] = ...) -> None: ...
+
+class VoterLogFormat(_message.Message):
+    __slots__ = ("node_id", "raft_address", "log_format")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    LOG_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    raft_address: str
+    log_format: int
+    def __init__(self, node_id: _Optional[str] = ..., raft_address: _Optional[str] = ..., log_format: _Optional[int] = ...) -> None: ...
