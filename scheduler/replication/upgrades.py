@@ -78,10 +78,11 @@ class LogFormatMixin:
     """Mix into the pysyncobj SyncObj subclass, first in the bases: it reads keepalives (which
     pysyncobj would drop unread) into a FormatBook, and holds this node's own keepalive."""
 
-    def __init__(self, *args, log_format: int, format_book: FormatBook, **kwargs) -> None:
+    def __init__(self, *args, log_format: int | None = None, format_book: FormatBook | None = None,
+                 **kwargs) -> None:
         # Set before SyncObj's constructor: attributes that exist by then stay out of snapshots.
-        self.keepalive_message = keepalive_message(log_format)
-        self.format_book = format_book
+        self.keepalive_message = keepalive_message(own_log_format() if log_format is None else log_format)
+        self.format_book = format_book if format_book is not None else FormatBook()
         super().__init__(*args, **kwargs)
 
     def _SyncObj__onMessageReceived(self, node, message):  # noqa: N802 (pysyncobj's mangled name)
