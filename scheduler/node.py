@@ -24,6 +24,7 @@ from scheduler.rpc.cluster import ClusterServicer
 from scheduler.rpc.jobs import JobServicer
 from scheduler.rpc.limits import DEFAULT_LIMITS
 from scheduler.rpc.ops import OpsServicer
+from scheduler.rpc.quotas import Admission
 from scheduler.rpc.reads import Reader
 from scheduler.rpc.runs import RunServicer
 from scheduler.rpc.validate import LimitsInterceptor
@@ -116,7 +117,9 @@ class Node:
         tls = self.config.tls_files()
         timeout_s = self.config.propose_timeout_s
         reader = Reader(self.raftlog, self.config.node_id, self._leader_id_of, self.clock_us, timeout_s)
-        jobs_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.raftlog, reader, self.clock_us, timeout_s), server)
+        admission = Admission(self.raftlog.read, self.config.quotas)
+        jobs = JobServicer(self.raftlog, reader, self.clock_us, timeout_s, admission)
+        jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
         runs_pb2_grpc.add_RunServiceServicer_to_server(RunServicer(self.raftlog, reader), server)
         forward_credentials = tls.channel_credentials() if tls is not None else None
         changer = MembershipChanger(self.raftlog, self.config, self.clock_us, timeout_s)
