@@ -34,6 +34,7 @@ MAX_PAGE_SIZE = 1000
 # A retryable rejection (another writer moved a job first) is re-planned this many times.
 APPLY_ATTEMPTS = 3
 
+_JOB_METHODS = jobs_pb2.DESCRIPTOR.services_by_name["JobService"].methods_by_name
 _CHANGE_NAMES = {ev.JobAdded: "added", ev.JobChanged: "changed", ev.JobUnchanged: "unchanged", ev.JobRemoved: "removed"}
 
 
@@ -253,12 +254,14 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         context.abort(grpc.StatusCode.NOT_FOUND, f"job {job_id!r} does not exist")
 
     def GetJob(self, request, context):
-        self._reader.barrier(context, request.linearizable)
+        if (answer := self._reader.linearizable(context, request, _JOB_METHODS["GetJob"])) is not None:
+            return answer
         job = self._job_or_abort(request.job_id, context)
         return jobs_pb2.GetJobResponse(job=job, read=self._reader.read_info(request.linearizable))
 
     def ListJobs(self, request, context):
-        self._reader.barrier(context, request.linearizable)
+        if (answer := self._reader.linearizable(context, request, _JOB_METHODS["ListJobs"])) is not None:
+            return answer
         limit = page_size(request.page_size)
         selected: list[model.Job] = []
         with self._raftlog.read() as state:
