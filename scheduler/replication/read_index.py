@@ -6,15 +6,24 @@ included, has answered an append after the read began (then no newer leader had 
 when the read began, so no write it could have acknowledged is missing here), all within one
 term; then it reads at its commit index once that is applied.
 
-`read_index_step` is that decision on pysyncobj's facts, pure: RaftLog.read_index gathers the
-facts (`LeaderFacts`) and polls the step until it confirms, refuses or runs out of time.
+`read_index_step` is that decision on pysyncobj's facts (`LeaderFacts`), pure; `ReadConfirmer`
+takes it on the Raft tick thread for every waiting read (RaftLog.read_index waits on it).
+
+What is left: an answer counts when the leader handles it after the read began, whenever the
+follower sent it. A follower's answer held up on its way (in the network, or unread while the
+leader's tick thread stalled) past the moment that follower voted for a newer leader, while that
+newer leader's own message to this node is held up longer still, would confirm a deposed leader.
+Raft's read index has the same window unless answers name the request they answer, which
+pysyncobj's do not.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from pysyncobj.monotonic import monotonic as pysyncobj_monotonic
 from pysyncobj.syncobj import _RAFT_STATE
 
 CONFIRMED, WAIT, REFUSED = "confirmed", "wait", "refused"
@@ -31,7 +40,10 @@ NOOP_INDEX = "_SyncObj__noopIDx"
 # node -> monotonic time the leader last processed a `next_node_idx` answer from it.
 LAST_RESPONSE_TIME = "_SyncObj__lastResponseTime"
 OTHER_NODES = "_SyncObj__otherNodes"
-PRIVATE_NAMES = (RAFT_STATE, CURRENT_TERM, COMMIT_INDEX, NOOP_INDEX, LAST_RESPONSE_TIME, OTHER_NODES)
+# Sends every connected follower an append now (on the tick thread only).
+SEND_APPEND_ENTRIES = "_SyncObj__sendAppendEntries"
+PRIVATE_NAMES = (RAFT_STATE, CURRENT_TERM, COMMIT_INDEX, NOOP_INDEX, LAST_RESPONSE_TIME, OTHER_NODES,
+                 SEND_APPEND_ENTRIES)
 
 
 @dataclass(frozen=True)
@@ -82,3 +94,57 @@ def leader_facts(syncobj) -> LeaderFacts:
                 raise
     answered_s = {node.id: responses.get(node, float("-inf")) for node in others}
     return LeaderFacts(leading, term, commit_index, getattr(syncobj, NOOP_INDEX), answered_s)
+
+
+@dataclass
+class _PendingRead:
+    started_s: float
+    start_term: int
+    done: threading.Event = field(default_factory=threading.Event)
+    step: ReadIndexStep = ReadIndexStep(WAIT, "no tick of the Raft thread since the read began")
+    commit_index: int = 0
+
+
+class ReadConfirmer:
+    """Decides waiting reads on pysyncobj's tick thread, as a tick callback: there the facts are
+    read between two passes over the sockets, never while a batch of messages is half handled
+    (answers from followers counted, the newer leader's append in the same batch not yet seen).
+    While reads wait it sends appends at once, instead of at the next append period (10 ms):
+    at most one extra round per tick, however many reads wait."""
+
+    def __init__(self, syncobj) -> None:
+        self._syncobj = syncobj
+        self._lock = threading.Lock()
+        self._waiting: list[_PendingRead] = []
+
+    def confirm(self, timeout_s: float) -> tuple[ReadIndexStep, int]:
+        """From a read's thread: the step that ended the wait (WAIT: out of time), and the
+        commit index to read at when it is CONFIRMED."""
+        pending = _PendingRead(pysyncobj_monotonic(), getattr(self._syncobj, CURRENT_TERM))
+        with self._lock:
+            self._waiting.append(pending)
+        if not pending.done.wait(timeout_s):
+            with self._lock:
+                if pending in self._waiting:
+                    self._waiting.remove(pending)
+        return pending.step, pending.commit_index
+
+    def __call__(self) -> None:  # on pysyncobj's tick thread
+        with self._lock:
+            if not self._waiting:
+                return
+            waiting = list(self._waiting)
+        facts = leader_facts(self._syncobj)
+        decided = []
+        for pending in waiting:
+            pending.step = read_index_step(facts, pending.start_term, pending.started_s)
+            if pending.step.outcome != WAIT:
+                pending.commit_index = facts.commit_index
+                decided.append(pending)
+        with self._lock:
+            self._waiting = [pending for pending in self._waiting if pending not in decided]
+            still_waiting = bool(self._waiting)
+        for pending in decided:
+            pending.done.set()
+        if still_waiting and facts.leading:
+            getattr(self._syncobj, SEND_APPEND_ENTRIES)()

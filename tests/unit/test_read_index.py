@@ -3,7 +3,9 @@ SyncObj, and a pin on the pysyncobj release and private names it reads."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import threading
 
 import pytest
 from pysyncobj import SyncObj, SyncObjConf
@@ -46,7 +48,8 @@ class FakeNode:
 
 
 class FakeSyncObj:
-    """The attributes read_index reads, by their mangled names, set by the test."""
+    """The attributes read_index reads, by their mangled names, set by the test; `tick()` runs
+    the tick callbacks as pysyncobj's tick thread does."""
 
     def __init__(self, peers=("n2:1", "n3:1")) -> None:
         self.nodes = [FakeNode(p) for p in peers]
@@ -56,13 +59,54 @@ class FakeSyncObj:
         setattr(self, ri.NOOP_INDEX, 18)
         setattr(self, ri.OTHER_NODES, set(self.nodes))
         setattr(self, ri.LAST_RESPONSE_TIME, {node: 0.0 for node in self.nodes})
-        self.on_poll = lambda: None
+        setattr(self, ri.SEND_APPEND_ENTRIES, self._send)
+        self.tick_callbacks = []
+        self.appends_sent = 0
+        self.ticks = 0
+        self.on_tick = lambda ticks: None
 
-    def answer(self, node_index: int, at_s: float) -> None:
-        getattr(self, ri.LAST_RESPONSE_TIME)[self.nodes[node_index]] = at_s
+    def answer(self, node_index: int) -> None:
+        getattr(self, ri.LAST_RESPONSE_TIME)[self.nodes[node_index]] = pysyncobj_monotonic()
+
+    def depose(self) -> None:
+        setattr(self, ri.RAFT_STATE, _RAFT_STATE.FOLLOWER)
+
+    def _send(self) -> None:
+        self.appends_sent += 1
+
+    def _isLeader(self):  # noqa: N802 (pysyncobj's name)
+        return getattr(self, ri.RAFT_STATE) == _RAFT_STATE.LEADER
 
     def _getLeader(self):  # noqa: N802 (pysyncobj's name)
         return None
+
+    def addOnTickCallback(self, callback):  # noqa: N802 (pysyncobj's name)
+        self.tick_callbacks.append(callback)
+
+    def tick(self) -> None:
+        self.ticks += 1
+        self.on_tick(self.ticks)
+        for callback in list(self.tick_callbacks):
+            callback()
+
+
+@contextlib.contextmanager
+def ticking(fake: FakeSyncObj):
+    """pysyncobj's tick thread: ticks until the block ends."""
+    stop = threading.Event()
+
+    def run():
+        while not stop.is_set():
+            fake.tick()
+            stop.wait(0.001)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
 
 
 def raftlog_with(fake: FakeSyncObj, applied: int, tmp_path) -> RaftLog:
@@ -72,50 +116,70 @@ def raftlog_with(fake: FakeSyncObj, applied: int, tmp_path) -> RaftLog:
     return raftlog
 
 
-def test_read_index_returns_the_commit_index_once_a_majority_answers(tmp_path, monkeypatch):
+def test_read_index_returns_the_commit_index_once_a_majority_answers(tmp_path):
     fake = FakeSyncObj()
     raftlog = raftlog_with(fake, applied=20, tmp_path=tmp_path)
-    polls = []
+    answered_at = []
 
-    def sleep(_s):
-        polls.append(1)
-        if len(polls) == 3:  # a follower answers an append sent after the read began
-            fake.answer(0, pysyncobj_monotonic() + 1.0)
+    def on_tick(ticks):
+        if fake.appends_sent >= 2 and not answered_at:  # a follower answers an append sent after the read began
+            fake.answer(0)
+            answered_at.append(fake.appends_sent)
 
-    monkeypatch.setattr("scheduler.replication.raftlog.time.sleep", sleep)
-    assert raftlog.read_index(timeout_s=5.0) == 20
-    assert len(polls) == 3
+    fake.on_tick = on_tick
+    with ticking(fake):
+        assert raftlog.read_index(timeout_s=10.0) == 20
+    assert len(fake.tick_callbacks) == 1  # one confirmer for the node's life
+    assert answered_at == [2]  # while the read waited, every tick sent appends at once
 
 
 def test_an_isolated_leader_refuses_instead_of_reading_stale_state(tmp_path):
-    raftlog = raftlog_with(FakeSyncObj(), applied=20, tmp_path=tmp_path)  # nobody answers
-    with pytest.raises(NotLeader, match="not confirmed"):
-        raftlog.read_index(timeout_s=0.05, poll_s=0.001)
+    fake = FakeSyncObj()  # nobody answers
+    with ticking(fake), pytest.raises(NotLeader, match="not confirmed"):
+        raftlog_with(fake, applied=20, tmp_path=tmp_path).read_index(timeout_s=0.2)
 
 
-def test_a_leader_deposed_during_the_read_refuses(tmp_path, monkeypatch):
+def test_a_leader_deposed_during_the_read_refuses(tmp_path):
     fake = FakeSyncObj()
-    raftlog = raftlog_with(fake, applied=20, tmp_path=tmp_path)
-
-    def depose(_s):
-        setattr(fake, ri.RAFT_STATE, _RAFT_STATE.FOLLOWER)
-
-    monkeypatch.setattr("scheduler.replication.raftlog.time.sleep", depose)
-    with pytest.raises(NotLeader, match="not the leader"):
-        raftlog.read_index(timeout_s=5.0)
+    fake.on_tick = lambda ticks: fake.depose() if fake.appends_sent else None
+    with ticking(fake), pytest.raises(NotLeader, match="not the leader"):
+        raftlog_with(fake, applied=20, tmp_path=tmp_path).read_index(timeout_s=10.0)
 
 
 def test_a_follower_refuses_at_once(tmp_path):
     fake = FakeSyncObj()
-    setattr(fake, ri.RAFT_STATE, _RAFT_STATE.FOLLOWER)
-    with pytest.raises(NotLeader):
-        raftlog_with(fake, applied=20, tmp_path=tmp_path).read_index(timeout_s=5.0)
+    fake.depose()
+    with pytest.raises(NotLeader, match="not the leader"):
+        raftlog_with(fake, applied=20, tmp_path=tmp_path).read_index(timeout_s=10.0)
+    assert fake.tick_callbacks == []
 
 
 def test_the_read_waits_for_the_commit_index_to_be_applied(tmp_path):
     fake = FakeSyncObj(peers=())  # a single node confirms itself
-    with pytest.raises(ReplicationTimeout, match="index 20 not applied"):
-        raftlog_with(fake, applied=19, tmp_path=tmp_path).read_index(timeout_s=0.05)
+    with ticking(fake), pytest.raises(ReplicationTimeout, match="index 20 not applied"):
+        raftlog_with(fake, applied=19, tmp_path=tmp_path).read_index(timeout_s=0.2)
+
+
+def test_the_confirmer_sends_appends_only_while_reads_wait_and_only_as_leader():
+    fake = FakeSyncObj()
+    confirmer = ri.ReadConfirmer(fake)
+    confirmer()
+    assert fake.appends_sent == 0  # nobody waits
+    results = []
+    reader = threading.Thread(target=lambda: results.append(confirmer.confirm(timeout_s=10.0)))
+    reader.start()
+    while not confirmer._waiting:
+        threading.Event().wait(0.001)
+    confirmer()
+    confirmer()
+    assert fake.appends_sent == 2 and not results
+    fake.answer(1)
+    confirmer()
+    reader.join(timeout=10)
+    (step, index), = results
+    assert (step.outcome, index, fake.appends_sent) == (CONFIRMED, 20, 2)
+    confirmer()
+    assert fake.appends_sent == 2
 
 
 # -- the pin ----------------------------------------------------------------------------------
