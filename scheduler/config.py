@@ -285,8 +285,10 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
 
 def _quotas_from(doc) -> QuotaLimits:
     known = {f.name for f in fields(QuotaLimits)}
-    if not isinstance(doc, dict) or (unknown := set(doc) - known):
-        raise ConfigError(f"quotas takes {', '.join(sorted(known))}")
+    if not isinstance(doc, dict):
+        raise ConfigError(f"quotas must be a mapping with keys among {', '.join(sorted(known))}")
+    if unknown := set(doc) - known:
+        raise ConfigError(f"unknown quotas settings {sorted(unknown)}; quotas takes {', '.join(sorted(known))}")
     try:
         return QuotaLimits(**{**doc, "owners": dict(doc.get("owners") or {})})
     except (TypeError, ValueError) as exc:
