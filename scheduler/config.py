@@ -290,7 +290,8 @@ def _quotas_from(doc) -> QuotaLimits:
     if unknown := set(doc) - known:
         raise ConfigError(f"unknown quotas settings {sorted(unknown)}; quotas takes {', '.join(sorted(known))}")
     try:
-        return QuotaLimits(**{**doc, "owners": dict(doc.get("owners") or {})})
+        return QuotaLimits(**{**doc, "owners": dict(doc.get("owners") or {}),
+                              "principals": dict(doc.get("principals") or {})})
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
 

@@ -42,11 +42,13 @@ OWNER_FIELDS = (
     "max_jobs_per_owner", "max_live_runs_per_owner", "max_backfill_runs_per_call",
     "max_backfill_runs_per_window", "max_triggers_per_window",
 )
+PRINCIPAL_FIELDS = ("writes_per_s", "write_burst")
 
 
 @dataclass(frozen=True)
 class QuotaLimits:
-    """Node config `quotas:`; `owners: {finance: {max_jobs_per_owner: 50000}}` overrides per owner."""
+    """Node config `quotas:`; `owners: {finance: {max_jobs_per_owner: 50000}}` overrides per
+    owner, `principals: {ci: {writes_per_s: 100}}` the write rate per principal."""
 
     max_jobs_per_owner: int = 10_000
     max_live_runs_per_owner: int = 10_000
@@ -58,6 +60,8 @@ class QuotaLimits:
     writes_per_s: float = 20.0
     write_burst: int = 100
     owners: Mapping[str, Mapping[str, int]] = field(default_factory=dict, hash=False)
+    # principal name -> {writes_per_s, write_burst}: a busy CI principal may get more.
+    principals: Mapping[str, Mapping[str, float]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         counts = ("max_jobs_per_owner", "max_live_runs_per_owner", "max_backfill_runs_per_call",
@@ -73,10 +77,18 @@ class QuotaLimits:
         for owner, overrides in self.owners.items():
             if not isinstance(overrides, Mapping) or set(overrides) - set(OWNER_FIELDS):
                 raise ValueError(f"quotas.owners.{owner}: takes {', '.join(OWNER_FIELDS)}")
+        for name, overrides in self.principals.items():
+            if not isinstance(overrides, Mapping) or set(overrides) - set(PRINCIPAL_FIELDS):
+                raise ValueError(f"quotas.principals.{name}: takes {', '.join(PRINCIPAL_FIELDS)}")
+            dataclasses.replace(self, owners={}, principals={}, **overrides)  # the same checks
 
     def for_owner(self, owner: str) -> QuotaLimits:
         overrides = self.owners.get(owner)
-        return dataclasses.replace(self, owners={}, **overrides) if overrides else self
+        return dataclasses.replace(self, owners={}, principals={}, **overrides) if overrides else self
+
+    def for_principal(self, name: str) -> QuotaLimits:
+        overrides = self.principals.get(name)
+        return dataclasses.replace(self, owners={}, principals={}, **overrides) if overrides else self
 
 
 @dataclass(frozen=True)
@@ -216,7 +228,7 @@ class Admission:
         principal = current_principal()
         if not _rate_limited(principal):
             return
-        limits = self.limits
+        limits = self.limits.for_principal(principal.name)
         wait_s = self._buckets.take(("writes", principal.name), 1, limits.write_burst, limits.writes_per_s)
         if wait_s:
             _refuse_rate(context, wait_s, f"principal {principal.name!r} is over its write rate "

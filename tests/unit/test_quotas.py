@@ -85,11 +85,25 @@ def test_an_owner_override_replaces_the_default_for_that_owner_only():
     assert quota_problems(OwnerUsage(jobs=500), QuotaAsk("small", new_jobs=1), limits)
 
 
+def test_a_principal_override_sets_its_write_rate(as_submitter):
+    limits = QuotaLimits(write_burst=1, principals={"finance-ci": {"write_burst": 3}})
+    admission = Admission(ImmediateRaftLog().read, limits, clock_s=FakeClock())
+    for _ in range(3):
+        admission.admit_write(FakeContext())
+    with pytest.raises(Aborted, match="bursts of 3"):
+        admission.admit_write(FakeContext())
+    assert limits.for_principal("someone-else").write_burst == 1
+
+
 def test_bad_limits_are_refused():
     with pytest.raises(ValueError, match="writes_per_s"):
         QuotaLimits(writes_per_s=0)
     with pytest.raises(ValueError, match="owners.x"):
         QuotaLimits(owners={"x": {"writes_per_s": 5}})
+    with pytest.raises(ValueError, match="principals.ci"):
+        QuotaLimits(principals={"ci": {"max_jobs_per_owner": 5}})
+    with pytest.raises(ValueError, match="writes_per_s"):
+        QuotaLimits(principals={"ci": {"writes_per_s": -1}})
 
 
 # -- buckets ----------------------------------------------------------------------------------
@@ -229,8 +243,10 @@ def _load(tmp_path, quotas_yaml: str):
 
 
 def test_quotas_come_from_the_node_config(tmp_path):
-    config = _load(tmp_path, "quotas: {max_jobs_per_owner: 50, writes_per_s: 5, owners: {big: {max_jobs_per_owner: 500}}}\n")
+    config = _load(tmp_path, "quotas: {max_jobs_per_owner: 50, writes_per_s: 5, owners: {big: {max_jobs_per_owner: 500}},"
+                             " principals: {ci: {writes_per_s: 50}}}\n")
     assert config.quotas.max_jobs_per_owner == 50 and config.quotas.writes_per_s == 5
+    assert config.quotas.for_principal("ci").writes_per_s == 50
     assert config.quotas.for_owner("big").max_jobs_per_owner == 500
     assert _load(tmp_path, "").quotas == QuotaLimits()
 
