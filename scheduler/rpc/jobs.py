@@ -199,11 +199,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     def TriggerJob(self, request, context):
         self._admission.admit_write(context)
         self._require_may_change(request.job_id, context)
-        with self._raftlog.read() as state:
-            job = state.jobs.get(request.job_id)
-            owner = job.body.owner if job is not None else None
-        if owner is not None:
-            self._admission.check_trigger(context, owner)
+        self._admission.check_trigger(context, request.job_id)
         command = TriggerRun(
             self._clock_us(), request.job_id, audited_author(request.author), request.request_id or uuid.uuid4().hex
         )

@@ -246,8 +246,14 @@ class Admission:
                     for p in quota_problems(usage[owner], QuotaAsk(owner, new_jobs=delta), self.limits)]
         _refuse_problems(context, problems)
 
-    def check_trigger(self, context: grpc.ServicerContext, owner: str) -> None:
+    def check_trigger(self, context: grpc.ServicerContext, job_id: str) -> None:
+        """A manual run of `job_id` (an unknown job is left to the core: NOT_FOUND)."""
         if not _held_to_quotas(current_principal()):
+            return
+        with self._read() as state:
+            job = state.jobs.get(job_id)
+            owner = job.body.owner if job is not None else None
+        if owner is None:
             return
         usage = owner_usage(self._read, (owner,))[owner]
         _refuse_problems(context, quota_problems(usage, QuotaAsk(owner, new_live_runs=1), self.limits))

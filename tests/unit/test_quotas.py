@@ -198,14 +198,15 @@ def test_triggers_count_live_runs_and_a_window(as_submitter):
     clock = FakeClock()
     state = _state_with_jobs()
     admission = Admission(ImmediateRaftLog(state).read, LIMITS, clock_s=clock)
-    admission.check_trigger(FakeContext(), "ops")
-    admission.check_trigger(FakeContext(), "ops")
-    with pytest.raises(Aborted, match="2 per 60 s"):
-        admission.check_trigger(FakeContext(), "ops")
+    admission.check_trigger(FakeContext(), "o1")
+    admission.check_trigger(FakeContext(), "o1")
+    with pytest.raises(Aborted, match="owner 'ops' asked for 1 triggers; the limit is 2 per 60 s"):
+        admission.check_trigger(FakeContext(), "o1")
+    admission.check_trigger(FakeContext(), "no-such-job")  # left to the core
     for i in range(3):
         state.add_run(Run(job_id="f2", scheduled_us=10 + i, status=QUEUED))
     with pytest.raises(Aborted, match="owner 'finance' has 5 queued or leased runs"):
-        admission.check_trigger(FakeContext(), "finance")
+        admission.check_trigger(FakeContext(), "f2")
 
 
 def test_admins_are_rate_limited_but_not_held_to_quotas():
