@@ -29,7 +29,7 @@ from pysyncobj.syncobj import _RAFT_STATE
 CONFIRMED, WAIT, REFUSED = "confirmed", "wait", "refused"
 
 # The pysyncobj release whose private state `leader_facts` reads, and the names it reads there
-# (mangled: `__name` inside SyncObj is `_SyncObj__name`). tests/unit/test_read_index.py fails
+# (mangled: `__name` inside SyncObj is `_SyncObj__name`). tests/unit/test_read_index_decision.py fails
 # when either changes: check the new release's leader code before moving these.
 PYSYNCOBJ_VERSION = "0.3.17"
 RAFT_STATE = "_SyncObj__raftState"
