@@ -37,6 +37,8 @@ def credential_environ(args, environ=os.environ) -> dict[str, str]:
             merged[name] = getattr(args, flag)
             if name == "RAFTCRON_TOKEN_FILE":
                 merged.pop("RAFTCRON_TOKEN", None)
+    if getattr(args, "insecure", False):
+        merged["RAFTCRON_INSECURE"] = "1"
     return merged
 
 
@@ -365,6 +367,8 @@ def add_credential_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token-file", help="file holding a bearer token (env RAFTCRON_TOKEN_FILE or RAFTCRON_TOKEN)")
     parser.add_argument("--client-cert", help="PEM client certificate for mutual TLS (env RAFTCRON_CLIENT_CERT)")
     parser.add_argument("--client-key", help="its PEM private key (env RAFTCRON_CLIENT_KEY)")
+    parser.add_argument("--insecure", action="store_true",
+                        help="send the token without TLS to a non-loopback address (env RAFTCRON_INSECURE=1)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -548,6 +552,8 @@ def cmd_worker(args) -> int:
     for flag, name in CREDENTIAL_FLAGS:
         if getattr(args, flag, None):
             worker_args = [f"--{flag.replace('_', '-')}", getattr(args, flag), *worker_args]
+    if getattr(args, "insecure", False):
+        worker_args = ["--insecure", *worker_args]
     return worker_main(worker_args)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from scheduler.replication import RaftSettings, RaftTuning
+from scheduler.rpc.quotas import QuotaLimits
 from scheduler.security.tls import TlsFiles
 
 
@@ -74,6 +75,8 @@ class NodeConfig:
     # This node joins a running cluster (`raftcron cluster add` makes it a voter): its peers are
     # the current members plus itself, so their count may be even. Kept after joining: harmless.
     join: bool = False
+    # Quotas per owner and the write rate per principal (see scheduler/rpc/quotas.py).
+    quotas: QuotaLimits = field(default_factory=QuotaLimits, hash=False)
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -259,6 +262,8 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
         "herd_window_s", "alert_routes", "grpc_threads",
     )
     extra = {k: doc[k] for k in tunables if k in doc}
+    if "quotas" in doc:
+        extra["quotas"] = _quotas_from(doc["quotas"])
     return NodeConfig(
         node_id=str(node_id),
         peers=peers,
@@ -279,6 +284,19 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
         insecure_grpc=_flag(pick(None, "RAFTCRON_INSECURE_GRPC", "insecure_grpc", False), "insecure_grpc"),
         **extra,
     )
+
+
+def _quotas_from(doc) -> QuotaLimits:
+    known = {f.name for f in fields(QuotaLimits)}
+    if not isinstance(doc, dict):
+        raise ConfigError(f"quotas must be a mapping with keys among {', '.join(sorted(known))}")
+    if unknown := set(doc) - known:
+        raise ConfigError(f"unknown quotas settings {sorted(unknown)}; quotas takes {', '.join(sorted(known))}")
+    try:
+        return QuotaLimits(**{**doc, "owners": dict(doc.get("owners") or {}),
+                              "principals": dict(doc.get("principals") or {})})
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _flag(value, name: str) -> bool:

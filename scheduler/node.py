@@ -25,6 +25,7 @@ from scheduler.rpc.cluster import ClusterServicer
 from scheduler.rpc.jobs import JobServicer
 from scheduler.rpc.limits import DEFAULT_LIMITS
 from scheduler.rpc.ops import OpsServicer
+from scheduler.rpc.quotas import Admission
 from scheduler.rpc.reads import Reader
 from scheduler.rpc.runs import RunServicer
 from scheduler.rpc.validate import LimitsInterceptor
@@ -127,10 +128,15 @@ class Node:
         )
         tls = self.config.tls_files()
         timeout_s = self.config.propose_timeout_s
-        reader = Reader(self.raftlog, self.config.node_id, self._leader_id_of, self.clock_us, timeout_s)
-        jobs_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.raftlog, reader, self.clock_us, timeout_s), server)
-        runs_pb2_grpc.add_RunServiceServicer_to_server(RunServicer(self.raftlog, reader), server)
         forward_credentials = tls.channel_credentials() if tls is not None else None
+        reader = self.reader = Reader(
+            self.raftlog, self.config.node_id, self._leader_id_of, self.clock_us, timeout_s,
+            leader_grpc_address=self._leader_grpc_address, forward_credentials=forward_credentials,
+        )
+        admission = Admission(self.raftlog.read, self.config.quotas)
+        jobs = JobServicer(self.raftlog, reader, self.clock_us, timeout_s, admission)
+        jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
+        runs_pb2_grpc.add_RunServiceServicer_to_server(RunServicer(self.raftlog, reader), server)
         changer = MembershipChanger(self.raftlog, self.config, self.clock_us, timeout_s)
         cluster = ClusterServicer(self.raftlog, self.config, changer, forward_credentials=forward_credentials)
         cluster_pb2_grpc.add_ClusterServiceServicer_to_server(cluster, server)
@@ -177,6 +183,7 @@ class Node:
         if self.server is not None:
             self.server.stop(grace_s).wait()
             self.workers.close()
+            self.reader.close()
         self.raftlog.close()
         if self.observability is not None:
             self.observability.close()

@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--token-file", help="file holding the worker's bearer token (env RAFTCRON_TOKEN_FILE)")
     parser.add_argument("--client-cert", help="PEM client certificate for mutual TLS (env RAFTCRON_CLIENT_CERT)")
     parser.add_argument("--client-key", help="its PEM private key (env RAFTCRON_CLIENT_KEY)")
+    parser.add_argument("--insecure", action="store_true",
+                        help="send the token without TLS to a non-loopback address (env RAFTCRON_INSECURE=1)")
     parser.add_argument("--log-level", default=os.environ.get("RAFTCRON_LOG_LEVEL", "INFO"),
                         help="DEBUG, INFO, WARNING... (env RAFTCRON_LOG_LEVEL; default %(default)s)")
     return parser
@@ -107,6 +109,8 @@ def build_worker(args: argparse.Namespace) -> Worker:
             environ[name] = getattr(args, flag)
             if name == "RAFTCRON_TOKEN_FILE":
                 environ.pop("RAFTCRON_TOKEN", None)
+    if args.insecure:
+        environ["RAFTCRON_INSECURE"] = "1"
     return Worker(
         parse_cluster(args.cluster),
         credentials=Credentials.from_env(environ),

@@ -25,6 +25,7 @@ cluster answers the first outcome if there was one, and applies it once otherwis
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 import os
@@ -53,7 +54,7 @@ from worker.api.v1 import (
     worker_pb2_grpc,
 )
 
-__all__ = ["ClusterClient", "Credentials", "parse_cluster"]
+__all__ = ["ClusterClient", "Credentials", "PlaintextTokenRefused", "parse_cluster", "plaintext_decision"]
 
 # Service name -> (file descriptor holding it, stub class).
 _SERVICES = {
@@ -125,19 +126,57 @@ def _check_unique(addresses: Sequence[str]) -> None:
         seen.add(address)
 
 
+# What a client does about a bearer token on a channel without TLS (plaintext_decision).
+ALLOW, WARN, REFUSE = "allow", "warn", "refuse"
+_TRUE_WORDS = ("1", "true", "yes", "on")
+
+
+def _is_loopback_address(address: str) -> bool:
+    """True for 'localhost', 127.0.0.0/8 and ::1; any other name could resolve anywhere."""
+    host = address[1:].partition("]")[0] if address.startswith("[") else address.rpartition(":")[0]
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def plaintext_decision(address: str, tls: bool, has_token: bool, allow_plaintext: bool) -> str:
+    """Whether a call to `address` may carry the bearer token: a token sent without TLS can be
+    read (and replayed) by anyone on the path, so off loopback it needs an explicit yes."""
+    if tls or not has_token:
+        return ALLOW
+    if _is_loopback_address(address):
+        return WARN
+    return ALLOW if allow_plaintext else REFUSE
+
+
+class PlaintextTokenRefused(ValueError):
+    """The client would have sent its bearer token without TLS to a non-loopback address."""
+
+
+_warned_plaintext: set[str] = set()
+_warned_lock = threading.Lock()
+
+
 @dataclass(frozen=True)
 class Credentials:
     """How to reach a secured cluster. TLS is on when `ca_file` or a client certificate is set
-    (no `ca_file`: the system's roots); the token travels as `authorization: Bearer ...`."""
+    (no `ca_file`: the system's roots); the token travels as `authorization: Bearer ...`.
+    A token is never sent without TLS to an address off loopback unless `allow_plaintext`
+    (RAFTCRON_INSECURE=1, `--insecure`) says so."""
 
     ca_file: str = ""
     token: str = field(default="", repr=False)
     client_cert_file: str = ""
     client_key_file: str = ""
+    allow_plaintext: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Credentials:
-        """RAFTCRON_CA, RAFTCRON_TOKEN or RAFTCRON_TOKEN_FILE, RAFTCRON_CLIENT_CERT and _KEY."""
+        """RAFTCRON_CA, RAFTCRON_TOKEN or RAFTCRON_TOKEN_FILE, RAFTCRON_CLIENT_CERT and _KEY,
+        RAFTCRON_INSECURE."""
         token = environ.get("RAFTCRON_TOKEN", "")
         token_file = environ.get("RAFTCRON_TOKEN_FILE", "")
         if token_file and not token:
@@ -150,13 +189,34 @@ class Credentials:
             token=token,
             client_cert_file=environ.get("RAFTCRON_CLIENT_CERT", ""),
             client_key_file=environ.get("RAFTCRON_CLIENT_KEY", ""),
+            allow_plaintext=environ.get("RAFTCRON_INSECURE", "").strip().lower() in _TRUE_WORDS,
         )
 
     @property
     def tls(self) -> bool:
         return bool(self.ca_file or self.client_cert_file)
 
+    def check_address(self, address: str) -> None:
+        """Raise PlaintextTokenRefused before any connection when the token must not go to
+        `address` in plaintext; warn (once per address) when it goes there over loopback."""
+        decision = plaintext_decision(address, self.tls, bool(self.token), self.allow_plaintext)
+        if decision == REFUSE:
+            raise PlaintextTokenRefused(
+                f"refusing to send a bearer token in plaintext to {address}: anyone on the network path "
+                "could read it. Configure TLS with the CA that signs the nodes' certificates (RAFTCRON_CA "
+                "or --ca), or, on a network you trust, accept plaintext explicitly (RAFTCRON_INSECURE=1, "
+                "--insecure, or Credentials(allow_plaintext=True))"
+            )
+        if decision == WARN:
+            with _warned_lock:
+                first = address not in _warned_plaintext
+                _warned_plaintext.add(address)
+            if first:
+                log.warning("sending a bearer token without TLS to %s (loopback: readable by local users "
+                            "who can capture it); set RAFTCRON_CA to use TLS", address)
+
     def channel(self, address: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel:
+        self.check_address(address)
         if not self.tls:
             return grpc.insecure_channel(address, options=options)
         if bool(self.client_cert_file) != bool(self.client_key_file):
@@ -213,6 +273,8 @@ class ClusterClient:
         self._outcome_retries = outcome_retries
         items = metadata.items() if isinstance(metadata, Mapping) else (metadata or ())
         self._credentials = credentials or Credentials()
+        for address in self._addresses:  # refused here, before any channel exists
+            self._credentials.check_address(address)
         self._metadata = tuple((str(k), str(v)) for k, v in items) + self._credentials.metadata() or None
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}

@@ -47,6 +47,7 @@ from scheduler.replication.journal import (
     stop_node,
 )
 from scheduler.replication.journal_seam import SEND_ANSWER, building
+from scheduler.replication.read_index import CONFIRMED, REFUSED, ReadConfirmer
 from scheduler.replication.tickwatch import TickWatch
 from scheduler.replication.upgrades import (
     FormatBook,
@@ -458,6 +459,30 @@ class RaftLog:
         """Hold the state still while reading; keep the body short (it blocks applies)."""
         with self._lock:
             yield self._state
+
+    def read_index(self, timeout_s: float) -> int:
+        """On the leader: an index such that a read of this replica's state once it is applied
+        reflects every write committed before the call, at no log entry (read_index.py).
+        Applied here when it returns; NotLeader when this node is not (or stops being) the
+        leader or no majority confirms it in time, ReplicationTimeout when the apply lags."""
+        deadline = time.monotonic() + timeout_s
+        if not self.is_leader():
+            raise NotLeader("linearizable read refused: this node is not the leader", self.leader_address())
+        confirmer = getattr(self, "_read_confirmer", None)  # made by the first read, kept for the node's life
+        if confirmer is None:
+            with self._lock:
+                if (confirmer := getattr(self, "_read_confirmer", None)) is None:
+                    confirmer = self._read_confirmer = ReadConfirmer(self._syncobj)
+                    self._syncobj.addOnTickCallback(confirmer)
+        step, index = confirmer.confirm(timeout_s)
+        if step.outcome == REFUSED:
+            raise NotLeader(f"linearizable read refused: {step.reason}", self.leader_address())
+        if step.outcome != CONFIRMED:
+            raise NotLeader(f"linearizable read: leadership not confirmed within {timeout_s}s ({step.reason})",
+                            self.leader_address())
+        if not self.wait_applied(index, max(0.0, deadline - time.monotonic())):
+            raise ReplicationTimeout(f"index {index} not applied within {timeout_s}s", self.leader_address())
+        return index
 
     def wait_applied(self, index: int, timeout_s: float) -> bool:
         with self._lock:

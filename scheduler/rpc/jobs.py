@@ -19,6 +19,7 @@ from scheduler.leader.planner import first_due_after, schedule_for
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import resource_from_pb, run_to_pb, spec_from_pb, timestamp_us
 from scheduler.rpc.errors import abort_rejected, abort_replication, submit_or_abort
+from scheduler.rpc.quotas import Admission
 from scheduler.rpc.reads import Reader, scoped_job_pb
 from scheduler.security.interceptor import audited_author, current_principal, require
 from scheduler.security.policy import apply_denial, job_change_denial, jobs_target_denial, prunes
@@ -33,6 +34,7 @@ MAX_PAGE_SIZE = 1000
 # A retryable rejection (another writer moved a job first) is re-planned this many times.
 APPLY_ATTEMPTS = 3
 
+_JOB_METHODS = jobs_pb2.DESCRIPTOR.services_by_name["JobService"].methods_by_name
 _CHANGE_NAMES = {ev.JobAdded: "added", ev.JobChanged: "changed", ev.JobUnchanged: "unchanged", ev.JobRemoved: "removed"}
 
 
@@ -52,11 +54,15 @@ def page_size(requested: int) -> int:
 
 
 class JobServicer(jobs_pb2_grpc.JobServiceServicer):
-    def __init__(self, raftlog: RaftLog, reader: Reader, clock_us, timeout_s: float) -> None:
+    def __init__(
+        self, raftlog: RaftLog, reader: Reader, clock_us, timeout_s: float, admission: Admission | None = None
+    ) -> None:
         self._raftlog = raftlog
         self._reader = reader
         self._clock_us = clock_us
         self._timeout_s = timeout_s
+        # Quotas per owner and the write rate per principal (scheduler/rpc/quotas.py).
+        self._admission = admission if admission is not None else Admission(raftlog.read)
 
     # -- writes ------------------------------------------------------------
     def _submit(self, command, context: grpc.ServicerContext) -> Result:
@@ -126,6 +132,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         with self._raftlog.read() as state:
             if state.epoch == 0:
                 context.abort(grpc.StatusCode.UNAVAILABLE, "the cluster has no leader epoch yet; retry shortly")
+        self._admission.admit_write(context)
         if len(request.jobs) > MAX_JOBS_PER_APPLY:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"at most {MAX_JOBS_PER_APPLY} jobs per apply")
         specs = [_canonical_payload(spec_from_pb(job)) for job in request.jobs]
@@ -140,6 +147,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         for attempt in range(APPLY_ATTEMPTS):
             command = self._plan_apply(specs, resources, request.prune, audited_author(request.author), request_id)
             self._require_may_apply(command, context)
+            self._admission.check_apply(context, command)
             if request.dry_run:
                 return jobs_pb2.ApplyJobsResponse(changes=self._preview_changes(command))
             try:
@@ -173,6 +181,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         return changes
 
     def DeleteJob(self, request, context):
+        self._admission.admit_write(context)
         self._require_may_change(request.job_id, context)
         command = ApplyJobs(
             self._clock_us(), audited_author(request.author), request.request_id or uuid.uuid4().hex, (), (request.job_id,)
@@ -180,6 +189,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         return jobs_pb2.DeleteJobResponse(applied_index=self._submit(command, context).index)
 
     def _set_paused(self, request, context, paused: bool) -> pb.Job:
+        self._admission.admit_write(context)
         self._require_may_change(request.job_id, context)
         command = SetJobPaused(
             issued_at_us=self._clock_us(),
@@ -199,7 +209,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         return jobs_pb2.ResumeJobResponse(job=self._set_paused(request, context, False))
 
     def TriggerJob(self, request, context):
+        self._admission.admit_write(context)
         self._require_may_change(request.job_id, context, runs=True)
+        self._admission.check_trigger(context, request.job_id)
         command = TriggerRun(
             self._clock_us(), request.job_id, audited_author(request.author), request.request_id or uuid.uuid4().hex
         )
@@ -207,6 +219,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         return jobs_pb2.TriggerJobResponse(run=self._runs_of(result, context)[0])
 
     def BackfillJob(self, request, context):
+        self._admission.admit_write(context)
         limit = min(request.max_runs or MAX_BACKFILL_SLOTS, MAX_BACKFILL_SLOTS)
         rate_per_s = request.rate_per_s or 1.0
         if not (math.isfinite(rate_per_s) and rate_per_s > 0) or not request.HasField("to"):
@@ -219,7 +232,8 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.job_id!r} does not exist")
         require(context, job_change_denial, spec.id, spec.owner)
         require(context, jobs_target_denial, [(spec.id, spec.owner, spec.target_kind, spec.target)])
-        fires = schedule_for(spec).fires_between(start_us - 1, end_us, limit)
+        fires = schedule_for(spec).fires_between(start_us - 1, end_us, self._admission.backfill_cap(spec.owner, limit))
+        self._admission.check_backfill(context, spec.owner, len(fires))
         command = BackfillRuns(
             self._clock_us(),
             request.job_id,
@@ -249,12 +263,14 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         context.abort(grpc.StatusCode.NOT_FOUND, f"job {job_id!r} does not exist")
 
     def GetJob(self, request, context):
-        self._reader.barrier(context, request.linearizable)
+        if (answer := self._reader.linearizable(context, request, _JOB_METHODS["GetJob"])) is not None:
+            return answer
         job = self._job_or_abort(request.job_id, context)
         return jobs_pb2.GetJobResponse(job=job, read=self._reader.read_info(request.linearizable))
 
     def ListJobs(self, request, context):
-        self._reader.barrier(context, request.linearizable)
+        if (answer := self._reader.linearizable(context, request, _JOB_METHODS["ListJobs"])) is not None:
+            return answer
         limit = page_size(request.page_size)
         selected: list[model.Job] = []
         with self._raftlog.read() as state:

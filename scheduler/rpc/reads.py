@@ -1,17 +1,33 @@
-"""Reads from local state, with a freshness note and an optional leader-confirmed barrier."""
+"""Reads from local state, with a freshness note; linearizable reads through the leader.
+
+A linearizable read costs no log entry: the leader confirms it still leads with the appends it
+sends anyway and waits until its commit index is applied (`RaftLog.read_index`), then answers
+from its state. A follower forwards the whole read to the leader, on the caller's behalf (the
+leader authorizes the same token), and returns the leader's answer, whose ReadInfo names the
+leader. A node that cannot confirm it leads answers UNAVAILABLE, so a client moves on to
+another node instead of reading stale data.
+"""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
 import grpc
+from google.protobuf import message_factory
+from google.protobuf.descriptor import MethodDescriptor
 
 from scheduler.core import model
-from scheduler.core.commands import ReadBarrier
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import job_to_pb
 from scheduler.rpc.errors import abort_replication
-from scheduler.security.interceptor import current_principal
+from scheduler.security.interceptor import caller_authorization, current_principal
 from scheduler.security.policy import sees_details
 from worker.api.v1 import common_pb2 as pb
+
+# Set on a read a follower forwards: the node receiving it serves it or refuses, never forwards
+# it again (two nodes that each believe the other leads would pass it back and forth).
+FORWARDED = ("raftcron-read-forwarded", "1")
 
 
 def scoped_job_pb(job: model.Job) -> pb.Job:
@@ -24,21 +40,70 @@ def scoped_job_pb(job: model.Job) -> pb.Job:
 
 
 class Reader:
-    def __init__(self, raftlog: RaftLog, node_id: str, leader_id_of, clock_us, timeout_s: float) -> None:
+    def __init__(
+        self,
+        raftlog: RaftLog,
+        node_id: str,
+        leader_id_of,
+        clock_us,
+        timeout_s: float,
+        leader_grpc_address: Callable[[], str] | None = None,
+        forward_credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
         self._raftlog = raftlog
         self._node_id = node_id
         self._leader_id_of = leader_id_of
         self._clock_us = clock_us
         self._timeout_s = timeout_s
+        self._leader_grpc_address = leader_grpc_address or (lambda: "")
+        self._forward_credentials = forward_credentials
+        self._channels: dict[str, grpc.Channel] = {}
+        self._channels_lock = threading.Lock()
 
-    def barrier(self, context: grpc.ServicerContext, linearizable: bool) -> None:
-        """A linearizable read first commits a no-op: once applied here, every earlier write is too."""
-        if not linearizable:
-            return
+    def linearizable(self, context: grpc.ServicerContext, request, method: MethodDescriptor):
+        """None: serve `request` from this replica (after the read index when it asks for a
+        linearizable read). Otherwise the leader's answer to it, to return as is."""
+        if not request.linearizable:
+            return None
+        forwarded = FORWARDED in tuple(context.invocation_metadata() or ())
+        if forwarded or self._raftlog.is_leader():
+            try:
+                self._raftlog.read_index(self._timeout_s)
+            except ReplicationError as exc:
+                abort_replication(context, exc)
+            return None
+        return self._forward(context, request, method)
+
+    def _forward(self, context: grpc.ServicerContext, request, method: MethodDescriptor):
+        address = self._leader_grpc_address()
+        if not address:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "no leader known to serve a linearizable read; retry shortly")
+        call = self._channel_to(address).unary_unary(
+            f"/{method.containing_service.full_name}/{method.name}",
+            request_serializer=lambda message: message.SerializeToString(),
+            response_deserializer=message_factory.GetMessageClass(method.output_type).FromString,
+        )
+        remaining_s = context.time_remaining()
+        timeout_s = min(self._timeout_s * 2, remaining_s) if remaining_s is not None else self._timeout_s * 2
         try:
-            self._raftlog.submit(ReadBarrier(issued_at_us=self._clock_us()), self._timeout_s)
-        except ReplicationError as exc:
-            abort_replication(context, exc)
+            return call(request, timeout=max(0.01, timeout_s), metadata=(*caller_authorization(context), FORWARDED))
+        except grpc.RpcError as exc:
+            context.abort(exc.code(), f"linearizable read via leader {address}: {exc.details()}")
+
+    def _channel_to(self, address: str) -> grpc.Channel:
+        with self._channels_lock:
+            channel = self._channels.get(address)
+            if channel is None:
+                credentials = self._forward_credentials
+                channel = grpc.secure_channel(address, credentials) if credentials else grpc.insecure_channel(address)
+                self._channels[address] = channel
+            return channel
+
+    def close(self) -> None:
+        with self._channels_lock:
+            channels, self._channels = self._channels, {}
+        for channel in channels.values():
+            channel.close()
 
     def read_info(self, linearizable: bool) -> pb.ReadInfo:
         return pb.ReadInfo(

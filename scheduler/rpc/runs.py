@@ -23,13 +23,17 @@ def _parse_page_token(token: str, context) -> tuple[int, str] | None:
     return int(scheduled), job_id
 
 
+_RUN_METHODS = runs_pb2.DESCRIPTOR.services_by_name["RunService"].methods_by_name
+
+
 class RunServicer(runs_pb2_grpc.RunServiceServicer):
     def __init__(self, raftlog, reader: Reader) -> None:
         self._raftlog = raftlog
         self._reader = reader
 
     def ListRuns(self, request: runs_pb2.ListRunsRequest, context):
-        self._reader.barrier(context, request.linearizable)
+        if (answer := self._reader.linearizable(context, request, _RUN_METHODS["ListRuns"])) is not None:
+            return answer
         query = RunQuery(
             job_id=request.job_id,
             owner=request.owner,
@@ -47,7 +51,8 @@ class RunServicer(runs_pb2_grpc.RunServiceServicer):
         )
 
     def GetRun(self, request: runs_pb2.GetRunRequest, context):
-        self._reader.barrier(context, request.linearizable)
+        if (answer := self._reader.linearizable(context, request, _RUN_METHODS["GetRun"])) is not None:
+            return answer
         job_id, scheduled_us = request.job_id, timestamp_us(request.scheduled_at)
         if request.run_key:
             try:

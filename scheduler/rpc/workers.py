@@ -142,7 +142,10 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         refused, unknown = self._check_refs(principal, refs, range(len(refs)))
         if unknown:
             try:
-                self._raftlog.submit(ReadBarrier(issued_at_us=self._clock_us()), self._timeout_s)
+                if self._raftlog.is_leader():  # a read index costs no log entry
+                    self._raftlog.read_index(self._timeout_s)
+                else:
+                    self._raftlog.submit(ReadBarrier(issued_at_us=self._clock_us()), self._timeout_s)
             except ReplicationError as exc:
                 abort_replication(context, exc)
             again, unknown = self._check_refs(principal, refs, unknown)
