@@ -194,7 +194,8 @@ def test_the_example_principals_file_parses_and_means_what_it_says():
     assert not sees_details(found["grafana"], "finance") and sees_details(found["finance-analyst"], "finance")
 
 
-def test_a_lease_a_lagging_replica_does_not_know_is_checked_after_a_read_barrier():
+@pytest.mark.parametrize("leading", [False, True], ids=["follower-barrier", "leader-read-index"])
+def test_a_lease_a_lagging_replica_does_not_know_is_checked_after_a_read_barrier(leading):
     import contextlib
     from types import SimpleNamespace
 
@@ -214,7 +215,16 @@ def test_a_lease_a_lagging_replica_does_not_know_is_checked_after_a_read_barrier
         log.barriers += 1
         log.state = caught_up  # once the barrier is applied here, so is every earlier grant
 
-    log.read, log.submit = (lambda: contextlib.nullcontext(log.state)), submit
+    def read_index(timeout_s):  # the leader catches up without a log entry
+        log.barriers += 1
+        log.state = caught_up
+        return 1
+
+    def no_barrier(command, timeout_s):
+        raise AssertionError("the leader must not append a barrier")
+
+    log.read, log.is_leader = (lambda: contextlib.nullcontext(log.state)), (lambda: leading)
+    log.submit, log.read_index = (no_barrier, read_index) if leading else (submit, None)
     servicer = WorkerServicer.__new__(WorkerServicer)
     servicer._raftlog, servicer._clock_us, servicer._timeout_s = log, lambda: 0, 1.0
     ref = wpb.LeaseRef(job_id="j", scheduled_at=timestamp(1), fencing_token=12)
