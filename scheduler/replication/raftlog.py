@@ -36,6 +36,7 @@ from scheduler.replication.errors import (
 )
 from scheduler.replication.follower_append import FollowerAppendMixin
 from scheduler.replication.tickwatch import TickWatch
+from scheduler.replication.transport import RaftcronTransport
 
 log = logging.getLogger("raftcron.replication")
 
@@ -250,6 +251,7 @@ class RaftLog:
             list(self.settings.partner_addresses),
             conf,
             consumers=[self._consumer],
+            transportClass=RaftcronTransport,  # frames capped and connections bounded (transport.py)
             keepalive_period_s=self.settings.tuning.keepalive_period_s,
             eager_append=self.settings.tuning.eager_append,
         )
