@@ -72,6 +72,12 @@ class FakeSocket:
     def getsockopt(self, *args) -> int:
         return 0
 
+    def setsockopt(self, *args) -> None:
+        pass
+
+    def setblocking(self, flag: bool) -> None:
+        pass
+
     def close(self) -> None:
         self.closed = True
 
@@ -301,3 +307,34 @@ def test_a_closed_incoming_connection_frees_its_slot_once():
     conn.disconnect()
     conn.disconnect()
     assert released == [conn]
+
+
+def test_the_server_closes_connections_past_the_per_source_cap_at_accept():
+    accepted: list = []
+    server = BoundedTcpServer(FakePoller(), "127.0.0.1", 0, onNewConnection=accepted.append, per_source_max=16)
+    sockets = [FakeSocket() for _ in range(18)]
+    for sock in sockets[:17]:
+        server._admit(sock, "127.0.2.1")
+    server._admit(sockets[17], "127.0.2.2")  # another address has its own count
+    assert len(accepted) == 17 and sockets[16].closed and not any(sock.closed for sock in sockets[:16])
+    accepted[0].disconnect()  # a closed connection frees its slot
+    server._admit(FakeSocket(), "127.0.2.1")
+    assert len(accepted) == 18 and server.sources.open_from("127.0.2.1") == 16
+
+
+class FailingListener:
+    def __init__(self, error: int) -> None:
+        self.error = error
+
+    def accept(self):
+        raise OSError(self.error, os.strerror(self.error))
+
+
+@pytest.mark.parametrize("error", [errno.ECONNABORTED, errno.EMFILE, errno.EAGAIN])
+def test_an_accept_error_of_one_client_does_not_unbind_the_raft_port(error):
+    server = BoundedTcpServer(FakePoller(), "127.0.0.1", 0, onNewConnection=lambda conn: None)
+    server._TcpServer__socket = FailingListener(error)
+    unbound: list = []
+    server.unbind = lambda: unbound.append(True)
+    server._TcpServer__onNewConnection(0, POLL_EVENT_TYPE.READ)
+    assert unbound == []
