@@ -46,7 +46,7 @@ PYSYNCOBJ_PRIVATES = {
     TcpConnection: (
         "_TcpConnection__processRead", "_TcpConnection__processParseMessage", "_TcpConnection__socket",
         "_TcpConnection__readBuffer", "_TcpConnection__recvBufferSize", "_TcpConnection__lastReadTime",
-        "recvRandKey", "recvLastTimestamp", "encryptor", "disconnect", "state",
+        "recvRandKey", "recvLastTimestamp", "encryptor", "connect", "disconnect", "state",
         "setOnConnectedCallback", "setOnMessageReceivedCallback", "setOnDisconnectedCallback",
     ),
     TcpServer: (
@@ -66,9 +66,10 @@ PYSYNCOBJ_PRIVATES = {
 PREAUTH_FRAME_MAX_BYTES = 64 << 10
 # The largest frame a peer sends is one append batch: entries are added until they reach
 # raftlog's APPEND_BATCH_BYTES (4 MiB), so up to one more entry (MAX_ENTRY_BYTES, 1 MiB), plus
-# pickling overhead per entry and Fernet's base64 (4/3): under 8 MiB. A frame over the cap
-# closes the link, so a real batch must never reach it: tests/unit/test_raft_transport.py
-# builds the largest one from raftlog's constants and holds it to half of this.
+# pickling overhead per entry and Fernet's base64 (4/3): 11 MiB at worst (32-byte entries of
+# random bytes). A frame over the cap closes the link, so a real batch must never reach it:
+# tests/unit/test_raft_transport.py builds that batch from raftlog's constants and holds it to
+# half of this.
 FRAME_MAX_BYTES = 32 << 20
 # After authentication, read up to this much ahead of the head frame per event, as pysyncobj
 # reads all that is available: one tick handles a burst of small appends.
@@ -135,7 +136,8 @@ class SourceLimit:
 
 
 class _RateLimitedWarning:
-    """One log line per WARN_EVERY_S for a repeated event, with the count folded in."""
+    """One log line per WARN_EVERY_S for a repeated event, with the count folded in (as the
+    tick watch does): an attacker must not be able to flood the log either."""
 
     def __init__(self, what: str) -> None:
         self._what = what
@@ -164,7 +166,7 @@ class BoundedTcpConnection(TcpConnection):
                  on_closed: Callable[[BoundedTcpConnection], None] | None = None, **kwargs) -> None:
         # `authenticated` starts True only where nothing is authenticated anyway (no secret, on a
         # link this node opened): pysyncobj then sends appends without a key exchange first.
-        self.authenticated = authenticated
+        self._starts_authenticated = self.authenticated = authenticated
         self.source = source
         self.accepted_at = monotonic()
         self._on_closed = on_closed
@@ -173,6 +175,11 @@ class BoundedTcpConnection(TcpConnection):
     @property
     def last_read_at(self) -> float:
         return self._TcpConnection__lastReadTime
+
+    def connect(self, host, port) -> bool:
+        # A link this node dials is reused for every reconnection: each is a new peer session.
+        self.authenticated = self._starts_authenticated
+        return super().connect(host, port)
 
     def disconnect(self) -> None:
         super().disconnect()

@@ -133,6 +133,7 @@ def test_pysyncobj_is_the_version_whose_privates_the_transport_names():
     signatures = {
         (TcpConnection, "_TcpConnection__processRead"): "(self)",
         (TcpConnection, "_TcpConnection__processParseMessage"): "(self)",
+        (TcpConnection, "connect"): "(self, host, port)",
         (TcpConnection, "disconnect"): "(self)",
         (TcpServer, "_TcpServer__onNewConnection"): "(self, descr, event)",
         (TcpServer, "bind"): "(self)",
@@ -209,6 +210,13 @@ def test_the_cap_is_small_until_a_message_decrypted_with_the_cluster_key():
     read_event(conn)
     assert conn.authenticated and conn.state == CONNECTION_STATE.CONNECTED
     assert len(delivered) == 2 and delivered[1] == large
+
+    # A link this node dials starts each reconnection unauthenticated again.
+    redial = BoundedTcpConnection(poller=FakePoller(), timeout=3.5)
+    redial.authenticated = True
+    redial.connect("127.0.0.1", 1)
+    assert not redial.authenticated
+    redial.disconnect()
 
     # Under another key it raises nothing: closed, nothing delivered.
     conn, _, delivered = connection([wire(os.urandom(32), encryptor=getEncryptor("another cluster's key"))])
