@@ -8,8 +8,6 @@ import pickle
 import socket
 import stat
 import struct
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -314,60 +312,3 @@ def test_raft_files_are_private(tmp_path):
     files = {path.name: stat.S_IMODE(path.stat().st_mode) for path in data_dir.iterdir()}
     assert {"raft.journal", "raft.dump"} <= set(files)
     assert set(files.values()) == {0o600}, files
-
-
-# -- what `serve` starts with on loopback --------------------------------------------------------
-
-
-def serve_one_node(tmp_path: Path, **settings) -> tuple[subprocess.Popen, Path, str]:
-    """`raftcron serve` for a one-node loopback cluster with `settings`; its log file and gRPC address."""
-    raft_port, grpc_port = free_port(), free_port()
-    tmp_path.mkdir(parents=True)
-    config = {
-        "node_id": "n1",
-        "data_dir": str(tmp_path / "data"),
-        "peers": [{"id": "n1", "raft": f"127.0.0.1:{raft_port}", "grpc": f"127.0.0.1:{grpc_port}"}],
-        **FAST_RAFT,
-        **settings,
-    }
-    config_path = tmp_path / "node.yaml"
-    config_path.write_text(yaml.safe_dump(config))
-    log_path = tmp_path / "node.log"
-    with open(log_path, "ab") as log_file:
-        process = subprocess.Popen([sys.executable, "-m", "scheduler.cli", "serve", "--config", str(config_path)],
-                                   stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
-    return process, log_path, f"127.0.0.1:{grpc_port}"
-
-
-def test_a_loopback_node_without_tokens_refuses_to_start_unless_insecure(tmp_path):
-    process, log_path, _ = serve_one_node(tmp_path / "strict")
-    try:
-        assert process.wait(timeout=60) == 2
-    finally:
-        process.kill()
-    assert "refusing to serve gRPC without bearer tokens" in log_path.read_text()
-
-    process, log_path, address = serve_one_node(tmp_path / "lax", insecure=True)
-    try:
-        with ClusterClient([address], timeout_s=5) as client:
-            wait_until(lambda: _ready(client), 60, "the insecure node to lead")
-        log = log_path.read_text()
-        assert "WARNING" in log and "insecure: gRPC without tokens; anyone on this machine can call every RPC" in log
-        # It generated its own cluster secret, private, and its Raft port refuses the crafted pickle.
-        secret_file = tmp_path / "lax" / "data" / "cluster.secret"
-        assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600 and len(secret_file.read_text().strip()) >= 32
-        assert f"cluster secret: {secret_file}" in log
-        marker = tmp_path / "pwned"
-        raft_address = yaml.safe_load((tmp_path / "lax" / "node.yaml").read_text())["peers"][0]["raft"]
-        assert send_to_raft_port(raft_address, rce_frame(marker)) == b""
-        assert not marker.exists()
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def _ready(client: ClusterClient) -> bool:
-    try:
-        return client.status().ready
-    except grpc.RpcError:
-        return False
