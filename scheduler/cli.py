@@ -56,12 +56,22 @@ def _client(args):
 
 
 def cmd_serve(args) -> int:
-    from scheduler.config import load_node_config
+    import logging
+
+    from scheduler.config import ConfigError, insecure_warning, load_node_config, serving_refusal, with_generated_secret
     from scheduler.logs import configure_logging
     from scheduler.node import serve
 
     config = load_node_config(args)
     configure_logging(config.log_level, config.log_format, config.node_id)
+    log = logging.getLogger("raftcron.node")
+    config, generated = with_generated_secret(config)
+    if generated is not None:
+        log.info("cluster secret: %s (this one-node loopback cluster's own, 0600)", generated)
+    if refusal := serving_refusal(config):
+        raise ConfigError(refusal)
+    if config.insecure:
+        log.warning(insecure_warning(config))
     return serve(config)
 
 

@@ -3,13 +3,22 @@
 Precedence: flag > environment (RAFTCRON_*) > file > default. The cluster secret
 is read from RAFTCRON_CLUSTER_SECRET or a file, never from a command-line flag
 (flags are visible to every user in the process list).
+
+What a node refuses to start with is decided here too: `_validate` for any configuration,
+`serving_refusal` for one that is about to serve (a secret and tokens, on loopback too, unless
+`insecure` says otherwise); `with_generated_secret` gives a one-node loopback cluster a secret.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
+import hmac
 import ipaddress
 import os
+import re
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -23,6 +32,22 @@ from scheduler.security.tls import TlsFiles
 
 class ConfigError(ValueError):
     """A node configuration that must not start."""
+
+
+# pysyncobj derives its Fernet key with PBKDF2 over a fixed salt: one secret gave one key in
+# every deployment, and one dictionary of guesses served against all of them. Hence a key per
+# cluster (raft_password) from a secret too long to guess.
+MIN_SECRET_CHARS = 32
+DEFAULT_CLUSTER_NAME = "raftcron"
+RAFT_KEY_CONTEXT = b"raftcron raft key v1|"
+GENERATED_SECRET_FILE = "cluster.secret"
+_CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def raft_password(secret: str, cluster_name: str) -> str:
+    """The password pysyncobj gets: a key of this cluster's own, so two clusters that share a
+    secret (or a leaked one reused elsewhere) do not share a Raft key as long as their names differ."""
+    return hmac.new(secret.encode(), RAFT_KEY_CONTEXT + cluster_name.encode(), hashlib.sha256).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -71,7 +96,12 @@ class NodeConfig:
     tls_ca_file: str = ""
     tls_client_auth: bool = False
     principals_file: str = ""
-    insecure_grpc: bool = False
+    # Serve gRPC without bearer tokens (and, off loopback, without TLS): anyone who can reach
+    # the port may call every RPC. Never implied, not even on loopback (shared by every user of
+    # the machine). `insecure_grpc`, its older name, still sets it.
+    insecure: bool = False
+    # Part of the Raft key (raft_password): clusters that share a secret must differ in name.
+    cluster_name: str = DEFAULT_CLUSTER_NAME
     # This node joins a running cluster (`raftcron cluster add` makes it a voter): its peers are
     # the current members plus itself, so their count may be even. Kept after joining: harmless.
     join: bool = False
@@ -80,6 +110,15 @@ class NodeConfig:
 
     def __post_init__(self) -> None:
         _validate(self)
+
+    @property
+    def insecure_grpc(self) -> bool:
+        return self.insecure
+
+    @property
+    def every_address_loopback(self) -> bool:
+        addresses = [a for p in self.peers for a in (p.raft_address, p.grpc_address)]
+        return all(_is_loopback(a) for a in addresses + ([self.metrics_address] if self.metrics_address else []))
 
     @property
     def me(self) -> Peer:
@@ -98,7 +137,7 @@ class NodeConfig:
             self_address=self.me.raft_address,
             partner_addresses=tuple(p.raft_address for p in self.peers if p.node_id != self.node_id),
             data_dir=self.data_dir / "raft",
-            password=self.cluster_secret,
+            password=raft_password(self.cluster_secret, self.cluster_name) if self.cluster_secret else None,
             tuning=self.raft,
         )
 
@@ -135,26 +174,31 @@ def _validate(config: NodeConfig) -> None:
             f"{len(config.peers)} members: use an odd number (3 or 5) so a majority survives "
             "(a node joining a running cluster is started with --join)"
         )
-    every_address = addresses + ([config.metrics_address] if config.metrics_address else [])
-    if config.cluster_secret is None and not all(_is_loopback(a) for a in every_address):
+    if config.cluster_secret is None and not config.every_address_loopback:
         raise ConfigError(
             "refusing to start without a cluster secret: Raft messages are pickles, and anyone who can "
             "reach the Raft port could run code here. Set RAFTCRON_CLUSTER_SECRET or cluster_secret_file "
-            "(only an all-loopback development cluster may run without one)."
+            "(only a one-node loopback cluster generates its own)."
         )
+    if config.cluster_secret is not None and len(config.cluster_secret) < MIN_SECRET_CHARS:
+        raise ConfigError(
+            f"the cluster secret must be at least {MIN_SECRET_CHARS} characters (this one has "
+            f"{len(config.cluster_secret)}); generate one with: python3 -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))'"
+        )
+    if not isinstance(config.cluster_name, str) or not _CLUSTER_NAME.fullmatch(config.cluster_name):
+        raise ConfigError(f"cluster_name {config.cluster_name!r} must be 1-64 letters, digits, '.', '_' or '-'")
     if bool(config.tls_cert_file) != bool(config.tls_key_file):
         raise ConfigError("tls cert_file and key_file go together")
     if config.tls_client_auth and not (config.tls_cert_file and config.tls_ca_file):
         raise ConfigError("tls client_auth needs cert_file, key_file and the ca_file that signs client certificates")
     grpc_exposed = [a for a in (p.grpc_address for p in config.peers) if not _is_loopback(a)]
-    if grpc_exposed and not (config.tls_cert_file and config.principals_file) and not config.insecure_grpc:
+    if grpc_exposed and not (config.tls_cert_file and config.principals_file) and not config.insecure:
         raise ConfigError(
             f"refusing to serve gRPC on {grpc_exposed[0]} without TLS and bearer tokens: anyone who can reach "
             "it could change jobs and lease runs. Set tls.cert_file, tls.key_file and principals_file (see the "
-            "README, Security), or insecure_grpc: true to accept that on a network you trust."
+            "README, Security), or insecure: true to accept that on a network you trust."
         )
-    if config.cluster_secret is not None and len(config.cluster_secret) < 16:
-        raise ConfigError("the cluster secret must be at least 16 characters")
     positive = ("claim_batch_size", "trigger_max_sleep_s", "propose_timeout_s", "lease_ttl_s", "max_lease_wait_s")
     if any(getattr(config, name) <= 0 for name in positive):
         raise ConfigError(f"{', '.join(positive)} must be positive")
@@ -178,6 +222,52 @@ def _validate(config: NodeConfig) -> None:
     if not isinstance(tuning.sync, bool):
         raise ConfigError(f"raft.sync must be true or false, got {tuning.sync!r} (false: acknowledged writes "
                           "survive killed processes, not a power loss of a majority)")
+
+
+def serving_refusal(config: NodeConfig) -> str | None:
+    """Why this node must not serve, or None. Loopback is no exception: it is shared by every
+    user of the machine, so without a secret any of them could run code through the Raft port,
+    and without tokens call every RPC."""
+    if config.cluster_secret is None:
+        return (
+            f"refusing to start without a cluster secret: the {len(config.peers)} members of a loopback "
+            "cluster must share one, and Raft messages are pickles. Write one to a file only you can read "
+            "(python3 -c 'import secrets; print(secrets.token_urlsafe(32))' > FILE; chmod 600 FILE) and set "
+            "cluster_secret_file (or RAFTCRON_CLUSTER_SECRET_FILE) on every member; `raftcron dev` does it for you."
+        )
+    if not config.principals_file and not config.insecure:
+        return (
+            "refusing to serve gRPC without bearer tokens: anyone who can reach it, on loopback every user of "
+            "this machine, could change jobs and lease runs. Set principals_file (`raftcron credentials DIR` "
+            "writes one; see the README, Security), or insecure: true to accept that."
+        )
+    return None
+
+
+def insecure_warning(config: NodeConfig) -> str:
+    exposed = [p.grpc_address for p in config.peers if not _is_loopback(p.grpc_address)]
+    who = f"anyone who can reach {exposed[0]}" if exposed else "anyone on this machine"
+    return f"insecure: gRPC without tokens; {who} can call every RPC"
+
+
+def with_generated_secret(config: NodeConfig) -> tuple[NodeConfig, Path | None]:
+    """A one-node loopback cluster without a secret gets one: read from, or created in,
+    `<data_dir>/cluster.secret` (0600). Returns the config and that file (None: nothing to do).
+    A cluster of several members needs them to share one, which this node cannot arrange."""
+    if config.cluster_secret is not None or len(config.peers) != 1 or not config.every_address_loopback:
+        return config, None
+    path = config.data_dir / GENERATED_SECRET_FILE
+    config.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        if os.stat(path).st_mode & 0o077:
+            raise ConfigError(f"the cluster secret file {str(path)!r} is readable by others: chmod 600 it") from None
+        return dataclasses.replace(config, cluster_secret=_read_secret(str(path))), path
+    secret = secrets.token_urlsafe(32)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret + "\n")
+    return dataclasses.replace(config, cluster_secret=secret), path
 
 
 def add_node_flags(parser: argparse.ArgumentParser) -> None:
@@ -261,6 +351,8 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
         "claim_batch_size", "trigger_max_sleep_s", "propose_timeout_s", "lease_ttl_s", "max_lease_wait_s",
         "herd_window_s", "alert_routes", "grpc_threads",
     )
+    insecure = _flag(pick(None, "RAFTCRON_INSECURE", "insecure", False), "insecure")
+    insecure_grpc = _flag(pick(None, "RAFTCRON_INSECURE_GRPC", "insecure_grpc", False), "insecure_grpc")
     extra = {k: doc[k] for k in tunables if k in doc}
     if "quotas" in doc:
         extra["quotas"] = _quotas_from(doc["quotas"])
@@ -281,7 +373,8 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
         principals_file=str(
             pick(getattr(args, "principals_file", None), "RAFTCRON_PRINCIPALS_FILE", "principals_file", "") or ""
         ),
-        insecure_grpc=_flag(pick(None, "RAFTCRON_INSECURE_GRPC", "insecure_grpc", False), "insecure_grpc"),
+        insecure=insecure or insecure_grpc,
+        cluster_name=str(pick(None, "RAFTCRON_CLUSTER_NAME", "cluster_name", DEFAULT_CLUSTER_NAME)),
         **extra,
     )
 

@@ -81,7 +81,8 @@ class LocalCluster:
     # Serve Prometheus metrics, node i on port port_base + 200 + i.
     metrics: bool = False
     # TLS and bearer tokens on gRPC (`raftcron dev`); None: plaintext without tokens, which a
-    # node allows on loopback only (tests, benchmarks). The client() calls as the admin.
+    # node refuses unless told `insecure: true`, which the configs then say (tests, benchmarks).
+    # The client() calls as the admin.
     credentials: DevCredentials | None = None
     members: list[Member] = field(default_factory=list)
 
@@ -109,7 +110,7 @@ class LocalCluster:
                 "peers": peers,
                 "cluster_secret_file": str(secret_file),
                 **({"metrics": metrics_address} if metrics_address else {}),
-                **(self.credentials.node_config() if self.credentials else {}),
+                **(self.credentials.node_config() if self.credentials else {"insecure": True}),
                 **self.overrides,
             }
             config_path = node_dir / "node.yaml"

@@ -49,6 +49,7 @@ from scheduler.replication.journal import (
 from scheduler.replication.journal_seam import SEND_ANSWER, building
 from scheduler.replication.read_index import CONFIRMED, REFUSED, ReadConfirmer
 from scheduler.replication.tickwatch import TickWatch
+from scheduler.replication.transport import RaftcronTransport
 from scheduler.replication.upgrades import (
     FormatBook,
     LogFormatMixin,
@@ -322,6 +323,7 @@ class RaftLog:
             list(self.settings.partner_addresses),
             conf,
             consumers=[self._consumer],
+            transportClass=RaftcronTransport,  # frames capped and connections bounded (transport.py)
             log_format=self.log_format,
             format_book=self.formats,
             keepalive_period_s=self.settings.tuning.keepalive_period_s,
