@@ -274,7 +274,7 @@ def terms(cluster) -> dict[str, int | None]:
 
 
 def journal_size(cluster, node_id: str) -> int | None:
-    path = cluster.member(node_id).config_path.parent / "raft" / "raft.journal"
+    path = cluster.member(node_id).config_path.parent / "raft" / "raft.wal"
     return path.stat().st_size if path.exists() else None
 
 

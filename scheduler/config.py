@@ -172,6 +172,9 @@ def _validate(config: NodeConfig) -> None:
                           "(3.5 s, or election_timeout_max_s if larger)")
     if not isinstance(tuning.eager_append, bool):
         raise ConfigError(f"raft.eager_append must be true or false, got {tuning.eager_append!r}")
+    if not isinstance(tuning.sync, bool):
+        raise ConfigError(f"raft.sync must be true or false, got {tuning.sync!r} (false: acknowledged writes "
+                          "survive killed processes, not a power loss of a majority)")
 
 
 def add_node_flags(parser: argparse.ArgumentParser) -> None:

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pysyncobj import pickle as raft_pickle
-from pysyncobj.journal import FileJournal
 from pysyncobj.syncobj import _COMMAND_TYPE
 
 from scheduler.core import State, decode_snapshot
 from scheduler.core.codec import state_digest
+from scheduler.replication.journal import JOURNAL_NAME, read_entries
 from scheduler.replication.raftlog import apply_encoded
 
-JOURNAL, DUMP = "raft.journal", "raft.dump"
+JOURNAL, DUMP = JOURNAL_NAME, "raft.dump"
 
 
 @dataclass(frozen=True)
@@ -37,11 +37,7 @@ class RaftFiles:
 
 
 def inspect(raft_dir: Path) -> RaftFiles:
-    journal = FileJournal(str(raft_dir / JOURNAL))
-    try:
-        terms = {journal[i][1]: journal[i][2] for i in range(len(journal))}
-    finally:
-        journal._destroy()  # closes its file (pysyncobj names it so)
+    terms = {index: term for _command, index, term in read_entries(str(raft_dir / JOURNAL))}
     dump_index = _read_dump(raft_dir)[0] if (raft_dir / DUMP).exists() else 0
     return RaftFiles(dump_index, terms)
 
@@ -52,14 +48,9 @@ def state_at(raft_dir: Path, index: int) -> State:
     if dump_index > index:
         raise ValueError(f"{raft_dir}: its dump is at {dump_index}, past {index}")
     state = decode_snapshot(snapshot) if snapshot is not None else State()
-    journal = FileJournal(str(raft_dir / JOURNAL))
-    try:
-        for position in range(len(journal)):
-            command, entry_index, _term = journal[position]
-            if dump_index < entry_index <= index and command[:1] == bytes((_COMMAND_TYPE.REGULAR,)):
-                _apply_entry(state, command, entry_index)
-    finally:
-        journal._destroy()
+    for command, entry_index, _term in read_entries(str(raft_dir / JOURNAL)):
+        if dump_index < entry_index <= index and command[:1] == bytes((_COMMAND_TYPE.REGULAR,)):
+            _apply_entry(state, command, entry_index)
     return state
 
 

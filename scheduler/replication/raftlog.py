@@ -35,6 +35,15 @@ from scheduler.replication.errors import (
     ReplicationTimeout,
 )
 from scheduler.replication.follower_append import FollowerAppendMixin
+from scheduler.replication.journal import (
+    EXIT_JOURNAL_CORRUPT,
+    JOURNAL_NAME,
+    TRACE_ENV,
+    DurableJournal,
+    JournalCorrupt,
+    stop_node,
+)
+from scheduler.replication.journal_seam import SEND_ANSWER, building
 from scheduler.replication.tickwatch import TickWatch
 
 log = logging.getLogger("raftcron.replication")
@@ -64,6 +73,10 @@ class RaftTuning:
     # The leader sends new entries at the end of the tick that appended them, instead of at the
     # next append period: a commit costs a round trip instead of up to a period plus one.
     eager_append: bool = True
+    # Entries are fdatasync'ed (once per tick) before this node acknowledges them or counts
+    # itself toward their commit. Off: the same checksummed journal, written but never synced:
+    # it survives killed processes, not a power loss of a majority.
+    sync: bool = True
     compaction_min_entries: int = 50_000
     compaction_min_time_s: float = 600.0
 
@@ -88,7 +101,8 @@ class RaftSettings:
         return SyncObjConf(
             password=self.password,
             bindAddress=self.self_address,
-            journalFile=str(self.data_dir / "raft.journal"),
+            # The durable journal (journal.py) converts pysyncobj's "raft.journal" on first start.
+            journalFile=str(self.data_dir / JOURNAL_NAME),
             fullDumpFile=str(self.data_dir / "raft.dump"),
             raftMinTimeout=tuning.election_timeout_min_s,
             raftMaxTimeout=tuning.election_timeout_max_s,
@@ -180,18 +194,49 @@ KEEPALIVE_MESSAGE = {"type": "raftcron_keepalive"}
 
 
 class _RaftcronSyncObj(FollowerAppendMixin, SyncObj):
-    """pysyncobj's SyncObj with four changes: every peer gets a keepalive once per period, the
-    leader sends new entries in the tick that appended them (eager_append), a follower
-    truncates only entries that conflict (follower_append), and a follower reads its sockets
-    before it judges the leader silent."""
+    """pysyncobj's SyncObj with five changes: its journal is synced and checksummed, and an
+    append is answered only once its entries are synced (journal.py); every peer gets a
+    keepalive once per period; the leader sends new entries in the tick that appended them
+    (eager_append); a follower truncates only entries that conflict (follower_append); and a
+    follower reads its sockets before it judges the leader silent."""
 
-    def __init__(self, *args, keepalive_period_s: float, eager_append: bool = True, **kwargs) -> None:
+    def __init__(self, *args, keepalive_period_s: float, eager_append: bool = True, journal_sync: bool = True,
+                 **kwargs) -> None:
         # Set before SyncObj starts its tick thread, which calls _onTick.
         self._keepalive_period_s = keepalive_period_s
         self._next_keepalive = 0.0
         self._eager_append = eager_append
+        self._journal_sync = journal_sync
+        self._journal: DurableJournal | None = None
+        self._held_answers: list[tuple] = []
         self.tick_watch = TickWatch()
-        super().__init__(*args, **kwargs)
+        with building(self._open_journal):
+            super().__init__(*args, **kwargs)
+
+    def _open_journal(self, path: str) -> DurableJournal:
+        conf = self._SyncObj__conf
+        try:
+            self._journal = DurableJournal(path, dump_path=conf.fullDumpFile, sync=self._journal_sync,
+                                           trace_path=os.environ.get(TRACE_ENV) or None)
+        except JournalCorrupt as exc:
+            stop_node(f"refusing to start: {exc}. Restore this node's data directory from a backup, or "
+                      "wipe it and let the leader send it a snapshot", EXIT_JOURNAL_CORRUPT)
+        return self._journal
+
+    def _SyncObj__sendNextNodeIdx(self, node, reset=False, nextNodeIdx=None, success=False):  # noqa: N802, N803
+        # pysyncobj answers an append as soon as it has added the entries; hold the answer until
+        # the end of the tick, when one sync covers every append the tick received.
+        if nextNodeIdx is None:
+            nextNodeIdx = self._SyncObj__getCurrentLogIndex() + 1
+        self._held_answers.append((node, reset, nextNodeIdx, success))
+
+    def _sync_then_answer(self) -> None:
+        if self._journal is not None:
+            self._journal.sync()
+        answers, self._held_answers = self._held_answers, []
+        send = getattr(super(), SEND_ANSWER)
+        for node, reset, next_index, success in answers:
+            send(node, reset=reset, nextNodeIdx=next_index, success=success)
 
     def _checkCommandsToApply(self):  # noqa: N802 (pysyncobj's name)
         # pysyncobj moves queued proposals into the leader's log here, then waits for the next
@@ -206,7 +251,12 @@ class _RaftcronSyncObj(FollowerAppendMixin, SyncObj):
     def _onTick(self, timeToWait=0.0):  # noqa: N802, N803 (pysyncobj's names)
         self.tick_watch.tick_started(ROLE_NAMES.get(self._SyncObj__raftState, "unknown"))
         self._read_before_electing()
+        # The leader counts itself toward the commit of every entry it holds (pysyncobj's commit
+        # loop, early in the tick): what it appended last tick must be on disk first.
+        self._sync_then_answer()
         super()._onTick(timeToWait)
+        # After the poll that read this tick's appends: one sync, then their answers.
+        self._sync_then_answer()
         now = time.monotonic()
         if now < self._next_keepalive:
             return
@@ -252,6 +302,7 @@ class RaftLog:
             consumers=[self._consumer],
             keepalive_period_s=self.settings.tuning.keepalive_period_s,
             eager_append=self.settings.tuning.eager_append,
+            journal_sync=self.settings.tuning.sync,
         )
 
     def close(self) -> None:

@@ -1,9 +1,9 @@
 """Samples every node's memory and Raft journal while a scenario runs: "memory and log bounded".
 
 A sampler thread reads, once a second, each live node process's resident set (VmRSS) and the
-size of its Raft journal file. pysyncobj's file journal grows by doubling and is rewritten, not
-shrunk, at compaction, so its size is the high-water mark of the log between compactions: a
-cluster that never compacted would show it growing without end.
+size of its Raft journal file (raft.wal). It holds exactly the entries since the last compaction
+and is replaced by a smaller file at each one: a cluster that never compacted would show it
+growing without end.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ Sample = tuple[float, int, int]
 
 def journal_bytes(node_dir: Path) -> int:
     try:
-        return (node_dir / "raft" / "raft.journal").stat().st_size
+        return (node_dir / "raft" / "raft.wal").stat().st_size
     except OSError:
         return 0
 

@@ -30,6 +30,8 @@ class Follower:
             "type": "append_entries", "term": term, "commit_index": commit,
             "prevLogIdx": prev, "prevLogTerm": prev_term, "entries": entries,
         })
+        if isinstance(self.syncobj, _RaftcronSyncObj):
+            self.syncobj._sync_then_answer()  # what the end of the tick does: answers wait for the sync
         return self.sent[-1]
 
     @property

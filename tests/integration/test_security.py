@@ -310,5 +310,5 @@ def test_raft_files_are_private(tmp_path):
         raftlog.close()
     assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
     files = {path.name: stat.S_IMODE(path.stat().st_mode) for path in data_dir.iterdir()}
-    assert {"raft.journal", "raft.dump"} <= set(files)
+    assert {"raft.wal", "raft.wal.meta", "raft.dump"} <= set(files)
     assert set(files.values()) == {0o600}, files
