@@ -89,10 +89,10 @@ class ChaosCluster:
         for node_id in self.ids:
             powercut.record(self.raft_dir(node_id), self._disk_copy(node_id))
 
-    def power_cut(self, node_ids, tear_bytes: dict[str, int] | None = None) -> dict[str, dict]:
+    def power_cut(self, node_ids, tears: dict[str, powercut.Tear] | None = None) -> dict[str, dict]:
         """SIGKILL every process of `node_ids` at once (compaction children too), then throw away
-        what each had not synced (`tear_bytes`: how much of its next record survives). The
-        nodes stay down; each one's file fates."""
+        what each had not synced (`tears`: what of the write in flight lands). The nodes stay
+        down; each one's file fates."""
         members = [self.lc.member(n) for n in node_ids if self.alive(n)]
         for member in members:
             _signal_group(member.process, signal.SIGKILL)
@@ -100,9 +100,9 @@ class ChaosCluster:
             member.process.wait(timeout=15)
             _wait_group_gone(member.process.pid, timeout_s=15)
             self.paused.discard(member.node_id)
-        tear_bytes = tear_bytes or {}
+        tears = tears or {}
         return {n: powercut.cut(self.raft_dir(n), self._disk_copy(n), self.trace_path(n), self.synced,
-                                tear_bytes.get(n, 0)) for n in node_ids}
+                                tears.get(n, powercut.NO_TEAR)) for n in node_ids}
 
     def kill(self, node_id: str, signum: int = signal.SIGKILL) -> None:
         if node_id in self.paused and signum == signal.SIGTERM:

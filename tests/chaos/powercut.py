@@ -20,13 +20,25 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-TRACE_ENV = "RAFTCRON_SYNC_TRACE"
+from scheduler.replication.journal import JOURNAL_NAME, LEGACY_JOURNAL_NAME, TRACE_ENV, encode_record, scan
+
 TRACE_FORMAT = "<QQ"  # inode of the journal file, bytes of it synced
-# The synced, checksummed journal; pysyncobj's own (never synced) before it.
-JOURNAL_NAMES = ("raft.wal", "raft.journal")
+JOURNAL_NAMES = (JOURNAL_NAME, LEGACY_JOURNAL_NAME)
 # A torn write keeps at most this many bytes past the synced length: a record's header and
 # part of its body, never a whole batch.
 MAX_TEAR_BYTES = 256
+
+
+@dataclass(frozen=True)
+class Tear:
+    """What reaches the disk of the write in flight when the power fails: its first `size`
+    bytes, or (`zeros`) as many bytes as it had, only the first `size` of them written."""
+
+    size: int = 0
+    zeros: bool = False
+
+
+NO_TEAR = Tear()
 
 
 @dataclass(frozen=True)
@@ -37,11 +49,13 @@ class FileFacts:
 
 @dataclass(frozen=True)
 class Fate:
-    """keep | truncate to `length` (`dropped` bytes after it) | restore the recorded copy | remove."""
+    """keep | truncate to `length` (`dropped` bytes after it; then `torn` bytes of the next
+    record, when the node had written none of it) | restore the recorded copy | remove."""
 
     action: str
     length: int = 0
     dropped: int = 0
+    torn: int = 0
 
 
 KEEP = Fate("keep")
@@ -80,14 +94,30 @@ def plan(files: dict[str, FileFacts], recorded: frozenset[str], trace: tuple[int
         if name not in JOURNAL_NAMES:
             fates[name] = KEEP  # the dump and meta are synced, then renamed in whole
         elif trace is not None and trace[0] == facts.inode:
-            length = min(facts.size, trace[1] + max(0, tear_bytes))
-            fates[name] = Fate("truncate", length, facts.size - length)
+            if facts.size > trace[1]:  # written, not yet synced: a few of those bytes may have landed
+                length = min(facts.size, trace[1] + tear_bytes)
+                fates[name] = Fate("truncate", length, facts.size - length)
+            else:  # the next write was still in memory: it lands torn, if at all
+                torn = tear_bytes if name == JOURNAL_NAME else 0
+                fates[name] = Fate("truncate", trace[1], torn=torn)
         elif trace is not None:
             fates[name] = KEEP  # renamed in after the traced sync: it was synced whole first
         else:
             # Not synced since the node started: what the disk held before it did.
             fates[name] = RESTORE if name in recorded else REMOVE
     return fates
+
+
+def torn_record(journal: bytes, tear: Tear) -> bytes:
+    """The part of a record a node could have been writing next (the last entry's payload at
+    the next index) that reaches the disk: never all of it, so it is always a torn tail (a
+    partial record, or one whose checksum fails), never an entry the node did not write.
+    A disk writes a sector whole: a zero-filled record keeps its 4-byte length."""
+    entries = scan(journal, JOURNAL_NAME).entries
+    payload, index, term = entries[-1] if entries else (b"\x01" * 64, 0, 0)
+    record = encode_record(payload, index + 1, term)
+    size = max(4 if tear.zeros else 1, min(tear.size, len(record) - 1))
+    return record[:size] + (b"\0" * (len(record) - size) if tear.zeros else b"")
 
 
 def facts_of(directory: Path) -> dict[str, FileFacts]:
@@ -107,16 +137,20 @@ def record(directory: Path, copy: Path) -> None:
         shutil.copy2(directory / name, copy / name)
 
 
-def cut(directory: Path, copy: Path, trace_path: Path, synced: bool, tear_bytes: int = 0) -> dict[str, Fate]:
+def cut(directory: Path, copy: Path, trace_path: Path, synced: bool, tear: Tear = NO_TEAR) -> dict[str, Fate]:
     """Throw away what a dead node had not synced; the fates applied. The trace goes too (it
     described the files before the cut), and what is left becomes the new recorded copy."""
     recorded = frozenset(facts_of(copy))
-    fates = plan(facts_of(directory), recorded, read_trace(trace_path), synced, tear_bytes)
+    fates = plan(facts_of(directory), recorded, read_trace(trace_path), synced, tear.size)
     directory.mkdir(parents=True, exist_ok=True)
     for name, fate in fates.items():
         path = directory / name
         if fate.action == "truncate":
             os.truncate(path, fate.length)
+            if fate.torn:
+                with open(path, "r+b") as journal:
+                    torn = torn_record(journal.read(), Tear(fate.torn, tear.zeros))
+                    journal.write(torn)
         elif fate.action == "remove":
             path.unlink()
         elif fate.action == "restore":

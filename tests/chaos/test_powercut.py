@@ -7,7 +7,8 @@ import struct
 
 import pytest
 
-from tests.chaos.powercut import KEEP, REMOVE, RESTORE, Fate, FileFacts, cut, plan, read_trace, record
+from scheduler.replication.journal import encode_header, encode_record, scan
+from tests.chaos.powercut import KEEP, REMOVE, RESTORE, Fate, FileFacts, Tear, cut, plan, read_trace, record, torn_record
 
 JOURNAL = "raft.wal"
 FILES = {JOURNAL: FileFacts(inode=7, size=5000), "raft.dump": FileFacts(8, 900), "raft.wal.meta": FileFacts(9, 40)}
@@ -18,9 +19,14 @@ def test_a_synced_journal_is_cut_at_its_traced_length():
     assert fates == {JOURNAL: Fate("truncate", 3000, 2000), "raft.dump": KEEP, "raft.wal.meta": KEEP}
 
 
-def test_a_torn_write_keeps_a_few_bytes_of_the_next_record_never_more_than_was_written():
+def test_a_torn_write_keeps_a_few_written_bytes_never_more_than_were_written():
     assert plan(FILES, frozenset(), (7, 3000), True, tear_bytes=17)[JOURNAL] == Fate("truncate", 3017, 1983)
     assert plan(FILES, frozenset(), (7, 4990), True, tear_bytes=64)[JOURNAL] == Fate("truncate", 5000, 0)
+
+
+def test_a_journal_synced_to_its_end_gets_a_torn_next_record():
+    assert plan(FILES, frozenset(), (7, 5000), True, tear_bytes=30)[JOURNAL] == Fate("truncate", 5000, 0, torn=30)
+    assert plan(FILES, frozenset(), (7, 5000), True)[JOURNAL] == Fate("truncate", 5000, 0)
 
 
 def test_a_journal_renamed_in_after_the_traced_sync_is_kept_whole():
@@ -37,6 +43,19 @@ def test_with_syncing_off_every_file_is_as_it_was_before_the_node_ran():
     assert fates == {JOURNAL: REMOVE, "raft.dump": RESTORE, "raft.wal.meta": REMOVE, "old.tmp": RESTORE}
 
 
+def _journal(*payloads: bytes) -> bytes:
+    return encode_header() + b"".join(encode_record(p, i, 3) for i, p in enumerate(payloads, start=5))
+
+
+@pytest.mark.parametrize("tear", [Tear(1), Tear(23), Tear(24), Tear(200), Tear(400),
+                                  Tear(1, zeros=True), Tear(10, zeros=True), Tear(200, zeros=True)])
+def test_a_torn_next_record_is_always_cut_at_start_never_read_as_an_entry(tear):
+    journal = _journal(b"a" * 40, b"b" * 300)  # a length whose low byte alone would read as 44
+    found = scan(journal + torn_record(journal, tear), JOURNAL)
+    assert [e[1] for e in found.entries] == [5, 6]
+    assert found.valid_bytes == len(journal) and found.torn
+
+
 def _trace(path, journal, synced_bytes):
     path.write_bytes(struct.pack("<QQ", os.stat(journal).st_ino, synced_bytes))
 
@@ -48,7 +67,7 @@ def test_a_cut_truncates_the_journal_drops_the_trace_and_records_what_survived(t
     (raft / JOURNAL).write_bytes(b"a" * 600 + b"b" * 400)
     (raft / "raft.dump").write_bytes(b"dump")
     _trace(trace, raft / JOURNAL, 600)
-    fates = cut(raft, copy, trace, synced=True, tear_bytes=10)
+    fates = cut(raft, copy, trace, synced=True, tear=Tear(10))
     assert fates[JOURNAL] == Fate("truncate", 610, 390)
     assert (raft / JOURNAL).read_bytes() == b"a" * 600 + b"b" * 10
     assert (raft / "raft.dump").read_bytes() == b"dump"
@@ -61,6 +80,17 @@ def test_a_cut_truncates_the_journal_drops_the_trace_and_records_what_survived(t
     cut(raft, copy, trace, synced=True)
     assert (raft / JOURNAL).read_bytes() == b"a" * 600 + b"b" * 10
     assert os.stat(raft / JOURNAL).st_ino == inode
+
+
+def test_a_cut_of_a_journal_synced_to_its_end_leaves_a_torn_tail(tmp_path):
+    raft, copy, trace = tmp_path / "raft", tmp_path / "copy", tmp_path / "n1.synctrace"
+    raft.mkdir()
+    record(raft, copy)
+    journal = _journal(b"a" * 40)
+    (raft / JOURNAL).write_bytes(journal)
+    _trace(trace, raft / JOURNAL, len(journal))
+    cut(raft, copy, trace, synced=True, tear=Tear(30))
+    assert (raft / JOURNAL).read_bytes() == journal + torn_record(journal, Tear(30))
 
 
 def test_an_unsynced_cut_restores_the_directory_as_it_was(tmp_path):
