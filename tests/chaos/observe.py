@@ -105,7 +105,8 @@ def converged_digests(scene: Scene, timeout_s: float = 30.0) -> dict[str, tuple[
         time.sleep(0.1)
 
 
-def finale(scene: Scene, firing: dict[str, int], ack_us: int, keep_specs=(), sink_jobs=frozenset()) -> History:
+def finale(scene: Scene, firing: dict[str, int], ack_us: int, keep_specs=(), sink_jobs=frozenset(),
+           progress_timeout_s: float = 30.0) -> History:
     """Heal, check progress, stop the load, delete the firing jobs, converge, read every replica.
 
     `firing` maps each scheduled job to its period in seconds; its slots after `ack_us` (the
@@ -116,7 +117,7 @@ def finale(scene: Scene, firing: dict[str, int], ack_us: int, keep_specs=(), sin
     leader = heal(scene)
     say(f"healed; leader {leader}")
     until_us = replicated_now_us(scene) - SECOND_US
-    progressed = wait_progress(scene, sorted(firing), until_us)
+    progressed = wait_progress(scene, sorted(firing), until_us, progress_timeout_s)
     recorder.expect("progress after heal", progressed, "every job's cursor passed the heal instant")
     scene.stop_clients()
     if scene.workers is not None:
