@@ -124,11 +124,14 @@ def finale(scene: Scene, firing: dict[str, int], ack_us: int, keep_specs=(), sin
         scene.workers.stop_all()
     for attempt in range(10):
         try:
+            # Only jobs the cluster still holds: applying a lost one again would hide its loss.
+            held = jobs_on(scene, scene.cluster.wait_for_leader(10), linearizable=True)
+            kept = [spec for spec in keep_specs if spec.id in held]
             with scene.cluster.client(timeout_s=10) as client:
-                client.apply_jobs(jobs=list(keep_specs), prune=True, author="chaos", request_id=f"finale-{ack_us}")
+                client.apply_jobs(jobs=kept, prune=True, author="chaos", request_id=f"finale-{ack_us}")
             break
-        except grpc.RpcError as error:
-            say(f"prune failed ({error.code().name}); retrying")
+        except (grpc.RpcError, TimeoutError) as error:
+            say(f"prune failed ({error.code().name if isinstance(error, grpc.RpcError) else error}); retrying")
             time.sleep(1)
     digests = converged_digests(scene)
     replicas = {nid: runs_on(scene, nid) for nid in scene.cluster.ids}
