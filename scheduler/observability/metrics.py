@@ -32,6 +32,7 @@ from scheduler.core.commands import CompleteRuns, ExpireLeases, ExtendLeases
 from scheduler.core.model import QUEUED, RUN_STATUSES, SECOND_US
 from scheduler.membership import members_view
 from scheduler.observability.tally import RunTally
+from scheduler.replication.journal import SYNC_BUCKETS_S
 from scheduler.replication.raftlog import ROLE_NAMES
 from scheduler.rpc.cluster import node_ready
 
@@ -224,6 +225,16 @@ class RaftcronCollector(Collector):
                                   value=stalls)
         yield _gauge("raftcron_raft_tick_gap_max_seconds", "Longest gap between two Raft ticks since this node "
                      "started.", longest_gap_s)
+        syncs, sync_counts, sync_seconds = raftlog.journal_syncs()
+        yield CounterMetricFamily("raftcron_raft_journal_syncs", "Syncs of the Raft journal (one per tick that "
+                                  "added or cut entries; none with raft.sync off).", value=syncs)
+        buckets, running = [], 0
+        for bound, count in zip((*SYNC_BUCKETS_S, float("inf")), sync_counts):
+            running += count
+            buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
+        if buckets:
+            yield HistogramMetricFamily("raftcron_raft_journal_sync_seconds", "Time to write and sync the "
+                                        "journal's new entries, per sync.", buckets=buckets, sum_value=sync_seconds)
         yield _gauge("raftcron_raft_log_entries", "Entries in the Raft log since the last compaction.",
                      status.get("log_len", 0))
         peers = GaugeMetricFamily("raftcron_raft_peer_connected", "1 if the Raft link to this peer is up.",

@@ -13,9 +13,10 @@ record, or a last record whose checksum fails) is cut off with a warning; a bad 
 last one is corruption, and the node refuses to start, naming the file and the offset.
 
 File `raft.wal`: a 16-byte header (magic, format version, CRC32 of both), then records
-`<length u32><crc32 u32><index u64><term u64><payload>`. Term, vote and commit index live in
-`raft.wal.meta` (magic, CRC32, JSON), replaced by write-fsync-rename-fsync(dir), synchronously
-whenever the term or vote changes: Raft needs them durable before any message reflecting them.
+`<crc32 u32><length u32><index u64><term u64><payload>`, the CRC32 covering everything after
+it. Term, vote and commit index live in `raft.wal.meta` (magic, CRC32, JSON), replaced by
+write-fsync-rename-fsync(dir), synchronously whenever the term or vote changes: Raft needs them
+durable before any message reflecting them.
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ MAGIC = b"RCRNWAL\n"
 FORMAT_VERSION = 1
 _HEADER = struct.Struct("<8sI")
 HEADER_BYTES = _HEADER.size + 4  # magic, version, crc32 of both
-_RECORD = struct.Struct("<IIQQ")  # payload length, crc32, index, term
+_RECORD = struct.Struct("<IIQQ")  # crc32 of the rest, payload length, index, term
 RECORD_HEADER_BYTES = _RECORD.size
-_CRC_INPUT = struct.Struct("<IQQ")  # what the crc covers besides the payload
+_CRC_INPUT = struct.Struct("<IQQ")  # what the crc covers before the payload
 # pysyncobj's payloads start with a command-type byte; entries are capped at 1 MiB (raftlog.py).
 # A length outside these bounds cannot have been written by us: corruption, not a torn write.
 MIN_PAYLOAD_BYTES = 1
@@ -58,6 +59,10 @@ META_MAGIC = b"RCRNMETA"
 # Exit statuses of a node stopped by its journal (sysexits.h): the supervisor can tell them apart.
 EXIT_JOURNAL_CORRUPT = 65  # EX_DATAERR: the node refused to start
 EXIT_JOURNAL_IO = 74  # EX_IOERR: a write or sync failed while running
+
+# Sync durations (seconds) for the node's histogram: page-cache syncs take microseconds, a
+# disk's milliseconds; a sync of a second or more means the disk is failing or saturated.
+SYNC_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 TRACE_ENV = "RAFTCRON_SYNC_TRACE"
 _TRACE = struct.Struct("<QQ")  # inode of the journal file, bytes of it known durable
@@ -80,12 +85,9 @@ def stop_node(message: str, exit_code: int = EXIT_JOURNAL_IO) -> NoReturn:
     os._exit(exit_code)
 
 
-def crc_of(length: int, index: int, term: int, payload: bytes) -> int:
-    return zlib.crc32(payload, zlib.crc32(_CRC_INPUT.pack(length, index, term)))
-
-
 def encode_record(payload: bytes, index: int, term: int) -> bytes:
-    return _RECORD.pack(len(payload), crc_of(len(payload), index, term, payload), index, term) + payload
+    body = _CRC_INPUT.pack(len(payload), index, term) + payload
+    return struct.pack("<I", zlib.crc32(body)) + body
 
 
 def encode_header() -> bytes:
@@ -120,25 +122,24 @@ def scan(data: bytes | memoryview, name: str) -> Scan:
         rest = end - offset
         if rest < RECORD_HEADER_BYTES:
             return Scan(entries, offsets, offset, f"partial record header ({rest} bytes)")
-        if not any(view[offset:]):
-            # A file extended but never written (a crash after the size reached the disk and
-            # before the data did) reads as zeros: nothing was acknowledged from there.
-            return Scan(entries, offsets, offset, f"{rest} zero bytes")
-        length, crc, index, term = _RECORD.unpack_from(view, offset)
+        crc, length, index, term = _RECORD.unpack_from(view, offset)
         if not MIN_PAYLOAD_BYTES <= length <= MAX_PAYLOAD_BYTES:
+            if not any(view[offset:]):
+                # A file extended but never written (a crash after the size reached the disk
+                # and before the data did) reads as zeros: nothing was acknowledged from there.
+                return Scan(entries, offsets, offset, f"{rest} zero bytes")
             raise JournalCorrupt(f"{name}: offset {offset}: impossible record length {length}")
         record_end = offset + RECORD_HEADER_BYTES + length
         if record_end > end:
             return Scan(entries, offsets, offset, f"partial record ({rest} of {record_end - offset} bytes)")
-        payload = bytes(view[offset + RECORD_HEADER_BYTES : record_end])
-        if crc != crc_of(length, index, term, payload):
+        if crc != zlib.crc32(view[offset + 4 : record_end]):
             if record_end == end:
                 return Scan(entries, offsets, offset, "checksum mismatch in the last record")
             raise JournalCorrupt(f"{name}: offset {offset}: checksum mismatch in record of entry {index} "
                                  f"({end - record_end} bytes of records follow it)")
         if entries and index != entries[-1][1] + 1:
             raise JournalCorrupt(f"{name}: offset {offset}: entry {index} follows entry {entries[-1][1]}")
-        entries.append((payload, index, term))
+        entries.append((bytes(view[offset + RECORD_HEADER_BYTES : record_end]), index, term))
         offsets.append(offset)
         offset = record_end
     return Scan(entries, offsets, offset, "")
@@ -154,7 +155,8 @@ def record_ends(path: str) -> dict[int, int]:
     """Entry index -> the file offset just past its record (what a synced length must reach)."""
     with open(path, "rb") as stream:
         found = scan(stream.read(), path)
-    return {entry[1]: offset + RECORD_HEADER_BYTES + len(entry[0]) for entry, offset in zip(found.entries, found.offsets)}
+    return {entry[1]: offset + RECORD_HEADER_BYTES + len(entry[0])
+            for entry, offset in zip(found.entries, found.offsets)}
 
 
 def encode_meta(meta: dict) -> bytes:
@@ -201,6 +203,7 @@ class DurableJournal(Journal):
         self._truncated = False  # an ftruncate awaits the next sync
         self.syncs = 0
         self.sync_seconds_total = 0.0
+        self.sync_counts = [0] * (len(SYNC_BUCKETS_S) + 1)  # per bucket of SYNC_BUCKETS_S, then +Inf
         self._trace_fd = -1
         if trace_path and sync:
             self._trace_fd = os.open(trace_path, os.O_WRONLY | os.O_CREAT, 0o600)
@@ -325,8 +328,10 @@ class DurableJournal(Journal):
         self._truncated = False
         if self._sync_on:
             self._synced = self._written
+            elapsed_s = time.perf_counter() - started
             self.syncs += 1
-            self.sync_seconds_total += time.perf_counter() - started
+            self.sync_seconds_total += elapsed_s
+            self.sync_counts[bisect.bisect_left(SYNC_BUCKETS_S, elapsed_s)] += 1
             self._write_trace()
         return True
 
@@ -394,7 +399,7 @@ class DurableJournal(Journal):
             os.replace(tmp, self._path)
             self._sync_dir()
         except OSError as exc:
-            self._fail("rewrite", exc)
+            self._fail("rewrite", exc, tmp)
         self._offsets, self._end = offsets, len(body)
 
     def _reopen(self) -> None:
@@ -498,4 +503,4 @@ class DurableJournal(Journal):
             os.replace(tmp, self._meta_path)
             self._sync_dir()
         except OSError as exc:
-            self._fail("meta write", exc)
+            self._fail("meta write", exc, self._meta_path)

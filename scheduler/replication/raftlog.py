@@ -410,6 +410,14 @@ class RaftLog:
         watch = self._syncobj.tick_watch if self._syncobj else None
         return (watch.stalls, watch.longest_gap_s) if watch else (0, 0.0)
 
+    def journal_syncs(self) -> tuple[int, list[int], float]:
+        """Journal syncs since start: count, count per bucket of journal.SYNC_BUCKETS_S (+Inf
+        last), total seconds. Zeros with raft.sync off."""
+        journal = self._syncobj._journal if self._syncobj else None
+        if journal is None:
+            return 0, [], 0.0
+        return journal.syncs, list(journal.sync_counts), journal.sync_seconds_total
+
     @property
     def term(self) -> int:
         return self._syncobj.raftCurrentTerm if self._syncobj else 0

@@ -19,7 +19,6 @@ from scheduler.replication.journal import (
     RECORD_HEADER_BYTES,
     DurableJournal,
     JournalCorrupt,
-    crc_of,
     record_ends,
     scan,
 )
@@ -135,22 +134,16 @@ def test_the_checksum_covers_length_index_and_term(tmp_path, field):
     path = tmp_path / JOURNAL_NAME
     start_of_3 = record_ends(str(path))[2]
     data = bytearray(path.read_bytes())
-    position = start_of_3 + {"length": 0, "index": 8, "term": 16}[field]
+    position = start_of_3 + {"length": 4, "index": 8, "term": 16}[field]
     data[position] ^= 0x01  # length 0x..1 -> still a plausible length
     path.write_bytes(bytes(data))
     with pytest.raises(JournalCorrupt, match=f"offset {start_of_3}"):
         open_journal(tmp_path)
 
 
-def test_crc_of_depends_on_every_field():
-    base = crc_of(3, 7, 2, b"abc")
-    assert len({base, crc_of(4, 7, 2, b"abc"), crc_of(3, 8, 2, b"abc"), crc_of(3, 7, 3, b"abc"),
-                crc_of(3, 7, 2, b"abd")}) == 5
-
-
 def test_an_impossible_length_is_fatal():
     data = bytearray(scan_image([entry(1), entry(2)]))
-    struct.pack_into("<I", data, HEADER_BYTES, 0xFFFFFFF0)
+    struct.pack_into("<I", data, HEADER_BYTES + 4, 0xFFFFFFF0)
     with pytest.raises(JournalCorrupt, match=f"offset {HEADER_BYTES}: impossible record length"):
         scan(bytes(data), "j")
 

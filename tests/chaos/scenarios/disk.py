@@ -1,6 +1,12 @@
 """A full disk: each node's Raft directory is a small tmpfs, mounted in the scenario's private
 mount namespace (it vanishes with it). Fill it on a follower, then on the leader; free it;
-restart whatever died; the cluster must recover and the replicas agree."""
+restart the node; the cluster must recover and the replicas agree.
+
+A node whose journal write or sync fails stops at once (it must not acknowledge what is not
+on disk): each episode expects the filled node to exit with the journal's I/O status and its
+CRITICAL line, the cluster to go on without it (the leader's full disk is a failover), and the
+node to rejoin once space is freed. That one expected line is moved out of the node's log
+(kept in `node.log.disk-full`) so the run's clean-logs check judges every other line."""
 
 from __future__ import annotations
 
@@ -8,12 +14,15 @@ import subprocess
 import time
 
 from scheduler.localcluster import wait_until
+from scheduler.replication.journal import EXIT_JOURNAL_IO
 from tests.chaos.harness import Scene, say
 from tests.chaos.observe import finale
 from tests.chaos.scenarios.load import start_load
 
 TMPFS_SIZE = "8m"
 LEFT_FREE_KB = 32
+# The journal's last words on a full disk (journal.py, DurableJournal._fail).
+STOP_LINE = ("CRITICAL", "No space left on device", "this node stops: it must not acknowledge what is not on disk")
 
 
 def _raft_dir(scene: Scene, node_id: str):
@@ -44,24 +53,50 @@ def _leader(scene: Scene, exclude=()) -> str:
     return wait_until(lambda: scene.cluster.leader(exclude=tuple(exclude)), 30, "a leader", interval_s=0.2)
 
 
+def _set_aside_stop_line(scene: Scene, node_id: str) -> bool:
+    """Whether the node's log holds the journal's stop line; it moves to node.log.disk-full."""
+    log_path = scene.cluster.lc.member(node_id).log_path
+    text = log_path.read_text(errors="replace")
+    lines = text.splitlines(keepends=True)
+    expected = [line for line in lines if all(part in line for part in STOP_LINE)]
+    log_path.with_name("node.log.disk-full").write_text(text)
+    log_path.write_text("".join(line for line in lines if line not in expected))
+    return bool(expected)
+
+
 def _episode(scene: Scene, node_id: str, role: str) -> None:
     cluster, recorder = scene.cluster, scene.recorder
     before = cluster.status(_leader(scene)).applied_index
     _fill(scene, node_id)
     say(f"{role} {node_id}: disk full")
-    time.sleep(6)
+    try:  # the load appends every second: the few KB left go within seconds
+        wait_until(lambda: not cluster.alive(node_id), 60, f"{node_id} to stop on its full disk", interval_s=0.2)
+    except TimeoutError:
+        pass
     alive = cluster.alive(node_id)
     exit_code = None if alive else cluster.lc.member(node_id).process.returncode
-    other = _leader(scene, exclude=(node_id,) if not alive or role == "leader" else ())
-    progressed = cluster.status(other).applied_index > before
-    say(f"{role} {node_id} alive={alive} exit={exit_code}; cluster applied {before} -> "
-        f"{cluster.status(other).applied_index}")
-    recorder.expect(f"the cluster goes on while the {role}'s disk is full", progressed, f"leader {other}")
+    recorder.expect(f"the {role} stops when its journal cannot be written", exit_code == EXIT_JOURNAL_IO,
+                    f"alive={alive} exit={exit_code}")
+    if not alive:
+        recorder.expect(f"the {role} said why it stopped", _set_aside_stop_line(scene, node_id), node_id)
+    other = _leader(scene, exclude=(node_id,))
+
+    def applied() -> int:
+        status = cluster.status(other)
+        return status.applied_index if status is not None else 0
+
+    try:
+        wait_until(lambda: applied() > before, 30, "the cluster to apply more", interval_s=0.2)
+    except TimeoutError:
+        pass
+    say(f"{role} {node_id} alive={alive} exit={exit_code}; cluster applied {before} -> {applied()} under "
+        f"leader {other}")
+    recorder.expect(f"the cluster goes on while the {role}'s disk is full", applied() > before, f"leader {other}")
     _free(scene, node_id)
     if not alive:
         cluster.start(node_id)
     cluster.wait_caught_up(node_id, timeout_s=30)
-    say(f"{role} {node_id}: space freed, caught up")
+    say(f"{role} {node_id}: space freed, restarted, caught up")
 
 
 def disk_full(scene: Scene, options):
