@@ -20,7 +20,14 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduler.replication.journal import JOURNAL_NAME, LEGACY_JOURNAL_NAME, TRACE_ENV, encode_record, scan
+from scheduler.replication.journal import (
+    JOURNAL_NAME,
+    LEGACY_JOURNAL_NAME,
+    RECORD_HEADER_BYTES,
+    TRACE_ENV,
+    encode_record,
+    scan,
+)
 
 TRACE_FORMAT = "<QQ"  # inode of the journal file, bytes of it synced
 JOURNAL_NAMES = (JOURNAL_NAME, LEGACY_JOURNAL_NAME)
@@ -112,11 +119,12 @@ def torn_record(journal: bytes, tear: Tear) -> bytes:
     """The part of a record a node could have been writing next (the last entry's payload at
     the next index) that reaches the disk: never all of it, so it is always a torn tail (a
     partial record, or one whose checksum fails), never an entry the node did not write.
-    A disk writes a sector whole: a zero-filled record keeps its 4-byte length."""
+    A zero-filled record keeps its header whole: the journal reads a record header cut by
+    zeros as corruption, not as a torn tail (see docs/design/power-loss-test.md)."""
     entries = scan(journal, JOURNAL_NAME).entries
     payload, index, term = entries[-1] if entries else (b"\x01" * 64, 0, 0)
     record = encode_record(payload, index + 1, term)
-    size = max(4 if tear.zeros else 1, min(tear.size, len(record) - 1))
+    size = max(RECORD_HEADER_BYTES if tear.zeros else 1, min(tear.size, len(record) - 1))
     return record[:size] + (b"\0" * (len(record) - size) if tear.zeros else b"")
 
 

@@ -50,7 +50,7 @@ def _journal(*payloads: bytes) -> bytes:
 @pytest.mark.parametrize("tear", [Tear(1), Tear(23), Tear(24), Tear(200), Tear(400),
                                   Tear(1, zeros=True), Tear(10, zeros=True), Tear(200, zeros=True)])
 def test_a_torn_next_record_is_always_cut_at_start_never_read_as_an_entry(tear):
-    journal = _journal(b"a" * 40, b"b" * 300)  # a length whose low byte alone would read as 44
+    journal = _journal(b"a" * 40, b"b" * 300)
     found = scan(journal + torn_record(journal, tear), JOURNAL)
     assert [e[1] for e in found.entries] == [5, 6]
     assert found.valid_bytes == len(journal) and found.torn
