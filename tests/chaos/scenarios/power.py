@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 
+import grpc
+
 from tests.chaos.clients import ApplyWriter
 from tests.chaos.harness import CHAOS_SETTINGS, Scene, say
 from tests.chaos.jobs import apply_specs, every, manual
@@ -40,7 +42,11 @@ def _shown(files: dict) -> str:
 def _power_cut(scene: Scene, node_ids: list[str], label: str) -> None:
     cluster, recorder, rng = scene.cluster, scene.recorder, scene.rng
     # What these nodes applied was committed: it must all be in the final state, at the same entries.
-    recorder.interim.update({f"{n} before {label}": runs_on(scene, n) for n in node_ids})
+    for node_id in node_ids:
+        try:
+            recorder.interim[f"{node_id} before {label}"] = runs_on(scene, node_id)
+        except grpc.RpcError as error:
+            say(f"{label}: could not read {node_id}'s runs ({error.code().name}); cutting it unread")
     tears = {n: Tear(rng.randint(1, MAX_TEAR_BYTES), zeros=rng.random() < 0.5) if rng.random() < 0.5 else NO_TEAR
              for n in node_ids}
     _at_a_claim(scene)
@@ -48,16 +54,21 @@ def _power_cut(scene: Scene, node_ids: list[str], label: str) -> None:
     for node_id, files in sorted(fates.items()):
         tear = tears[node_id]
         torn = f"tear {tear.size} bytes{', zero-filled' if tear.zeros else ''}" if tear.size else "no tear"
+        torn = torn if cluster.synced else "syncing off"
         say(f"{label}: {node_id} lost power ({torn}): {_shown(files)}")
         recorder.count("unsynced_bytes_dropped", sum(f.dropped for f in files.values()))
         recorder.count("torn_records_written", sum(1 for f in files.values() if f.torn))
     time.sleep(rng.uniform(0.2, 1.0))
     cluster.start()
-    say(f"{label}: restarted; leader {cluster.wait_for_leader(timeout_s=30)}")
+    leader = cluster.wait_for_leader(timeout_s=30)
+    for node_id in node_ids:
+        cluster.wait_caught_up(node_id, timeout_s=30)
+    say(f"{label}: restarted; leader {leader}, every node caught up")
 
 
 def power_loss(scene: Scene, options):
-    """Cut power to the leader and one follower, then to every node, under every-second
+    """Cut power to a majority (the leader and a follower, or both followers), then to every
+    node, under every-second
     jobs, a worker writing the fenced sink, raw workers completing runs, and ApplyJobs and
     TriggerJob writes: acknowledged writes, claims and completions survive both cuts."""
     cluster, recorder, rng = scene.cluster, scene.recorder, scene.rng
@@ -76,7 +87,9 @@ def power_loss(scene: Scene, options):
     acked = []
     time.sleep(rng.uniform(2.0, 4.0))
     leader = cluster.wait_for_leader()
-    majority = [leader, rng.choice([n for n in cluster.ids if n != leader])]
+    followers = [n for n in cluster.ids if n != leader]
+    # Mostly the leader and a follower (the leader counts itself toward commits); else both followers.
+    majority = [leader, rng.choice(followers)] if rng.random() < 2 / 3 else followers
     acked.append(applier.acked)
     _power_cut(scene, majority, "the majority cut")
     time.sleep(rng.uniform(2.0, 4.0))
