@@ -7,11 +7,14 @@ import errno
 import logging
 import os
 import struct
+import subprocess
+import sys
 
 import pytest
 from pysyncobj.journal import FileJournal
 
 from scheduler.replication.journal import (
+    EXIT_JOURNAL_IO,
     HEADER_BYTES,
     JOURNAL_NAME,
     LEGACY_JOURNAL_NAME,
@@ -373,3 +376,21 @@ def test_durable_index_counts_only_synced_records(tmp_path):
     journal.deleteEntriesFrom(1)
     assert journal.durable_index() == 1
     assert open_journal(tmp_path, sync=False).durable_index() == 0
+
+
+def test_the_default_fatal_path_exits_with_the_io_status(tmp_path):
+    """A journal whose fsync fails, in a process of its own, with the default on_fatal."""
+    script = (
+        "import errno, os\n"
+        "from scheduler.replication.journal import DurableJournal\n"
+        f"journal = DurableJournal({str(tmp_path / JOURNAL_NAME)!r})\n"
+        "def failing(fd): raise OSError(errno.EIO, os.strerror(errno.EIO))\n"
+        "journal._fsync = failing\n"
+        "journal.add(b'\\x01x', 1, 1)\n"
+        "journal.sync()\n"
+        "print('carried on')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == EXIT_JOURNAL_IO
+    assert "Input/output error" in done.stderr and "this node stops" in done.stderr
+    assert "carried on" not in done.stdout
