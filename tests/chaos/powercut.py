@@ -38,10 +38,10 @@ MAX_TEAR_BYTES = 256
 
 @dataclass(frozen=True)
 class Tear:
-    """What reaches the disk of the write in flight when the power fails: its first `size`
-    bytes, or (`zeros`) as many bytes as it had, only the first `size` of them written."""
+    """What reaches the disk of the write in flight when the power fails: its first
+    `kept_bytes`, or (`zeros`) as many bytes as it had, only the first `kept_bytes` written."""
 
-    size: int = 0
+    kept_bytes: int = 0
     zeros: bool = False
 
 
@@ -51,18 +51,18 @@ NO_TEAR = Tear()
 @dataclass(frozen=True)
 class FileFacts:
     inode: int
-    size: int
+    size_bytes: int
 
 
 @dataclass(frozen=True)
 class Fate:
-    """keep | truncate to `length` (`dropped` bytes after it; then `torn` bytes of the next
-    record, when the node had written none of it) | restore the recorded copy | remove."""
+    """keep | truncate to `length_bytes` (`dropped_bytes` after it thrown away; then `torn_bytes`
+    of a next record, when the node had written none of it) | restore the recorded copy | remove."""
 
     action: str
-    length: int = 0
-    dropped: int = 0
-    torn: int = 0
+    length_bytes: int = 0
+    dropped_bytes: int = 0
+    torn_bytes: int = 0
 
 
 KEEP = Fate("keep")
@@ -101,12 +101,12 @@ def plan(files: dict[str, FileFacts], recorded: frozenset[str], trace: tuple[int
         if name not in JOURNAL_NAMES:
             fates[name] = KEEP  # the dump and meta are synced, then renamed in whole
         elif trace is not None and trace[0] == facts.inode:
-            if facts.size > trace[1]:  # written, not yet synced: a few of those bytes may have landed
-                length = min(facts.size, trace[1] + tear_bytes)
-                fates[name] = Fate("truncate", length, facts.size - length)
+            if facts.size_bytes > trace[1]:  # written, not yet synced: a few of those bytes may have landed
+                length = min(facts.size_bytes, trace[1] + tear_bytes)
+                fates[name] = Fate("truncate", length, facts.size_bytes - length)
             else:  # the next write was still in memory: it lands torn, if at all
                 torn = tear_bytes if name == JOURNAL_NAME else 0
-                fates[name] = Fate("truncate", trace[1], torn=torn)
+                fates[name] = Fate("truncate", trace[1], torn_bytes=torn)
         elif trace is not None:
             fates[name] = KEEP  # renamed in after the traced sync: it was synced whole first
         else:
@@ -124,7 +124,7 @@ def torn_record(journal: bytes, tear: Tear) -> bytes:
     entries = scan(journal, JOURNAL_NAME).entries
     payload, index, term = entries[-1] if entries else (b"\x01" * 64, 0, 0)
     record = encode_record(payload, index + 1, term)
-    size = max(RECORD_HEADER_BYTES if tear.zeros else 1, min(tear.size, len(record) - 1))
+    size = max(RECORD_HEADER_BYTES if tear.zeros else 1, min(tear.kept_bytes, len(record) - 1))
     return record[:size] + (b"\0" * (len(record) - size) if tear.zeros else b"")
 
 
@@ -149,15 +149,15 @@ def cut(directory: Path, copy: Path, trace_path: Path, synced: bool, tear: Tear 
     """Throw away what a dead node had not synced; the fates applied. The trace goes too (it
     described the files before the cut), and what is left becomes the new recorded copy."""
     recorded = frozenset(facts_of(copy))
-    fates = plan(facts_of(directory), recorded, read_trace(trace_path), synced, tear.size)
+    fates = plan(facts_of(directory), recorded, read_trace(trace_path), synced, tear.kept_bytes)
     directory.mkdir(parents=True, exist_ok=True)
     for name, fate in fates.items():
         path = directory / name
         if fate.action == "truncate":
-            os.truncate(path, fate.length)
-            if fate.torn:
+            os.truncate(path, fate.length_bytes)
+            if fate.torn_bytes:
                 with open(path, "r+b") as journal:
-                    torn = torn_record(journal.read(), Tear(fate.torn, tear.zeros))
+                    torn = torn_record(journal.read(), Tear(fate.torn_bytes, tear.zeros))
                     journal.write(torn)
         elif fate.action == "remove":
             path.unlink()

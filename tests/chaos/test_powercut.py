@@ -11,7 +11,7 @@ from scheduler.replication.journal import encode_header, encode_record, scan
 from tests.chaos.powercut import KEEP, REMOVE, RESTORE, Fate, FileFacts, Tear, cut, plan, read_trace, record, torn_record
 
 JOURNAL = "raft.wal"
-FILES = {JOURNAL: FileFacts(inode=7, size=5000), "raft.dump": FileFacts(8, 900), "raft.wal.meta": FileFacts(9, 40)}
+FILES = {JOURNAL: FileFacts(inode=7, size_bytes=5000), "raft.dump": FileFacts(8, 900), "raft.wal.meta": FileFacts(9, 40)}
 
 
 def test_a_synced_journal_is_cut_at_its_traced_length():
@@ -25,7 +25,7 @@ def test_a_torn_write_keeps_a_few_written_bytes_never_more_than_were_written():
 
 
 def test_a_journal_synced_to_its_end_gets_a_torn_next_record():
-    assert plan(FILES, frozenset(), (7, 5000), True, tear_bytes=30)[JOURNAL] == Fate("truncate", 5000, 0, torn=30)
+    assert plan(FILES, frozenset(), (7, 5000), True, tear_bytes=30)[JOURNAL] == Fate("truncate", 5000, 0, torn_bytes=30)
     assert plan(FILES, frozenset(), (7, 5000), True)[JOURNAL] == Fate("truncate", 5000, 0)
 
 

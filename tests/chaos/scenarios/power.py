@@ -34,7 +34,8 @@ def _shown(files: dict) -> str:
     def one(name, fate):
         if fate.action != "truncate":
             return f"{name} {fate.action}"
-        return f"{name} cut to {fate.length} (-{fate.dropped}{f', +{fate.torn} torn' if fate.torn else ''})"
+        torn = f", +{fate.torn_bytes} torn" if fate.torn_bytes else ""
+        return f"{name} cut to {fate.length_bytes} (-{fate.dropped_bytes}{torn})"
 
     return ", ".join(one(name, fate) for name, fate in sorted(files.items())) or "no files"
 
@@ -53,11 +54,11 @@ def _power_cut(scene: Scene, node_ids: list[str], label: str) -> None:
     fates = cluster.power_cut(node_ids, tears)
     for node_id, files in sorted(fates.items()):
         tear = tears[node_id]
-        torn = f"tear {tear.size} bytes{', zero-filled' if tear.zeros else ''}" if tear.size else "no tear"
+        torn = f"tear {tear.kept_bytes} bytes{', zero-filled' if tear.zeros else ''}" if tear.kept_bytes else "no tear"
         torn = torn if cluster.synced else "syncing off"
         say(f"{label}: {node_id} lost power ({torn}): {_shown(files)}")
-        recorder.count("unsynced_bytes_dropped", sum(f.dropped for f in files.values()))
-        recorder.count("torn_records_written", sum(1 for f in files.values() if f.torn))
+        recorder.count("unsynced_bytes_dropped", sum(f.dropped_bytes for f in files.values()))
+        recorder.count("torn_records_written", sum(1 for f in files.values() if f.torn_bytes))
     time.sleep(rng.uniform(0.2, 1.0))
     cluster.start()
     leader = cluster.wait_for_leader(timeout_s=30)
@@ -68,9 +69,9 @@ def _power_cut(scene: Scene, node_ids: list[str], label: str) -> None:
 
 def power_loss(scene: Scene, options):
     """Cut power to a majority (the leader and a follower, or both followers), then to every
-    node, under every-second
-    jobs, a worker writing the fenced sink, raw workers completing runs, and ApplyJobs and
-    TriggerJob writes: acknowledged writes, claims and completions survive both cuts."""
+    node, under every-second jobs, a worker writing the fenced sink, raw workers completing
+    runs, and ApplyJobs and TriggerJob writes: acknowledged writes, claims and completions
+    survive both cuts."""
     cluster, recorder, rng = scene.cluster, scene.recorder, scene.rng
     cluster.record_disks()  # before the nodes first run: what an unsynced node comes back to
     cluster.start()
