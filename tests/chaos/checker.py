@@ -290,7 +290,11 @@ def sink_fenced(history: History) -> list[Violation]:
         highest[key] = max(highest.get(key, 0), write.token)
         effects[key].add(write.token)
         run = runs.get(key)
-        if run is None or write.token not in {a.token for a in run.attempts}:
+        if run is None:
+            # The worker was granted the run, so its claim had committed: a lost write, not a stale one.
+            found.append(Violation("acked_durable", f"sink accepted token {write.token} for {_key(*key)}, "
+                                                    "a run the final state does not hold (its claim was lost)"))
+        elif write.token not in {a.token for a in run.attempts}:
             found.append(Violation("stale_rejected_by_sink", f"sink accepted token {write.token} for {_key(*key)}, "
                                                              "which the cluster never granted"))
     for run in runs.values():

@@ -191,6 +191,8 @@ class _Writer(ClientThread):
     def _loop(self) -> None:
         try:
             self._write_all()
+        except grpc.RpcError as error:  # a refusal (a job gone, say): its status tells it all
+            self.recorder.expect(f"{self.name} ran without error", False, f"{error.code().name}: {error.details()}")
         except Exception:  # noqa: BLE001
             self.recorder.expect(f"{self.name} ran without error", False, traceback.format_exc()[-2000:])
 

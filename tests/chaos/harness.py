@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scheduler.localcluster import LocalCluster, wait_until
+from tests.chaos import powercut
 from tests.chaos.checker import AckedWrite, Answer, Grant, RunObs, SinkWrite
 from tests.chaos.netns import Firewall
 from tests.chaos.resources import ResourceSampler
@@ -58,6 +59,7 @@ class ChaosCluster:
         self.lc = LocalCluster(workdir / "cluster", nodes=nodes, port_base=PORT_BASE, hosts=self.hosts, overrides=settings)
         self.ids = [m.node_id for m in self.lc.members]
         self.paused: set[str] = set()
+        self.synced = settings["raft"].get("sync", True)
 
     def gid(self, node_id: str) -> int:
         return NODE_GID_BASE + self.ids.index(node_id) + 1
@@ -67,8 +69,40 @@ class ChaosCluster:
 
     def start(self, node_id: str | None = None) -> None:
         for nid in [node_id] if node_id else self.ids:
-            self.lc.command_prefix = setpriv(self.gid(nid))
+            # The trace lives beside the node's data directory: a power cut must not touch it.
+            trace = f"{powercut.TRACE_ENV}={self.trace_path(nid)}"
+            self.lc.command_prefix = ["env", trace, *setpriv(self.gid(nid))]
             self.lc.start(nid)
+
+    def raft_dir(self, node_id: str) -> Path:
+        return self.lc.member(node_id).config_path.parent / "raft"
+
+    def trace_path(self, node_id: str) -> Path:
+        return self.lc.data_dir / f"{node_id}.synctrace"
+
+    def _disk_copy(self, node_id: str) -> Path:
+        return self.lc.data_dir / f"{node_id}.disk"
+
+    def record_disks(self) -> None:
+        """What every node's disk holds now (before the nodes first start): a power cut restores
+        it for whatever a node never synced."""
+        for node_id in self.ids:
+            powercut.record(self.raft_dir(node_id), self._disk_copy(node_id))
+
+    def power_cut(self, node_ids, tears: dict[str, powercut.Tear] | None = None) -> dict[str, dict]:
+        """SIGKILL every process of `node_ids` at once (compaction children too), then throw away
+        what each had not synced (`tears`: what of the write in flight lands). The nodes stay
+        down; each one's file fates."""
+        members = [self.lc.member(n) for n in node_ids if self.alive(n)]
+        for member in members:
+            _signal_group(member.process, signal.SIGKILL)
+        for member in members:
+            member.process.wait(timeout=15)
+            _wait_group_gone(member.process.pid, timeout_s=15)
+            self.paused.discard(member.node_id)
+        tears = tears or {}
+        return {n: powercut.cut(self.raft_dir(n), self._disk_copy(n), self.trace_path(n), self.synced,
+                                tears.get(n, powercut.NO_TEAR)) for n in node_ids}
 
     def kill(self, node_id: str, signum: int = signal.SIGKILL) -> None:
         if node_id in self.paused and signum == signal.SIGTERM:
@@ -139,13 +173,33 @@ class ChaosCluster:
         return {nid: (self.gid(nid), self.host(nid)) for nid in self.ids}
 
 
+def _signal_group(process: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(process.pid, signum)  # its session: the process and any children
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _wait_group_gone(pgid: int, timeout_s: float) -> None:
+    """Until no live process of group `pgid` is left: a killed compaction child may still be
+    in a write, and must not rename a dump in after the cut. Zombies are finished."""
+    def gone():
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                return False
+        return True
+
+    wait_until(gone, timeout_s, f"every process of group {pgid} to die", interval_s=0.02)
+
+
 def _kill_group(process: subprocess.Popen | None) -> None:
     if process is None:
         return
-    try:
-        os.killpg(process.pid, signal.SIGKILL)  # its session: the process and any children
-    except (ProcessLookupError, PermissionError):
-        pass
+    _signal_group(process, signal.SIGKILL)
     try:
         process.wait(timeout=5)
     except subprocess.TimeoutExpired:

@@ -14,6 +14,7 @@ import random
 import signal
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 from tests.chaos.netns import HOST_NETNS_ENV, netns_inode
@@ -55,7 +56,11 @@ def passed(verdict: dict) -> bool:
 def describe(verdict: dict) -> str:
     lines = [f"chaos scenario {verdict['scenario']} seed {verdict['seed']}: "
              f"{'ok' if passed(verdict) else 'FAILED'}; rerun with CHAOS_SEED={verdict['seed']}"]
-    lines += [f"  {v['check']}: {v['message']}" for v in verdict.get("violations", [])[:30]]
+    violations = verdict.get("violations", [])
+    if len(violations) > 30:
+        counts = Counter(v["check"] for v in violations)
+        lines.append(f"  {len(violations)} violations: " + ", ".join(f"{c} {n}" for c, n in counts.most_common()))
+    lines += [f"  {v['check']}: {v['message']}" for v in violations[:30]]
     if verdict.get("error"):
         lines.append(verdict["error"])
     for name, tail in (verdict.get("logs") or {}).items():

@@ -105,7 +105,8 @@ def converged_digests(scene: Scene, timeout_s: float = 30.0) -> dict[str, tuple[
         time.sleep(0.1)
 
 
-def finale(scene: Scene, firing: dict[str, int], ack_us: int, keep_specs=(), sink_jobs=frozenset()) -> History:
+def finale(scene: Scene, firing: dict[str, int], ack_us: int, keep_specs=(), sink_jobs=frozenset(),
+           progress_timeout_s: float = 30.0) -> History:
     """Heal, check progress, stop the load, delete the firing jobs, converge, read every replica.
 
     `firing` maps each scheduled job to its period in seconds; its slots after `ack_us` (the
@@ -116,18 +117,21 @@ def finale(scene: Scene, firing: dict[str, int], ack_us: int, keep_specs=(), sin
     leader = heal(scene)
     say(f"healed; leader {leader}")
     until_us = replicated_now_us(scene) - SECOND_US
-    progressed = wait_progress(scene, sorted(firing), until_us)
+    progressed = wait_progress(scene, sorted(firing), until_us, progress_timeout_s)
     recorder.expect("progress after heal", progressed, "every job's cursor passed the heal instant")
     scene.stop_clients()
     if scene.workers is not None:
         scene.workers.stop_all()
     for attempt in range(10):
         try:
+            # Only jobs the cluster still holds: applying a lost one again would hide its loss.
+            held = jobs_on(scene, scene.cluster.wait_for_leader(10), linearizable=True)
+            kept = [spec for spec in keep_specs if spec.id in held]
             with scene.cluster.client(timeout_s=10) as client:
-                client.apply_jobs(jobs=list(keep_specs), prune=True, author="chaos", request_id=f"finale-{ack_us}")
+                client.apply_jobs(jobs=kept, prune=True, author="chaos", request_id=f"finale-{ack_us}")
             break
-        except grpc.RpcError as error:
-            say(f"prune failed ({error.code().name}); retrying")
+        except (grpc.RpcError, TimeoutError) as error:
+            say(f"prune failed ({error.code().name if isinstance(error, grpc.RpcError) else error}); retrying")
             time.sleep(1)
     digests = converged_digests(scene)
     replicas = {nid: runs_on(scene, nid) for nid in scene.cluster.ids}

@@ -108,6 +108,11 @@ def test_a_sink_write_with_a_token_never_granted_is_caught():
     assert "stale_rejected_by_sink" in _checks(history)
 
 
+def test_a_sink_write_of_a_run_the_cluster_lost_is_caught():
+    history = dataclasses.replace(_clean(), sink=[SinkWrite(1, "b", T0, 14, True), SinkWrite(2, "a", T0 + 7 * S, 30, True)])
+    assert _checks(history) == {"acked_durable"}
+
+
 def test_a_success_without_its_effect_is_caught():
     history = dataclasses.replace(_clean(), sink=[SinkWrite(1, "b", T0, 12, True)])
     assert "at_least_once" in _checks(history)
@@ -172,6 +177,12 @@ def test_diverging_replicas_are_caught():
 def test_a_claim_seen_mid_scenario_but_lost_is_caught():
     history = dataclasses.replace(_clean(), interim={"n1": [RunObs("a", T0 + 5 * S, "queued", 19)]})
     assert "interim_survives" in _checks(history)
+
+
+def test_a_claim_seen_before_a_power_cut_and_claimed_again_after_it_is_caught():
+    # Its entry was lost with the journals; the new leader claimed the slot again, at another entry.
+    history = dataclasses.replace(_clean(), interim={"n1 before the cut": [RunObs("a", T0, "queued", 9)]})
+    assert _checks(history) == {"interim_survives"}
 
 
 def test_log_alerts_and_failed_expectations_are_reported():

@@ -22,6 +22,7 @@ CI_SCENARIOS = [
     "partitions",
     "lossy_phases",
     "restart_all",
+    "power_loss",
     "minority_partition",
     "pause_worker",
     "kill_worker",
@@ -38,3 +39,14 @@ def test_scenario(name, chaos_ready, tmp_path):
     print(f"chaos scenario {name} seed {chosen}", flush=True)
     verdict = launch(name, chosen, tmp_path, timeout_s=240)
     assert passed(verdict), describe(verdict)
+
+
+@pytest.mark.timeout(300)
+def test_power_loss_without_syncing_loses_acknowledged_writes(chaos_ready, tmp_path):
+    """The power_loss scenario can fail: with syncing off, the checker finds what was lost."""
+    chosen = chosen_seed()
+    print(f"chaos scenario power_loss_unsynced seed {chosen}", flush=True)
+    verdict = launch("power_loss_unsynced", chosen, tmp_path, timeout_s=240)
+    assert not verdict.get("error"), describe(verdict)
+    lost = [v for v in verdict["violations"] if v["check"] == "acked_durable"]
+    assert lost, describe(verdict)

@@ -14,7 +14,7 @@ class Scenario:
 
 
 def _registry() -> dict[str, Scenario]:
-    from tests.chaos.scenarios import clock, disk, leader, network, restart, soak, workers
+    from tests.chaos.scenarios import clock, disk, leader, network, power, restart, soak, workers
 
     return {
         "kill_leader_enqueue": Scenario(leader.kill_leader_enqueue),
@@ -27,6 +27,8 @@ def _registry() -> dict[str, Scenario]:
         "minority_partition": Scenario(network.minority_partition, nodes=5),
         "lossy_phases": Scenario(network.lossy_phases),
         "restart_all": Scenario(restart.restart_all),
+        "power_loss": Scenario(power.power_loss, settings=power.SETTINGS),
+        "power_loss_unsynced": Scenario(power.power_loss, settings=power.UNSYNCED),
         "pause_worker": Scenario(workers.pause_worker),
         "cut_worker": Scenario(workers.cut_worker),
         "kill_worker": Scenario(workers.kill_worker),
