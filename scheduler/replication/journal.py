@@ -103,6 +103,33 @@ class Scan:
     torn: str  # why the tail was cut, "" when there was none
 
 
+# How far past a damaged record's entry index scan() looks for a later, intact record.
+FOLLOWING_INDEX_WINDOW = 256
+
+
+def _intact_record_follows(view: memoryview, start: int, first_index: int | None) -> bool:
+    """Whether an intact record of entry first_index..first_index+FOLLOWING_INDEX_WINDOW starts
+    anywhere past `start`. Damage that intact records follow is not a torn append (an append is
+    written in one piece, after everything before it): it is corruption of what was on disk.
+    Without an index to look for (damage in the first record), assume intact records follow."""
+    if first_index is None:
+        return True
+    data = view.obj if isinstance(view.obj, bytes) else bytes(view)
+    for index in range(first_index, first_index + FOLLOWING_INDEX_WINDOW):
+        needle = struct.pack("<Q", index)
+        found = data.find(needle, start + 8)
+        while found != -1:
+            offset = found - 8  # the index sits 8 bytes into a record's header
+            if offset + RECORD_HEADER_BYTES <= len(data):
+                _crc, length, _index, _term = _RECORD.unpack_from(data, offset)
+                record_end = offset + RECORD_HEADER_BYTES + length
+                if (MIN_PAYLOAD_BYTES <= length <= MAX_PAYLOAD_BYTES and record_end <= len(data)
+                        and _crc == zlib.crc32(data[offset + 4 : record_end])):
+                    return True
+            found = data.find(needle, found + 1)
+    return False
+
+
 def scan(data: bytes | memoryview, name: str) -> Scan:
     """Read and verify every record of a journal image. Raises JournalCorrupt for damage that a
     torn append cannot explain: bad header, bad length, bad checksum before the last record,
@@ -123,11 +150,18 @@ def scan(data: bytes | memoryview, name: str) -> Scan:
         if rest < RECORD_HEADER_BYTES:
             return Scan(entries, offsets, offset, f"partial record header ({rest} bytes)")
         crc, length, index, term = _RECORD.unpack_from(view, offset)
+        # The entry this record should hold: a later intact record of it, or of one after it,
+        # tells corruption (fatal) from a torn append (cut).
+        expected = entries[-1][1] + 1 if entries else None
         if not MIN_PAYLOAD_BYTES <= length <= MAX_PAYLOAD_BYTES:
             if not any(view[offset:]):
                 # A file extended but never written (a crash after the size reached the disk
                 # and before the data did) reads as zeros: nothing was acknowledged from there.
                 return Scan(entries, offsets, offset, f"{rest} zero bytes")
+            if not _intact_record_follows(view, offset, expected):
+                # Part of an unsynced batch reached the disk and the rest reads as zeros or
+                # garbage: nothing from here on was acknowledged by this node.
+                return Scan(entries, offsets, offset, f"impossible record length {length}, no intact record after it")
             raise JournalCorrupt(f"{name}: offset {offset}: impossible record length {length}")
         record_end = offset + RECORD_HEADER_BYTES + length
         if record_end > end:
@@ -135,6 +169,9 @@ def scan(data: bytes | memoryview, name: str) -> Scan:
         if crc != zlib.crc32(view[offset + 4 : record_end]):
             if record_end == end:
                 return Scan(entries, offsets, offset, "checksum mismatch in the last record")
+            if not _intact_record_follows(view, offset, expected):
+                return Scan(entries, offsets, offset, f"checksum mismatch in record of entry {index}, "
+                                                      "no intact record after it")
             raise JournalCorrupt(f"{name}: offset {offset}: checksum mismatch in record of entry {index} "
                                  f"({end - record_end} bytes of records follow it)")
         if entries and index != entries[-1][1] + 1:

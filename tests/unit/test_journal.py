@@ -22,6 +22,7 @@ from scheduler.replication.journal import (
     RECORD_HEADER_BYTES,
     DurableJournal,
     JournalCorrupt,
+    encode_record,
     record_ends,
     scan,
 )
@@ -394,3 +395,29 @@ def test_the_default_fatal_path_exits_with_the_io_status(tmp_path):
     assert done.returncode == EXIT_JOURNAL_IO
     assert "Input/output error" in done.stderr and "this node stops" in done.stderr
     assert "carried on" not in done.stdout
+
+
+@pytest.mark.parametrize("kept_bytes", [2, 9, 30, 50])
+def test_a_torn_batch_whose_rest_reads_as_zeros_is_a_torn_tail(tmp_path, caplog, kept_bytes):
+    # A batch of two records written in one piece after entry 5 and never synced: a power cut
+    # kept its first bytes and the file's new size, the rest reads as zeros.
+    written(tmp_path, 5)
+    path = tmp_path / JOURNAL_NAME
+    batch = encode_record(b"x" * 40, 6, 1) + encode_record(b"y" * 40, 7, 1)
+    with open(path, "ab") as stream:
+        stream.write(batch[:kept_bytes] + b"\0" * (len(batch) - kept_bytes))
+    with caplog.at_level(logging.WARNING, "raftcron.replication"):
+        again = open_journal(tmp_path)
+    assert len(again) == 5 and again[-1][1] == 5
+    assert "torn tail" in caplog.text
+
+
+def test_damage_that_intact_records_follow_stays_fatal_even_with_zeros_after_them(tmp_path):
+    written(tmp_path, 8)
+    path = tmp_path / JOURNAL_NAME
+    start_of_4 = record_ends(str(path))[3]
+    data = bytearray(path.read_bytes())
+    data[start_of_4 : start_of_4 + 6] = b"\0\0\0\0\0\0"  # entry 4's checksum and length wiped
+    path.write_bytes(bytes(data) + b"\0" * 512)
+    with pytest.raises(JournalCorrupt, match=f"offset {start_of_4}"):
+        open_journal(tmp_path)
