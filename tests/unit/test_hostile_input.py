@@ -309,6 +309,29 @@ def test_payload_depth_ignores_brackets_inside_strings():
     assert payload_depth('{"a":"[[[[\\"[[","b":[[{}]]}') == 4
     assert payload_depth("") == 0
     assert payload_depth("[" * 50_000) == 50_000
+    assert payload_depth('["\\\\",["\\\\\\"]"]]') == 2  # escaped backslashes before a quote
+    assert payload_depth('"' + '\\"' * 30_000) == 0  # an unterminated string of escaped quotes
+
+
+def json_depth(value: object) -> int:
+    if isinstance(value, (list, dict)):
+        items = value.values() if isinstance(value, dict) else value
+        return 1 + max((json_depth(item) for item in items), default=0)
+    return 0
+
+
+_json_strings = st.text(st.sampled_from('ab"\\[]{}\x00\u00e9/'), max_size=8)
+_json_values = st.recursive(
+    st.none() | st.integers() | _json_strings,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_json_strings, inner, max_size=3),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(value=_json_values, ascii_only=st.booleans())
+def test_payload_depth_is_the_depth_of_any_json_text(value, ascii_only):
+    assert payload_depth(json.dumps(value, ensure_ascii=ascii_only)) == json_depth(value)
 
 
 # Any text in any field of a spec: validate_spec answers with problems, never an exception.
