@@ -776,3 +776,85 @@ def test_the_interceptor_answers_undecodable_bytes_invalid_argument(data):
     assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT and "not a valid message" in raised.value.details
     assert seen == []
     assert handler.request_deserializer(jobs_pb2.GetJobRequest(job_id="a").SerializeToString()).job_id == "a"
+
+
+# -- refusals before the body, and the request read ----------------------------------------------
+
+
+class Untouchable:
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        raise AssertionError("a refused call's body was read")
+
+
+def test_a_call_without_a_token_is_refused_without_reading_its_body():
+    from scheduler.security.interceptor import AuthInterceptor
+
+    class Nobody:
+        def authenticate(self, token):
+            return None
+
+    inner = grpc.unary_unary_rpc_method_handler(lambda r, c: "served", request_deserializer=jobs_pb2.GetJobRequest.FromString)
+    handler = AuthInterceptor(Nobody()).intercept_service(lambda details: inner, CallDetails("/raftcron.v1.JobService/GetJob"))
+    assert handler.request_streaming and handler.request_deserializer is None
+    with pytest.raises(Aborted) as raised:
+        handler.stream_unary(Untouchable(), FakeContext())
+    assert raised.value.code == grpc.StatusCode.UNAUTHENTICATED
+
+
+class ReadContext(FakeContext):
+    def __init__(self, peer: str = "ipv4:10.0.0.1:5000") -> None:
+        super().__init__()
+        self._peer, self.cancelled = peer, 0
+
+    def peer(self):
+        return self._peer
+
+    def cancel(self):
+        self.cancelled += 1
+
+
+def test_the_request_read_is_capped_per_caller_and_on_a_deadline():
+    from scheduler.rpc.intake import CallDeadlines, RequestIntake
+
+    now = [0.0]
+    deadlines = CallDeadlines(clock=lambda: now[0])
+    intake = RequestIntake(DEFAULT_LIMITS, max_reads=3, max_reads_per_caller=2, deadlines=deadlines)
+    inner = grpc.unary_unary_rpc_method_handler(lambda request, context: request.job_id)
+    handler = intake.intercept_service(lambda details: inner, CallDetails("/raftcron.v1.JobService/GetJob"))
+    assert handler.stream_unary(iter([jobs_pb2.GetJobRequest(job_id="a")]), ReadContext()) == "a"
+    gates = [threading.Event() for _ in range(3)]
+
+    def waiting(gate):  # a body that arrives when the gate opens
+        gate.wait(10)
+        yield jobs_pb2.GetJobRequest(job_id="late")
+
+    contexts = [ReadContext(), ReadContext(), ReadContext("ipv4:10.0.0.2:5000")]
+    readers = [threading.Thread(target=handler.stream_unary, args=(waiting(g), c)) for g, c in zip(gates, contexts)]
+    for reader in readers:
+        reader.start()
+    wait = threading.Event()
+    for _ in range(200):
+        if len(deadlines._heap) == 3:
+            break
+        wait.wait(0.01)
+    with pytest.raises(Aborted) as raised:  # a third read from 10.0.0.1, and a fourth on the node
+        handler.stream_unary(Untouchable(), ReadContext())
+    assert raised.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED and "your calls" in raised.value.details
+    with pytest.raises(Aborted) as raised:
+        handler.stream_unary(Untouchable(), ReadContext("ipv4:10.0.0.3:5000"))
+    assert "3 calls" in raised.value.details
+    now[0] = DEFAULT_LIMITS.request_read_timeout_s + 1  # past the deadline: every waiting call is cancelled
+    for action in deadlines.due():
+        action()
+    assert [c.cancelled for c in contexts] == [1, 1, 1]
+    for gate in gates:
+        gate.set()
+    for reader in readers:
+        reader.join(10)
+    assert handler.stream_unary(iter([jobs_pb2.GetJobRequest(job_id="b")]), ReadContext()) == "b"  # slots given back
+    with pytest.raises(Aborted) as raised:  # no message at all
+        handler.stream_unary(iter([]), ReadContext())
+    assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT
