@@ -71,6 +71,9 @@ class NodeConfig:
     tls_client_auth: bool = False
     principals_file: str = ""
     insecure_grpc: bool = False
+    # The dashboard pages show every job, run and alert; they ask for a token only when the node
+    # has a principals file. Off loopback without one, it must be accepted explicitly.
+    insecure_dashboard: bool = False
     # This node joins a running cluster (`raftcron cluster add` makes it a voter): its peers are
     # the current members plus itself, so their count may be even. Kept after joining: harmless.
     join: bool = False
@@ -149,6 +152,14 @@ def _validate(config: NodeConfig) -> None:
             f"refusing to serve gRPC on {grpc_exposed[0]} without TLS and bearer tokens: anyone who can reach "
             "it could change jobs and lease runs. Set tls.cert_file, tls.key_file and principals_file (see the "
             "README, Security), or insecure_grpc: true to accept that on a network you trust."
+        )
+    if config.metrics_address and not _is_loopback(config.metrics_address) and not config.principals_file \
+            and not config.insecure_dashboard:
+        raise ConfigError(
+            f"refusing to serve the dashboard on {config.metrics_address} without bearer tokens: anyone who can "
+            "reach it could read every job, run and alert. Set principals_file (its pages then want a token "
+            "of a role that may read), keep metrics on loopback, or set insecure_dashboard: true to accept "
+            "that on a network you trust."
         )
     if config.cluster_secret is not None and len(config.cluster_secret) < 16:
         raise ConfigError("the cluster secret must be at least 16 characters")
@@ -274,6 +285,9 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
             pick(getattr(args, "principals_file", None), "RAFTCRON_PRINCIPALS_FILE", "principals_file", "") or ""
         ),
         insecure_grpc=_flag(pick(None, "RAFTCRON_INSECURE_GRPC", "insecure_grpc", False), "insecure_grpc"),
+        insecure_dashboard=_flag(
+            pick(None, "RAFTCRON_INSECURE_DASHBOARD", "insecure_dashboard", False), "insecure_dashboard"
+        ),
         **extra,
     )
 

@@ -152,6 +152,12 @@ class Node:
         # After raftlog.start(): entries replayed from the journal are not counted as new.
         # The dashboard's pages honour the same tokens as gRPC (a role that may read); /metrics stays open.
         authorize = http_authorizer(self.authenticator) if self.authenticator is not None else None
+        if authorize is None and self.config.insecure_dashboard and self.config.metrics_address:
+            log.warning(
+                "INSECURE: the dashboard on %s shows every job, run and alert to anyone who reaches it "
+                "(insecure_dashboard: true, no principals file)",
+                self.config.metrics_address,
+            )
         self.observability = start_observability(self, authorize=authorize)
         self.server.start()
         self.lifecycle.start()

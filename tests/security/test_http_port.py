@@ -1,19 +1,24 @@
-"""Finding 7: the HTTP port (metrics, dashboard) bounds what its clients hold: 300 clients that
-send half a request line hold neither 300 threads of the node nor /metrics, and a client too
-slow or too large with its headers is cut off."""
+"""Findings 6 and 7: the HTTP port (metrics, dashboard) bounds what its clients hold: 300
+clients that send half a request line hold neither 300 threads of the node nor /metrics, and a
+client too slow or too large with its headers is cut off. And a node does not serve its
+dashboard off loopback without tokens unless told to."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from scheduler.dashboard.server import HEAD_DEADLINE_S, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_CLIENT
-from scheduler.localcluster import wait_until
+from scheduler.localcluster import LocalCluster, wait_until
 from tests.integration.test_security import secured_cluster
+from tests.security.conftest import free_port_base
 
 pytestmark = [pytest.mark.security, pytest.mark.integration]
 
@@ -101,3 +106,16 @@ def test_a_request_head_larger_than_the_cap_is_cut_off(cluster):
             pass  # closed by the node mid-send
         assert closed_by_peer(sock)
     assert metric(member.metrics_url, "raftcron_http_connections_refused_total") >= 0  # still answering
+
+
+def test_a_node_refuses_to_serve_its_dashboard_off_loopback_without_tokens(tmp_path):
+    # 192.0.2.1 (TEST-NET-1) is on no interface here: even a node that did not refuse could not
+    # expose anything; it would fail to bind, with another message.
+    cluster = LocalCluster(tmp_path / "exposed", nodes=3, port_base=free_port_base(3))
+    member = cluster.members[0]
+    config = yaml.safe_load(member.config_path.read_text())
+    member.config_path.write_text(yaml.safe_dump({**config, "metrics": "192.0.2.1:9100"}))
+    serve = [sys.executable, "-m", "scheduler.cli", "serve", "--config", str(member.config_path)]
+    refused = subprocess.run(serve, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    assert "refusing to serve the dashboard on 192.0.2.1:9100 without bearer tokens" in refused.stderr + refused.stdout
