@@ -353,7 +353,7 @@ class _QuietHandler(WSGIRequestHandler):
 
     def parse_request(self) -> bool:
         parsed = super().parse_request()
-        CallDeadlines.disarm(self._head_deadline)
+        self.server.deadlines.disarm(self._head_deadline)
         self.rfile = self.rfile.raw
         return parsed
 
@@ -363,7 +363,7 @@ class _QuietHandler(WSGIRequestHandler):
         except (_HeadTooLarge, OSError):  # too long, too slow, or gone: the connection just ends
             pass
         finally:
-            CallDeadlines.disarm(self._head_deadline)
+            self.server.deadlines.disarm(self._head_deadline)
 
     def log_message(self, format, *args) -> None:  # noqa: A002 - the base class's name
         """Requests are not logged: Prometheus scrapes every few seconds."""

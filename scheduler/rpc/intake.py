@@ -20,9 +20,9 @@ metadata alone, without reading its body at all (scheduler/security/interceptor.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import logging
+import math
 import threading
 import time
 from collections import Counter
@@ -49,40 +49,47 @@ def caller_key(context) -> str:
 class CallDeadlines:
     """One thread that runs each armed action once its deadline has passed, unless disarmed.
 
-    A sweep every `period_s` (deadlines are seconds long; a precision of a fraction of one is
-    enough) costs nothing per call beyond a heap push: no thread or timer per call.
+    Deadlines fall in buckets of `period_s` (they are seconds long; a fraction of one is precise
+    enough), swept by one thread: arming costs a dict insert, no thread or timer per call, and
+    only armed actions are kept (a disarmed one is dropped at once, not when its deadline comes).
     """
 
     def __init__(self, period_s: float = 0.25, clock=time.monotonic) -> None:
         self._period_s = period_s
         self._clock = clock
         self._lock = threading.Lock()
-        self._heap: list[list] = []
-        self._sequence = itertools.count()
+        self._buckets: dict[int, dict[int, object]] = {}
+        self._tokens = itertools.count()
         self._thread: threading.Thread | None = None
 
-    def arm(self, after_s: float, action) -> list:
-        entry = [self._clock() + after_s, next(self._sequence), action]
+    def arm(self, after_s: float, action) -> tuple[int, int]:
+        bucket, token = math.ceil((self._clock() + after_s) / self._period_s), next(self._tokens)
         with self._lock:
-            heapq.heappush(self._heap, entry)
+            self._buckets.setdefault(bucket, {})[token] = action
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="call-deadlines", daemon=True)
                 self._thread.start()
-        return entry
+        return bucket, token
 
-    @staticmethod
-    def disarm(entry: list) -> None:
-        entry[2] = None
+    def disarm(self, armed: tuple[int, int]) -> None:
+        bucket, token = armed
+        with self._lock:
+            actions = self._buckets.get(bucket)
+            if actions is not None:
+                actions.pop(token, None)
+                if not actions:
+                    del self._buckets[bucket]
+
+    def armed(self) -> int:
+        with self._lock:
+            return sum(len(actions) for actions in self._buckets.values())
 
     def due(self) -> list:
-        """Pop every entry whose deadline has passed; the actions still armed among them."""
-        now, actions = self._clock(), []
+        """Take every action whose deadline has passed."""
+        now = math.floor(self._clock() / self._period_s)
         with self._lock:
-            while self._heap and self._heap[0][0] <= now:
-                action = heapq.heappop(self._heap)[2]
-                if action is not None:
-                    actions.append(action)
-        return actions
+            passed = [bucket for bucket in self._buckets if bucket <= now]
+            return [action for bucket in passed for action in self._buckets.pop(bucket).values()]
 
     def _run(self) -> None:
         while True:
@@ -181,5 +188,5 @@ class RequestIntake(grpc.ServerInterceptor):
         except StopIteration:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a unary call takes exactly one request message")
         finally:
-            CallDeadlines.disarm(timer)
+            self._deadlines.disarm(timer)
             self._slots.give(key)

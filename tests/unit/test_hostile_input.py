@@ -837,7 +837,7 @@ def test_the_request_read_is_capped_per_caller_and_on_a_deadline():
         reader.start()
     wait = threading.Event()
     for _ in range(200):
-        if len(deadlines._heap) == 3:
+        if deadlines.armed() == 3:
             break
         wait.wait(0.01)
     with pytest.raises(Aborted) as raised:  # a third read from 10.0.0.1, and a fourth on the node
@@ -847,9 +847,14 @@ def test_the_request_read_is_capped_per_caller_and_on_a_deadline():
         handler.stream_unary(Untouchable(), ReadContext("ipv4:10.0.0.3:5000"))
     assert "3 calls" in raised.value.details
     now[0] = DEFAULT_LIMITS.request_read_timeout_s + 1  # past the deadline: every waiting call is cancelled
-    for action in deadlines.due():
+    for action in deadlines.due():  # (or the sweeping thread takes them first)
         action()
+    for _ in range(500):
+        if [c.cancelled for c in contexts] == [1, 1, 1]:
+            break
+        wait.wait(0.01)
     assert [c.cancelled for c in contexts] == [1, 1, 1]
+    assert deadlines.armed() == 0
     for gate in gates:
         gate.set()
     for reader in readers:
