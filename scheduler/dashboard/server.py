@@ -98,8 +98,8 @@ def _int_param(params: dict, name: str, default: int = 0) -> int:
     value = params.get(name, [""])[0]
     if not value:
         return default
-    if not value.isdigit():
-        raise BadRequest(f"{name} must be a whole number, not {value!r}")
+    if not (value.isascii() and value.isdigit() and len(value) <= 9):
+        raise BadRequest(f"{name} must be a whole number, not {value[:40]!r}")
     return int(value)
 
 
@@ -203,7 +203,8 @@ class Dashboard:
         if len(parts) == 2 and parts[0] == "jobs":
             return self.job(parts[1], params)
         if len(parts) == 3 and parts[0] == "runs":
-            if not parts[2].lstrip("-").isdigit():
+            digits = parts[2].removeprefix("-")
+            if not (digits.isascii() and digits.isdigit() and len(digits) <= 19):
                 raise BadRequest("a run is /runs/JOB/SCHEDULED_US (microseconds since the epoch)")
             return self.run(parts[1], int(parts[2]))
         if parts == ["herd"]:

@@ -11,11 +11,18 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import pytest
 import yaml
 
-from scheduler.dashboard.server import HEAD_DEADLINE_S, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_CLIENT
+from scheduler.dashboard.server import (
+    HEAD_DEADLINE_S,
+    MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_CLIENT,
+    BadRequest,
+    Dashboard,
+)
 from scheduler.localcluster import LocalCluster, wait_until
 from tests.integration.test_security import secured_cluster
 from tests.security.conftest import free_port_base
@@ -119,3 +126,12 @@ def test_a_node_refuses_to_serve_its_dashboard_off_loopback_without_tokens(tmp_p
     refused = subprocess.run(serve, capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0
     assert "refusing to serve the dashboard on 192.0.2.1:9100 without bearer tokens" in refused.stderr + refused.stdout
+
+
+@pytest.mark.parametrize("path", ["/runs/j/" + "9" * 5000, "/runs/j/--5", "/jobs?page=" + "9" * 5000])
+def test_numbers_in_a_dashboard_url_are_bounded_before_they_are_converted(path):
+    # int() of 5,000 digits raises, and a page that raises is a 500 with a traceback in the node log.
+    board = Dashboard.__new__(Dashboard)  # the checks come before any state is read
+    page, _, query = path.partition("?")
+    with pytest.raises(BadRequest):
+        board.render(page, parse_qs(query))
