@@ -83,7 +83,8 @@ def test_the_rpc_boundary_cleans_a_completion_before_the_servicer():
 def test_a_hostile_completion_forges_no_log_line_and_reaches_no_terminal(make_cluster):
     cluster = make_cluster(3, alert_routes={"default": {"log": True}})
     cluster.start()
-    cluster.wait_for_leader(60)
+    leader = cluster.wait_for_leader(60)
+    term = cluster.status(leader).term
     job = JobSpec(id="hostile", schedule="0 0 1 1 *", target_kind="handler", target="t", jitter="pinned",
                   retry=RetryPolicy(max_attempts=1))
     with cluster.client(timeout_s=10) as client:
@@ -112,4 +113,6 @@ def test_a_hostile_completion_forges_no_log_line_and_reaches_no_terminal(make_cl
     listed = subprocess.run([sys.executable, "-m", "scheduler.cli", "runs", "hostile", "--json"], env=env,
                             capture_output=True, text=True, timeout=60, check=True)
     (run,) = [r for r in json.loads(listed.stdout) if r["run_key"] == run_key]
-    assert run["error"] == stored_text(HOSTILE)  # stored without the controls, on every replica
+    assert run["error"] == stored_text(HOSTILE)  # stored without the controls, as replicated
+    status = cluster.status(leader)
+    assert status is not None and (status.role, status.term) == ("leader", term)
