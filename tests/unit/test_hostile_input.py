@@ -15,7 +15,7 @@ import pytest
 import yaml
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scheduler.core import State, apply, decode_command, encode_command, state_digest
@@ -863,3 +863,30 @@ def test_the_request_read_is_capped_per_caller_and_on_a_deadline():
     with pytest.raises(Aborted) as raised:  # no message at all
         handler.stream_unary(iter([]), ReadContext())
     assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+# A day field: a list of values, or a star with a step (starred, so both day fields must match).
+_DAYS_OF_MONTH = st.sets(st.integers(1, 31), min_size=1).map(lambda days: ",".join(map(str, sorted(days)))) | st.sets(
+    st.integers(28, 31), min_size=1
+).map(lambda days: ",".join(map(str, sorted(days)))) | st.integers(1, 31).map(lambda step: f"*/{step}")
+_DAYS_OF_WEEK = st.sets(st.integers(0, 6), min_size=1).map(lambda days: ",".join(map(str, sorted(days)))) | st.integers(
+    1, 7
+).map(lambda step: f"*/{step}")
+_MONTHS = st.sets(st.integers(1, 12), min_size=1).map(lambda months: ",".join(map(str, sorted(months)))) | st.sampled_from(
+    ["2", "2,4,6,9,11", "4,6,9,11", "*"]
+)
+
+
+@settings(max_examples=500, derandomize=True, deadline=None)
+@given(dom=_DAYS_OF_MONTH, months=_MONTHS, dow=_DAYS_OF_WEEK)
+@example(dom="31", months="2,4,6,9,11", dow="*/1")  # never
+@example(dom="30,31", months="2", dow="*/2")  # never
+@example(dom="29", months="2", dow="*/3")  # February 29 on a Sunday, Wednesday or Saturday
+@example(dom="31", months="2", dow="1")  # either field: every Monday of February
+def test_whether_a_schedule_can_fire_is_what_a_search_of_the_calendar_cycle_says(dom, months, dow):
+    from scheduler.planning.cron_fields import parse_cron
+    from scheduler.planning.wall_clock import days_can_match, next_wall_slot, search_limit_year
+
+    fields = parse_cron(f"0 0 {dom} {months} {dow}")
+    searched = next_wall_slot(fields, (2000, 1, 1, 0, 0, 0), search_limit_year(2000)) is not None
+    assert days_can_match(fields) == searched, (dom, months, dow)
