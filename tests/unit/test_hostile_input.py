@@ -890,3 +890,28 @@ def test_whether_a_schedule_can_fire_is_what_a_search_of_the_calendar_cycle_says
     fields = parse_cron(f"0 0 {dom} {months} {dow}")
     searched = next_wall_slot(fields, (2000, 1, 1, 0, 0, 0), search_limit_year(2000)) is not None
     assert days_can_match(fields) == searched, (dom, months, dow)
+
+
+def test_the_health_service_answers_through_the_request_intake():
+    # Watch is a non-blocking server stream: the intake must keep it so (it holds no thread).
+    from concurrent import futures
+
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+    from scheduler.rpc.intake import RequestIntake
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), interceptors=[RequestIntake()])
+    servicer = health.HealthServicer(experimental_non_blocking=True)
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            assert stub.Check(health_pb2.HealthCheckRequest(), timeout=10).status == health_pb2.HealthCheckResponse.SERVING
+            watch = stub.Watch(health_pb2.HealthCheckRequest(), timeout=10)
+            assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+            watch.cancel()
+    finally:
+        server.stop(0)
