@@ -136,12 +136,12 @@ class Node:
 
     def _interceptors(self) -> list[grpc.ServerInterceptor]:
         """Authentication first (it refuses on metadata, before any body is read), then the
-        request read (on a deadline, a share of the pool per caller), then every argument's
+        request read (on a deadline, slow reads within a share per caller), then every argument's
         checks. Each thread-holding kind stays within a share of the pool: long polls half of
-        it, request reads a quarter; the rest answers everything else, Status included."""
+        it, slow request reads a quarter; the rest answers everything else, Status included."""
         threads = self.config.grpc_threads
         interceptors: list[grpc.ServerInterceptor] = [AuthInterceptor(self.authenticator)] if self.authenticator else []
-        interceptors.append(RequestIntake(LIMITS, max_reads=min(LIMITS.max_concurrent_request_reads, threads // 4)))
+        interceptors.append(RequestIntake(LIMITS, max_slow_reads=min(LIMITS.max_slow_request_reads, threads // 4)))
         lease_waits = min(LIMITS.max_concurrent_lease_waits, threads // 2)
         interceptors.append(LimitsInterceptor(LIMITS, max_lease_waits=lease_waits))
         return interceptors

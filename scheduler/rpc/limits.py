@@ -44,11 +44,13 @@ class RpcLimits:
     # A call's request message must have arrived this long after the call started, or the call
     # is cancelled: its pool thread waits for it (a request of 16 MiB needs 13 s at 10 Mbit/s).
     request_read_timeout_s: float = 15.0
-    # Calls reading their request at once, node-wide (the node also keeps it at most a quarter
-    # of grpc_threads) and from one caller (a principal, or a host without tokens): beyond,
-    # RESOURCE_EXHAUSTED at once. A message normally arrives with its call's headers.
-    max_concurrent_request_reads: int = 16
-    max_request_reads_per_caller: int = 8
+    # A read still waiting after this is slow (a message normally arrives with its call's headers).
+    # Slow reads, node-wide (the node also keeps them to a quarter of grpc_threads) and of one
+    # caller (a principal, or a host without tokens): one beyond is cancelled at once, and the
+    # caller's next calls are refused RESOURCE_EXHAUSTED while its slow reads last.
+    slow_request_read_s: float = 0.5
+    max_slow_request_reads: int = 16
+    max_slow_request_reads_per_caller: int = 4
     # Connections: one without calls for this long is closed; every connection is closed after
     # max_connection_age_s (plus a grace for its calls in flight; clients reconnect at once); the
     # node pings a connection silent for keepalive_time_s and closes it, with its calls, when

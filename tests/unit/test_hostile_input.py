@@ -816,53 +816,48 @@ class ReadContext(FakeContext):
         self.cancelled += 1
 
 
-def test_the_request_read_is_capped_per_caller_and_on_a_deadline():
-    from scheduler.rpc.intake import CallDeadlines, RequestIntake
+def test_slow_request_reads_are_capped_per_caller_and_every_read_on_a_deadline():
+    from scheduler.rpc.intake import ReadWatch, RequestIntake
 
     now = [0.0]
-    deadlines = CallDeadlines(clock=lambda: now[0])
-    intake = RequestIntake(DEFAULT_LIMITS, max_reads=3, max_reads_per_caller=2, deadlines=deadlines)
+    reads = ReadWatch(timeout_s=15, slow_s=0.5, most_slow=3, most_slow_per_caller=2, clock=lambda: now[0])
+    intake = RequestIntake(reads=reads)
     inner = grpc.unary_unary_rpc_method_handler(lambda request, context: request.job_id)
     handler = intake.intercept_service(lambda details: inner, CallDetails("/raftcron.v1.JobService/GetJob"))
     assert handler.stream_unary(iter([jobs_pb2.GetJobRequest(job_id="a")]), ReadContext()) == "a"
-    gates = [threading.Event() for _ in range(3)]
-
-    def waiting(gate):  # a body that arrives when the gate opens
-        gate.wait(10)
-        yield jobs_pb2.GetJobRequest(job_id="late")
-
-    contexts = [ReadContext(), ReadContext(), ReadContext("ipv4:10.0.0.2:5000")]
-    readers = [threading.Thread(target=handler.stream_unary, args=(waiting(g), c)) for g, c in zip(gates, contexts)]
-    for reader in readers:
-        reader.start()
-    wait = threading.Event()
-    for _ in range(200):
-        if deadlines.armed() == 3:
-            break
-        wait.wait(0.01)
-    with pytest.raises(Aborted) as raised:  # a third read from 10.0.0.1, and a fourth on the node
+    # Pending reads are not slow yet: a burst of any size is let through.
+    tokens = [reads.start("host:a", lambda: None) for _ in range(50)]
+    assert all(isinstance(token, int) for token in tokens)
+    for token in tokens:
+        reads.end(token)
+    a = [ReadContext() for _ in range(3)]
+    b = [ReadContext("ipv4:10.0.0.2:5000") for _ in range(2)]
+    for context in a + b:
+        assert isinstance(reads.start(caller_key_of(context), context.cancel), int)
+    now[0] = 0.6  # all five are slow: a's third is beyond its share, b's second beyond the node's
+    for cancel in reads.sweep():
+        cancel()
+    assert [c.cancelled for c in a + b] == [0, 0, 1, 0, 1]
+    assert reads.pending() == 3
+    with pytest.raises(Aborted) as raised:  # a has its share of slow reads: refused at once
         handler.stream_unary(Untouchable(), ReadContext())
-    assert raised.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED and "your calls" in raised.value.details
-    with pytest.raises(Aborted) as raised:
-        handler.stream_unary(Untouchable(), ReadContext("ipv4:10.0.0.3:5000"))
-    assert "3 calls" in raised.value.details
-    now[0] = DEFAULT_LIMITS.request_read_timeout_s + 1  # past the deadline: every waiting call is cancelled
-    for action in deadlines.due():  # (or the sweeping thread takes them first)
-        action()
-    for _ in range(500):
-        if [c.cancelled for c in contexts] == [1, 1, 1]:
-            break
-        wait.wait(0.01)
-    assert [c.cancelled for c in contexts] == [1, 1, 1]
-    assert deadlines.armed() == 0
-    for gate in gates:
-        gate.set()
-    for reader in readers:
-        reader.join(10)
-    assert handler.stream_unary(iter([jobs_pb2.GetJobRequest(job_id="b")]), ReadContext()) == "b"  # slots given back
+    assert raised.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    # Another caller with no slow read reads at once, whatever the node's count.
+    assert handler.stream_unary(iter([jobs_pb2.GetJobRequest(job_id="c")]), ReadContext("ipv4:10.0.0.3:1")) == "c"
+    now[0] = 15.1  # the deadline: every read left is cancelled, and the shares are free again
+    for cancel in reads.sweep():
+        cancel()
+    assert [c.cancelled for c in a + b] == [1, 1, 1, 1, 1] and reads.pending() == 0
+    assert handler.stream_unary(iter([jobs_pb2.GetJobRequest(job_id="d")]), ReadContext()) == "d"
     with pytest.raises(Aborted) as raised:  # no message at all
         handler.stream_unary(iter([]), ReadContext())
     assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def caller_key_of(context) -> str:
+    from scheduler.rpc.intake import caller_key
+
+    return caller_key(context)
 
 
 # A day field: a list of values, or a star with a step (starred, so both day fields must match).
