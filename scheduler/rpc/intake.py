@@ -49,10 +49,11 @@ def caller_key(context) -> str:
 
 
 class CallDeadlines:
-    """One thread that runs each armed action once its deadline has passed, unless disarmed.
+    """One thread that runs each armed action once its deadline has passed, unless disarmed (the
+    HTTP port's deadline for a connection's request head).
 
     Deadlines fall in buckets of `period_s` (they are seconds long; a fraction of one is precise
-    enough), swept by one thread: arming costs a dict insert, no thread or timer per call, and
+    enough), swept by one thread: arming costs a dict insert, no thread or timer per deadline, and
     only armed actions are kept (a disarmed one is dropped at once, not when its deadline comes).
     """
 
@@ -198,7 +199,9 @@ class ReadWatch:
 
 
 class RequestIntake(grpc.ServerInterceptor):
-    def __init__(self, limits: RpcLimits = DEFAULT_LIMITS, max_slow_reads: int | None = None, reads: ReadWatch | None = None):
+    def __init__(
+        self, limits: RpcLimits = DEFAULT_LIMITS, max_slow_reads: int | None = None, reads: ReadWatch | None = None
+    ) -> None:
         self.reads = reads or ReadWatch(
             limits.request_read_timeout_s,
             limits.slow_request_read_s,
