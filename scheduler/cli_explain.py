@@ -9,6 +9,7 @@ from scheduler.cli_time import parse_when
 from scheduler.core.model import SECOND_US
 from scheduler.planning import compile_schedule, format_us
 from scheduler.rpc.convert import STATUS_FROM_PB, timestamp, timestamp_us
+from scheduler.safetext import shown_text
 from worker.api.v1 import runs_pb2
 
 WINDOW_US = 2 * 86_400 * SECOND_US
@@ -59,4 +60,4 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
     else:
         answer = {"slot": None, "explanation": f"{job_id} has no slot near {at}"}
     answer["job_status"] = STATUS_FROM_PB.get(job.last_status, "")
-    return json.dumps(answer, indent=2) if as_json else answer["explanation"]
+    return json.dumps(answer, indent=2) if as_json else shown_text(answer["explanation"])

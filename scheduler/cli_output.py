@@ -1,4 +1,8 @@
-"""How the CLI prints: aligned text for people, JSON for scripts (times ISO-8601 UTC)."""
+"""How the CLI prints: aligned text for people, JSON for scripts (times ISO-8601 UTC).
+
+Text a worker or a submitter wrote (errors, reasons, messages) reaches people through `shown_text`:
+one line, control characters as visible escapes, never raw to the terminal. JSON needs nothing:
+json.dumps escapes every control character."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from google.protobuf.json_format import MessageToDict
 
 from scheduler.planning import format_us
 from scheduler.rpc.convert import STATUS_FROM_PB, timestamp_us
+from scheduler.safetext import shown_text
 
 
 def _iso(message, field: str) -> str:
@@ -16,6 +21,7 @@ def _iso(message, field: str) -> str:
 
 
 def _table(rows: list[list[str]], header: list[str]) -> None:
+    rows = [[shown_text(str(cell)) for cell in row] for row in rows]
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     for row in [header] + rows:
         print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
@@ -93,7 +99,7 @@ def print_jobs(response, as_json: bool) -> None:
 
 
 def print_job(job, as_json: bool) -> None:
-    print(json.dumps(job_dict(job), indent=2) if as_json else f"{job.spec.id}: {'paused' if job.paused else 'active'}")
+    print(json.dumps(job_dict(job), indent=2) if as_json else shown_text(f"{job.spec.id}: {'paused' if job.paused else 'active'}"))
 
 
 def print_changes(response, as_json: bool, dry_run: bool) -> None:
@@ -102,7 +108,7 @@ def print_changes(response, as_json: bool, dry_run: bool) -> None:
         print(json.dumps({"dry_run": dry_run, "applied_index": response.applied_index, "changes": changes}, indent=2))
         return
     for change in changes:
-        print(f"{change['change']:>9}  {change['job_id']} (v{change['version']})")
+        print(shown_text(f"{change['change']:>9}  {change['job_id']} (v{change['version']})"))
     print("dry run: nothing applied" if dry_run else f"applied at index {response.applied_index}")
 
 
@@ -164,7 +170,7 @@ def print_kills(response, as_json: bool) -> None:
     _table([[k["class"], k["author"], k["killed_at"], k["until"] or "revive", k["reason"]] for k in active],
            ["CLASS", "BY", "SINCE", "UNTIL", "REASON"])
     for r in audit[:10]:
-        print(f"  {r['at']}  {r['action']:6}  {r['class']}  by {r['author']}  {r['reason']}")
+        print(shown_text(f"  {r['at']}  {r['action']:6}  {r['class']}  by {r['author']}  {r['reason']}"))
 
 
 def print_alerts(response, as_json: bool) -> None:

@@ -102,6 +102,9 @@ class NodeConfig:
     insecure: bool = False
     # Part of the Raft key (raft_password): clusters that share a secret must differ in name.
     cluster_name: str = DEFAULT_CLUSTER_NAME
+    # The dashboard pages show every job, run and alert; they ask for a token only when the node
+    # has a principals file. Off loopback without one, it must be accepted explicitly.
+    insecure_dashboard: bool = False
     # This node joins a running cluster (`raftcron cluster add` makes it a voter): its peers are
     # the current members plus itself, so their count may be even. Kept after joining: harmless.
     join: bool = False
@@ -198,6 +201,14 @@ def _validate(config: NodeConfig) -> None:
             f"refusing to serve gRPC on {grpc_exposed[0]} without TLS and bearer tokens: anyone who can reach "
             "it could change jobs and lease runs. Set tls.cert_file, tls.key_file and principals_file (see the "
             "README, Security), or insecure: true to accept that on a network you trust."
+        )
+    if config.metrics_address and not _is_loopback(config.metrics_address) and not config.principals_file \
+            and not config.insecure_dashboard:
+        raise ConfigError(
+            f"refusing to serve the dashboard on {config.metrics_address} without bearer tokens: anyone who can "
+            "reach it could read every job, run and alert. Set principals_file (its pages then want a token "
+            "of a role that may read), keep metrics on loopback, or set insecure_dashboard: true to accept "
+            "that on a network you trust."
         )
     positive = ("claim_batch_size", "trigger_max_sleep_s", "propose_timeout_s", "lease_ttl_s", "max_lease_wait_s")
     if any(getattr(config, name) <= 0 for name in positive):
@@ -375,6 +386,9 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
         ),
         insecure=insecure or insecure_grpc,
         cluster_name=str(pick(None, "RAFTCRON_CLUSTER_NAME", "cluster_name", DEFAULT_CLUSTER_NAME)),
+        insecure_dashboard=_flag(
+            pick(None, "RAFTCRON_INSECURE_DASHBOARD", "insecure_dashboard", False), "insecure_dashboard"
+        ),
         **extra,
     )
 

@@ -7,7 +7,8 @@ JSON: one object per line with `ts` (UTC, ISO 8601, milliseconds), `level`, `log
 `node`, `message`, then every `extra` field as given (run_key, job_id, token, epoch...),
 and `exc` / `stack` when there is a traceback. Values JSON cannot hold are written with
 str(). Text: `%(asctime)s NODE %(levelname)s %(name)s: %(message)s` as before, with any
-extra fields appended as ` key=value`.
+extra fields appended as ` key=value`. Either way one record is one line with no raw control
+characters: caller text in a message cannot forge a line or reach a terminal (scheduler.safetext).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import logging
 import sys
 from datetime import datetime, timezone
 from typing import TextIO
+
+from scheduler.safetext import json_line, shown_text
 
 FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s {node} %(levelname)s %(name)s: %(message)s"
@@ -66,7 +69,7 @@ class JsonFormatter(logging.Formatter):
             line["exc"] = record.exc_text
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
-        return json.dumps(line, default=str, ensure_ascii=False)
+        return json_line(json.dumps(line, default=str, ensure_ascii=False))
 
 
 class TextFormatter(logging.Formatter):
@@ -74,7 +77,14 @@ class TextFormatter(logging.Formatter):
         super().__init__(TEXT_FORMAT.format(node=node_id.replace("%", "%%")))
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        text = super().formatMessage(record)
+        # A message may carry caller text (an alert's error): a newline in it would start a line
+        # that reads like the node's own, an escape sequence would reach the operator's terminal.
+        message = record.message
+        record.message = shown_text(message)
+        try:
+            text = super().formatMessage(record)
+        finally:
+            record.message = message
         fields = extra_fields(record)
         if fields:
             text += " " + " ".join(f"{key}={_text_value(value)}" for key, value in fields.items())
@@ -83,7 +93,7 @@ class TextFormatter(logging.Formatter):
 
 def _text_value(value) -> str:
     text = str(value)
-    return json.dumps(text) if (not text or any(c.isspace() or c in '"=' for c in text)) else text
+    return json.dumps(text) if (not text or any(c.isspace() or c in '"=' or not c.isprintable() for c in text)) else text
 
 
 def configure_logging(level: str | int = "INFO", fmt: str = "text", node_id: str = "", stream: TextIO | None = None):

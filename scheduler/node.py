@@ -22,8 +22,9 @@ from scheduler.membership import MembershipChanger, peer_by_raft_address
 from scheduler.observability import add_health, start_observability
 from scheduler.replication import RaftLog
 from scheduler.rpc.cluster import ClusterServicer
+from scheduler.rpc.intake import RequestIntake
 from scheduler.rpc.jobs import JobServicer
-from scheduler.rpc.limits import DEFAULT_LIMITS
+from scheduler.rpc.limits import DEFAULT_LIMITS, RpcLimits
 from scheduler.rpc.ops import OpsServicer
 from scheduler.rpc.quotas import Admission
 from scheduler.rpc.reads import Reader
@@ -112,19 +113,12 @@ class Node:
         return peer.node_id if peer else ""
 
     def _build_server(self) -> grpc.Server:
-        options = [
-            ("grpc.max_receive_message_length", LIMITS.max_message_bytes),
-            ("grpc.max_send_message_length", LIMITS.max_message_bytes),
-            ("grpc.max_concurrent_streams", LIMITS.max_streams_per_connection),
-            ("grpc.so_reuseport", 0),
-        ]
         pool = futures.ThreadPoolExecutor(max_workers=self.config.grpc_threads, thread_name_prefix="grpc")
-        interceptors: list[grpc.ServerInterceptor] = [AuthInterceptor(self.authenticator)] if self.authenticator else []
-        # After authentication: every call's arguments are checked before a servicer sees them.
-        lease_waits = min(LIMITS.max_concurrent_lease_waits, self.config.grpc_threads // 2)
-        interceptors.append(LimitsInterceptor(LIMITS, max_lease_waits=lease_waits))
         server = grpc.server(
-            pool, options=options, interceptors=interceptors, maximum_concurrent_rpcs=LIMITS.max_concurrent_calls
+            pool,
+            options=server_options(LIMITS),
+            interceptors=self._interceptors(),
+            maximum_concurrent_rpcs=LIMITS.max_concurrent_calls,
         )
         tls = self.config.tls_files()
         timeout_s = self.config.propose_timeout_s
@@ -158,12 +152,30 @@ class Node:
             raise OSError(f"cannot listen for gRPC on {self.config.me.grpc_address}")
         return server
 
+    def _interceptors(self) -> list[grpc.ServerInterceptor]:
+        """Authentication first (it refuses on metadata, before any body is read), then the
+        request read (on a deadline, slow reads within a share per caller), then every argument's
+        checks. Each thread-holding kind stays within a share of the pool: long polls half of
+        it, slow request reads a quarter; the rest answers everything else, Status included."""
+        threads = self.config.grpc_threads
+        interceptors: list[grpc.ServerInterceptor] = [AuthInterceptor(self.authenticator)] if self.authenticator else []
+        interceptors.append(RequestIntake(LIMITS, max_slow_reads=min(LIMITS.max_slow_request_reads, threads // 4)))
+        lease_waits = min(LIMITS.max_concurrent_lease_waits, threads // 2)
+        interceptors.append(LimitsInterceptor(LIMITS, max_lease_waits=lease_waits))
+        return interceptors
+
     def start(self) -> None:
         self.server = self._build_server()
         self.raftlog.start()
         # After raftlog.start(): entries replayed from the journal are not counted as new.
         # The dashboard's pages honour the same tokens as gRPC (a role that may read); /metrics stays open.
         authorize = http_authorizer(self.authenticator) if self.authenticator is not None else None
+        if authorize is None and self.config.insecure_dashboard and self.config.metrics_address:
+            log.warning(
+                "INSECURE: the dashboard on %s shows every job, run and alert to anyone who reaches it "
+                "(insecure_dashboard: true, no principals file)",
+                self.config.metrics_address,
+            )
         self.observability = start_observability(self, authorize=authorize)
         self.server.start()
         self.lifecycle.start()
@@ -187,6 +199,28 @@ class Node:
         self.raftlog.close()
         if self.observability is not None:
             self.observability.close()
+
+
+def server_options(limits: RpcLimits) -> list[tuple[str, int]]:
+    """gRPC core's own bounds on messages, streams and connections (see RpcLimits)."""
+
+    def ms(seconds: float) -> int:
+        return int(seconds * 1000)
+
+    return [
+        ("grpc.max_receive_message_length", limits.max_message_bytes),
+        ("grpc.max_send_message_length", limits.max_message_bytes),
+        ("grpc.max_concurrent_streams", limits.max_streams_per_connection),
+        ("grpc.max_connection_idle_ms", ms(limits.max_connection_idle_s)),
+        ("grpc.max_connection_age_ms", ms(limits.max_connection_age_s)),
+        ("grpc.max_connection_age_grace_ms", ms(limits.max_connection_age_grace_s)),
+        ("grpc.keepalive_time_ms", ms(limits.keepalive_time_s)),
+        ("grpc.keepalive_timeout_ms", ms(limits.keepalive_timeout_s)),
+        # Clients that ping without calls more than once a minute get their connection closed.
+        ("grpc.http2.min_ping_interval_without_data_ms", 60_000),
+        ("grpc.http2.max_ping_strikes", 2),
+        ("grpc.so_reuseport", 0),
+    ]
 
 
 def serve(config: NodeConfig) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import collections
 import logging
 import socket
 import threading
@@ -25,7 +26,7 @@ from collections.abc import Callable, Mapping
 from urllib.parse import parse_qs, unquote
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import make_wsgi_app
+from prometheus_client import Counter, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from scheduler.core.model import SECOND_US
@@ -35,6 +36,7 @@ from scheduler.forecast import MINUTE_US
 from scheduler.membership import members_view, peer_by_raft_address
 from scheduler.planning import parse_iso_to_us
 from scheduler.replication.raftlog import ROLE_NAMES
+from scheduler.rpc.intake import CallDeadlines
 from scheduler.security.policy import sees_details
 from scheduler.security.principals import ADMIN, Principal
 
@@ -100,8 +102,8 @@ def _int_param(params: dict, name: str, default: int = 0) -> int:
     value = params.get(name, [""])[0]
     if not value:
         return default
-    if not value.isdigit():
-        raise BadRequest(f"{name} must be a whole number, not {value!r}")
+    if not (value.isascii() and value.isdigit() and len(value) <= 9):
+        raise BadRequest(f"{name} must be a whole number, not {value[:40]!r}")
     return int(value)
 
 
@@ -208,7 +210,8 @@ class Dashboard:
         if len(parts) == 2 and parts[0] == "jobs":
             return self.job(parts[1], params, principal)
         if len(parts) == 3 and parts[0] == "runs":
-            if not parts[2].lstrip("-").isdigit():
+            digits = parts[2].removeprefix("-")
+            if not (digits.isascii() and digits.isdigit() and len(digits) <= 19):
                 raise BadRequest("a run is /runs/JOB/SCHEDULED_US (microseconds since the epoch)")
             return self.run(parts[1], int(parts[2]), principal)
         if parts == ["herd"]:
@@ -317,9 +320,72 @@ class Dashboard:
         return views_ops.kills_page(page, self._node_id)
 
 
+# The HTTP port faces whoever can reach it: each connection costs a thread, so every connection
+# must send its request line and headers within HEAD_DEADLINE_S (a slow sender is cut off however
+# it trickles), in at most MAX_HEAD_BYTES, and a client holds at most MAX_CONNECTIONS_PER_CLIENT
+# of the MAX_CONNECTIONS the node serves at once; a connection beyond either is closed at once
+# and counted (raftcron_http_connections_refused_total).
+HEAD_DEADLINE_S = 10.0
+SOCKET_TIMEOUT_S = 10.0
+MAX_HEAD_BYTES = 32 * 1024
+MAX_CONNECTIONS = 64
+MAX_CONNECTIONS_PER_CLIENT = 16
+
+
+class _HeadTooLarge(Exception):
+    pass
+
+
+class _BoundedHead:
+    """The connection's reader while the request line and headers are read: at most `most` bytes."""
+
+    def __init__(self, raw, most: int) -> None:
+        self.raw, self._left = raw, most
+
+    def readline(self, limit: int = -1) -> bytes:
+        most = self._left + 1 if limit < 0 else min(limit, self._left + 1)
+        line = self.raw.readline(most)
+        self._left -= len(line)
+        if self._left < 0:
+            raise _HeadTooLarge
+        return line
+
+    def __getattr__(self, name):
+        return getattr(self.raw, name)
+
+
 class _QuietHandler(WSGIRequestHandler):
+    timeout = SOCKET_TIMEOUT_S  # every read and write of the connection
+
+    def setup(self) -> None:
+        super().setup()
+        connection = self.connection
+        self._head_deadline = self.server.deadlines.arm(HEAD_DEADLINE_S, lambda: _cut(connection))
+        self.rfile = _BoundedHead(self.rfile, MAX_HEAD_BYTES)
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        self.server.deadlines.disarm(self._head_deadline)
+        self.rfile = self.rfile.raw
+        return parsed
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (_HeadTooLarge, OSError):  # too long, too slow, or gone: the connection just ends
+            pass
+        finally:
+            self.server.deadlines.disarm(self._head_deadline)
+
     def log_message(self, format, *args) -> None:  # noqa: A002 - the base class's name
         """Requests are not logged: Prometheus scrapes every few seconds."""
+
+
+def _cut(connection: socket.socket) -> None:
+    try:
+        connection.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked reading it
+    except OSError:
+        pass
 
 
 def http_app(registry, dashboard: Dashboard):
@@ -334,14 +400,64 @@ def http_app(registry, dashboard: Dashboard):
     return app
 
 
+class _BoundedServer(ThreadingWSGIServer):
+    """A thread per connection, for a bounded number of connections."""
+
+    refused: Counter
+    request_queue_size = 128  # the listen backlog: a burst waits to be accepted (and judged), not dropped
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.deadlines = CallDeadlines()
+        self._open_lock = threading.Lock()
+        self._open: collections.Counter[str] = collections.Counter()
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request, client_address) -> None:
+        client = client_address[0]
+        with self._open_lock:
+            admitted = sum(self._open.values()) < MAX_CONNECTIONS and self._open[client] < MAX_CONNECTIONS_PER_CLIENT
+            if admitted:
+                self._open[client] += 1
+        if not admitted:
+            self.refused.inc()
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._closed(client)
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._closed(client_address[0])
+
+    def _closed(self, client: str) -> None:
+        with self._open_lock:
+            self._open[client] -= 1
+            if not self._open[client]:
+                del self._open[client]
+
+    def handle_error(self, request, client_address) -> None:
+        log.debug("HTTP connection from %s failed", client_address[0], exc_info=True)
+
+
 def serve_http(host: str, port: int, registry, dashboard: Dashboard):
     """Serve `http_app` on a daemon thread; returns (server, thread)."""
 
     family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+    refused = Counter(
+        "raftcron_http_connections_refused",
+        "HTTP connections closed at once: the node's or the client's share of connections was taken",
+        registry=registry,
+    )
 
-    class Server(ThreadingWSGIServer):
+    class Server(_BoundedServer):
         address_family = family
 
+    Server.refused = refused
     server = make_server(host, port, http_app(registry, dashboard), Server, handler_class=_QuietHandler)
     thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
     thread.start()

@@ -34,6 +34,7 @@ from .errors import ScheduleError
 from .timeconv import US_PER_SECOND, from_us
 from .wall_clock import (
     LAST_YEAR,
+    days_can_match,
     format_slot,
     next_wall_slot,
     search_limit_year,
@@ -61,9 +62,6 @@ _FIRST_SUPPORTED_US = (slot_to_wall_seconds((1, 1, 2, 0, 0, 0))) * US_PER_SECOND
 _LAST_SUPPORTED_US = (slot_to_wall_seconds((LAST_YEAR, 12, 30, 0, 0, 0))) * US_PER_SECOND
 # No fire is reported after the last instant a datetime can show.
 _LAST_FIRE_US = (slot_to_wall_seconds((LAST_YEAR, 12, 31, 23, 59, 59)) + 1) * US_PER_SECOND - 1
-# The never-fires check searches one full calendar cycle from a fixed date, so it is pure and
-# its answer is exact (see wall_clock.CALENDAR_CYCLE_YEARS).
-_NEVER_FIRES_REFERENCE = (2000, 1, 1, 0, 0, 0)
 
 
 class Fire(NamedTuple):
@@ -268,7 +266,7 @@ def _resolve_policy(value: str | None, allowed: tuple[str, ...], default: str, n
 def _compile(expr: str, timezone: str, dst_gap: str | None, dst_repeat: str | None) -> Schedule:
     fields = parse_cron(expr)
     zone = load_zone(timezone)
-    if next_wall_slot(fields, _NEVER_FIRES_REFERENCE, search_limit_year(2000)) is None:
+    if not days_can_match(fields):
         raise ScheduleError(
             "schedule",
             f"{expr.strip()!r} can never fire: no calendar date matches its day-of-month, "

@@ -2,7 +2,8 @@
 
 Three kinds: sizes and counts of request fields (checked by `scheduler.rpc.validate` before a
 servicer sees the request), the gRPC transport (message size, streams per connection, calls in
-flight), and how long calls may hold a server thread (long polls). The job spec's own value
+flight, connections), and how long calls may hold a server thread (long polls, reading the
+request: `scheduler.rpc.intake`). The job spec's own value
 rules (durations, priorities, payload depth...) live in `scheduler.specs`; this module reuses
 its bounds so the file reader and the gRPC API refuse the same things.
 """
@@ -40,6 +41,25 @@ class RpcLimits:
     max_concurrent_digests: int = 1
     # A long poll ends this long before its caller's deadline, so its answer still arrives.
     deadline_margin_s: float = 0.25
+    # A call's request message must have arrived this long after the call started, or the call
+    # is cancelled: its pool thread waits for it (a request of 16 MiB needs 13 s at 10 Mbit/s).
+    request_read_timeout_s: float = 15.0
+    # A read still waiting after this is slow (a message normally arrives with its call's headers).
+    # Slow reads, node-wide (the node also keeps them to a quarter of grpc_threads) and of one
+    # caller (a principal, or a host without tokens): one beyond is cancelled at once, and the
+    # caller's next calls are refused RESOURCE_EXHAUSTED while its slow reads last.
+    slow_request_read_s: float = 0.5
+    max_slow_request_reads: int = 16
+    max_slow_request_reads_per_caller: int = 4
+    # Connections: one without calls for this long is closed; every connection is closed after
+    # max_connection_age_s (plus a grace for its calls in flight; clients reconnect at once); the
+    # node pings a connection silent for keepalive_time_s and closes it, with its calls, when
+    # no answer comes within keepalive_timeout_s (a caller that vanished holds nothing).
+    max_connection_idle_s: float = 300.0
+    max_connection_age_s: float = 3600.0
+    max_connection_age_grace_s: float = 120.0
+    keepalive_time_s: float = 60.0
+    keepalive_timeout_s: float = 20.0
 
     # -- identifiers and text ----------------------------------------------------------------------
     max_id_chars: int = specs.MAX_NAME_CHARS  # job ids, classes, handler and resource names

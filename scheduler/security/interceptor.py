@@ -78,6 +78,23 @@ class AuthInterceptor(grpc.ServerInterceptor):
         return _bound(handler, principal)
 
 
+def _refusing(handler, code: grpc.StatusCode, message: str):
+    """A call refused on its metadata alone, before a byte of its body is read or parsed: a
+    request-streaming handler that never touches its request iterator, with no deserializer.
+    (A unary handler would wait on a pool thread for a body that may never come.)"""
+
+    def refuse(_requests, context):
+        context.abort(code, message)
+
+    def refuse_stream(_requests, context):
+        context.abort(code, message)
+        yield  # pragma: no cover - abort raises
+
+    if handler.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(refuse_stream)
+    return grpc.stream_unary_rpc_method_handler(refuse)
+
+
 def _rebuild(handler, wrap):
     if handler.request_streaming and handler.response_streaming:
         make, behavior = grpc.stream_stream_rpc_method_handler, handler.stream_stream
@@ -92,20 +109,6 @@ def _rebuild(handler, wrap):
         request_deserializer=handler.request_deserializer,
         response_serializer=handler.response_serializer,
     )
-
-
-def _refusing(handler, code: grpc.StatusCode, message: str):
-    def wrap(_behavior, streaming: bool):
-        def refuse(_request, context):
-            context.abort(code, message)
-
-        def refuse_stream(_request, context):
-            context.abort(code, message)
-            yield  # pragma: no cover - abort raises
-
-        return refuse_stream if streaming else refuse
-
-    return _rebuild(handler, wrap)
 
 
 def _bound(handler, principal: Principal):

@@ -24,7 +24,6 @@ from scheduler.replication.journal import (
     JOURNAL_NAME,
     LEGACY_JOURNAL_NAME,
     RECORD_HEADER_BYTES,
-    TRACE_ENV,
     encode_record,
     scan,
 )

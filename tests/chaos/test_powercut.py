@@ -8,7 +8,19 @@ import struct
 import pytest
 
 from scheduler.replication.journal import encode_header, encode_record, scan
-from tests.chaos.powercut import KEEP, REMOVE, RESTORE, Fate, FileFacts, Tear, cut, plan, read_trace, record, torn_record
+from tests.chaos.powercut import (
+    KEEP,
+    REMOVE,
+    RESTORE,
+    Fate,
+    FileFacts,
+    Tear,
+    cut,
+    plan,
+    read_trace,
+    record,
+    torn_record,
+)
 
 JOURNAL = "raft.wal"
 FILES = {JOURNAL: FileFacts(inode=7, size_bytes=5000), "raft.dump": FileFacts(8, 900), "raft.wal.meta": FileFacts(9, 40)}

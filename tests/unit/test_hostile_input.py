@@ -15,7 +15,7 @@ import pytest
 import yaml
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scheduler.core import State, apply, decode_command, encode_command, state_digest
@@ -309,6 +309,29 @@ def test_payload_depth_ignores_brackets_inside_strings():
     assert payload_depth('{"a":"[[[[\\"[[","b":[[{}]]}') == 4
     assert payload_depth("") == 0
     assert payload_depth("[" * 50_000) == 50_000
+    assert payload_depth('["\\\\",["\\\\\\"]"]]') == 2  # escaped backslashes before a quote
+    assert payload_depth('"' + '\\"' * 30_000) == 0  # an unterminated string of escaped quotes
+
+
+def json_depth(value: object) -> int:
+    if isinstance(value, (list, dict)):
+        items = value.values() if isinstance(value, dict) else value
+        return 1 + max((json_depth(item) for item in items), default=0)
+    return 0
+
+
+_json_strings = st.text(st.sampled_from('ab"\\[]{}\x00\u00e9/'), max_size=8)
+_json_values = st.recursive(
+    st.none() | st.integers() | _json_strings,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_json_strings, inner, max_size=3),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(value=_json_values, ascii_only=st.booleans())
+def test_payload_depth_is_the_depth_of_any_json_text(value, ascii_only):
+    assert payload_depth(json.dumps(value, ensure_ascii=ascii_only)) == json_depth(value)
 
 
 # Any text in any field of a spec: validate_spec answers with problems, never an exception.
@@ -753,3 +776,137 @@ def test_the_interceptor_answers_undecodable_bytes_invalid_argument(data):
     assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT and "not a valid message" in raised.value.details
     assert seen == []
     assert handler.request_deserializer(jobs_pb2.GetJobRequest(job_id="a").SerializeToString()).job_id == "a"
+
+
+# -- refusals before the body, and the request read ----------------------------------------------
+
+
+class Untouchable:
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        raise AssertionError("a refused call's body was read")
+
+
+def test_a_call_without_a_token_is_refused_without_reading_its_body():
+    from scheduler.security.interceptor import AuthInterceptor
+
+    class Nobody:
+        def authenticate(self, token):
+            return None
+
+    inner = grpc.unary_unary_rpc_method_handler(lambda r, c: "served", request_deserializer=jobs_pb2.GetJobRequest.FromString)
+    handler = AuthInterceptor(Nobody()).intercept_service(lambda details: inner, CallDetails("/raftcron.v1.JobService/GetJob"))
+    assert handler.request_streaming and handler.request_deserializer is None
+    with pytest.raises(Aborted) as raised:
+        handler.stream_unary(Untouchable(), FakeContext())
+    assert raised.value.code == grpc.StatusCode.UNAUTHENTICATED
+
+
+class ReadContext(FakeContext):
+    def __init__(self, peer: str = "ipv4:10.0.0.1:5000") -> None:
+        super().__init__()
+        self._peer, self.cancelled = peer, 0
+
+    def peer(self):
+        return self._peer
+
+    def cancel(self):
+        self.cancelled += 1
+
+
+def test_slow_request_reads_are_capped_per_caller_and_every_read_on_a_deadline():
+    from scheduler.rpc.intake import ReadWatch, RequestIntake
+
+    now = [0.0]
+    reads = ReadWatch(timeout_s=15, slow_s=0.5, most_slow=3, most_slow_per_caller=2, clock=lambda: now[0])
+    intake = RequestIntake(reads=reads)
+    inner = grpc.unary_unary_rpc_method_handler(lambda request, context: request.job_id)
+    handler = intake.intercept_service(lambda details: inner, CallDetails("/raftcron.v1.JobService/GetJob"))
+    assert handler.stream_unary(iter([jobs_pb2.GetJobRequest(job_id="a")]), ReadContext()) == "a"
+    # Pending reads are not slow yet: a burst of any size is let through.
+    tokens = [reads.start("host:a", lambda: None) for _ in range(50)]
+    assert all(isinstance(token, int) for token in tokens)
+    for token in tokens:
+        reads.end(token)
+    a = [ReadContext() for _ in range(3)]
+    b = [ReadContext("ipv4:10.0.0.2:5000") for _ in range(2)]
+    for context in a + b:
+        assert isinstance(reads.start(caller_key_of(context), context.cancel), int)
+    now[0] = 0.6  # all five are slow: a's third is beyond its share, b's second beyond the node's
+    for cancel in reads.sweep():
+        cancel()
+    assert [c.cancelled for c in a + b] == [0, 0, 1, 0, 1]
+    assert reads.pending() == 3
+    with pytest.raises(Aborted) as raised:  # a has its share of slow reads: refused at once
+        handler.stream_unary(Untouchable(), ReadContext())
+    assert raised.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    # Another caller with no slow read reads at once, whatever the node's count.
+    assert handler.stream_unary(iter([jobs_pb2.GetJobRequest(job_id="c")]), ReadContext("ipv4:10.0.0.3:1")) == "c"
+    now[0] = 15.1  # the deadline: every read left is cancelled, and the shares are free again
+    for cancel in reads.sweep():
+        cancel()
+    assert [c.cancelled for c in a + b] == [1, 1, 1, 1, 1] and reads.pending() == 0
+    assert handler.stream_unary(iter([jobs_pb2.GetJobRequest(job_id="d")]), ReadContext()) == "d"
+    with pytest.raises(Aborted) as raised:  # no message at all
+        handler.stream_unary(iter([]), ReadContext())
+    assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def caller_key_of(context) -> str:
+    from scheduler.rpc.intake import caller_key
+
+    return caller_key(context)
+
+
+# A day field: a list of values, or a star with a step (starred, so both day fields must match).
+_DAYS_OF_MONTH = st.sets(st.integers(1, 31), min_size=1).map(lambda days: ",".join(map(str, sorted(days)))) | st.sets(
+    st.integers(28, 31), min_size=1
+).map(lambda days: ",".join(map(str, sorted(days)))) | st.integers(1, 31).map(lambda step: f"*/{step}")
+_DAYS_OF_WEEK = st.sets(st.integers(0, 6), min_size=1).map(lambda days: ",".join(map(str, sorted(days)))) | st.integers(
+    1, 7
+).map(lambda step: f"*/{step}")
+_MONTHS = st.sets(st.integers(1, 12), min_size=1).map(lambda months: ",".join(map(str, sorted(months)))) | st.sampled_from(
+    ["2", "2,4,6,9,11", "4,6,9,11", "*"]
+)
+
+
+@settings(max_examples=500, derandomize=True, deadline=None)
+@given(dom=_DAYS_OF_MONTH, months=_MONTHS, dow=_DAYS_OF_WEEK)
+@example(dom="31", months="2,4,6,9,11", dow="*/1")  # never
+@example(dom="30,31", months="2", dow="*/2")  # never
+@example(dom="29", months="2", dow="*/3")  # February 29 on a Sunday, Wednesday or Saturday
+@example(dom="31", months="2", dow="1")  # either field: every Monday of February
+def test_whether_a_schedule_can_fire_is_what_a_search_of_the_calendar_cycle_says(dom, months, dow):
+    from scheduler.planning.cron_fields import parse_cron
+    from scheduler.planning.wall_clock import days_can_match, next_wall_slot, search_limit_year
+
+    fields = parse_cron(f"0 0 {dom} {months} {dow}")
+    searched = next_wall_slot(fields, (2000, 1, 1, 0, 0, 0), search_limit_year(2000)) is not None
+    assert days_can_match(fields) == searched, (dom, months, dow)
+
+
+def test_the_health_service_answers_through_the_request_intake():
+    # Watch is a non-blocking server stream: the intake must keep it so (it holds no thread).
+    from concurrent import futures
+
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+    from scheduler.rpc.intake import RequestIntake
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), interceptors=[RequestIntake()])
+    servicer = health.HealthServicer(experimental_non_blocking=True)
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            assert stub.Check(health_pb2.HealthCheckRequest(), timeout=10).status == health_pb2.HealthCheckResponse.SERVING
+            watch = stub.Watch(health_pb2.HealthCheckRequest(), timeout=10)
+            assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+            watch.cancel()
+    finally:
+        server.stop(0)

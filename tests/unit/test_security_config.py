@@ -180,3 +180,26 @@ def test_loader_reads_insecure_its_older_name_and_the_cluster_name(tmp_path):
     env = {"RAFTCRON_INSECURE": "yes", "RAFTCRON_CLUSTER_NAME": "staging"}
     loaded = load_node_config(parse(["--config", str(path)]), env)
     assert (loaded.insecure, loaded.cluster_name) == (True, "staging")
+
+
+def test_a_dashboard_off_loopback_needs_tokens_or_an_explicit_choice():
+    loopback = {"cluster_secret": SECRET, "principals_file": "p.yaml", **TLS}
+    with pytest.raises(ConfigError, match="dashboard on 0.0.0.0:9100 without bearer tokens"):
+        config("127.0.0.1", cluster_secret=SECRET, metrics_address="0.0.0.0:9100")
+    with pytest.raises(ConfigError, match="dashboard on 10.0.0.1:9100"):
+        config(cluster_secret=SECRET, insecure=True, metrics_address="10.0.0.1:9100")
+    assert config("127.0.0.1", metrics_address="127.0.0.1:9100").metrics_address  # loopback: fine
+    assert config(metrics_address="10.0.0.1:9100", **loopback).principals_file  # tokens: fine
+    assert config("127.0.0.1", cluster_secret=SECRET, metrics_address="0.0.0.0:9100", insecure_dashboard=True).insecure_dashboard
+
+
+def test_insecure_dashboard_is_read_from_the_file_and_env(tmp_path):
+    path = tmp_path / "node.yaml"
+    path.write_text("node_id: n1\ndata_dir: /tmp/x\npeers: ['n1=127.0.0.1:7101/127.0.0.1:7201', "
+                    "'n2=127.0.0.1:7102/127.0.0.1:7202', 'n3=127.0.0.1:7103/127.0.0.1:7203']\nmetrics: 0.0.0.0:9100\n")
+    env = {"RAFTCRON_CLUSTER_SECRET": SECRET}
+    with pytest.raises(ConfigError, match="insecure_dashboard: true"):
+        load_node_config(parse(["--config", str(path)]), env)
+    assert load_node_config(parse(["--config", str(path)]), {**env, "RAFTCRON_INSECURE_DASHBOARD": "true"}).insecure_dashboard
+    path.write_text(path.read_text() + "insecure_dashboard: true\n")
+    assert load_node_config(parse(["--config", str(path)]), env).insecure_dashboard
