@@ -24,6 +24,7 @@ from scheduler.replication.journal import (
     JOURNAL_NAME,
     LEGACY_JOURNAL_NAME,
     RECORD_HEADER_BYTES,
+    TRACE_ENV,  # noqa: F401 (the harness names the trace variable through this module)
     encode_record,
     scan,
 )
