@@ -17,6 +17,7 @@ from scheduler.replication.digest import DigestFailed
 from scheduler.replication.raftlog import ROLE_NAMES
 from scheduler.rpc.convert import timestamp
 from scheduler.rpc.errors import abort_rejected, abort_replication
+from scheduler.rpc.forwarding import open_channel
 from scheduler.security.interceptor import audited_author, caller_authorization
 from worker.api.v1 import cluster_pb2, cluster_pb2_grpc
 
@@ -62,8 +63,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         self._forward_credentials = forward_credentials
 
     def _channel_to(self, address: str) -> grpc.Channel:
-        credentials = self._forward_credentials
-        return grpc.secure_channel(address, credentials) if credentials else grpc.insecure_channel(address)
+        return open_channel(address, self._forward_credentials)
 
     def Status(self, request, context):
         raft = self._raftlog.raft_status()

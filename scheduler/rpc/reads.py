@@ -10,7 +10,6 @@ another node instead of reading stale data.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import grpc
@@ -21,6 +20,7 @@ from scheduler.core import model
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import job_to_pb
 from scheduler.rpc.errors import abort_replication
+from scheduler.rpc.forwarding import PeerChannels
 from scheduler.security.interceptor import caller_authorization, current_principal
 from scheduler.security.policy import sees_details
 from worker.api.v1 import common_pb2 as pb
@@ -56,9 +56,7 @@ class Reader:
         self._clock_us = clock_us
         self._timeout_s = timeout_s
         self._leader_grpc_address = leader_grpc_address or (lambda: "")
-        self._forward_credentials = forward_credentials
-        self._channels: dict[str, grpc.Channel] = {}
-        self._channels_lock = threading.Lock()
+        self._peers = PeerChannels(forward_credentials)
 
     def linearizable(self, context: grpc.ServicerContext, request, method: MethodDescriptor):
         """None: serve `request` from this replica (after the read index when it asks for a
@@ -78,7 +76,7 @@ class Reader:
         address = self._leader_grpc_address()
         if not address:
             context.abort(grpc.StatusCode.UNAVAILABLE, "no leader known to serve a linearizable read; retry shortly")
-        call = self._channel_to(address).unary_unary(
+        call = self._peers.to(address).unary_unary(
             f"/{method.containing_service.full_name}/{method.name}",
             request_serializer=lambda message: message.SerializeToString(),
             response_deserializer=message_factory.GetMessageClass(method.output_type).FromString,
@@ -90,20 +88,8 @@ class Reader:
         except grpc.RpcError as exc:
             context.abort(exc.code(), f"linearizable read via leader {address}: {exc.details()}")
 
-    def _channel_to(self, address: str) -> grpc.Channel:
-        with self._channels_lock:
-            channel = self._channels.get(address)
-            if channel is None:
-                credentials = self._forward_credentials
-                channel = grpc.secure_channel(address, credentials) if credentials else grpc.insecure_channel(address)
-                self._channels[address] = channel
-            return channel
-
     def close(self) -> None:
-        with self._channels_lock:
-            channels, self._channels = self._channels, {}
-        for channel in channels.values():
-            channel.close()
+        self._peers.close()
 
     def read_info(self, linearizable: bool) -> pb.ReadInfo:
         return pb.ReadInfo(

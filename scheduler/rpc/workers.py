@@ -4,7 +4,6 @@ chooses runs, coalescers batch heartbeats and completions into few log entries."
 from __future__ import annotations
 
 import random
-import threading
 from collections.abc import Callable, Iterable
 
 import grpc
@@ -18,6 +17,7 @@ from scheduler.leader.dispatch import Dispatcher, Granted, NotLeading, target_ke
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import duration, duration_us, printable_run_key, target_to_pb, timestamp, timestamp_us
 from scheduler.rpc.errors import abort_replication
+from scheduler.rpc.forwarding import PeerChannels
 from scheduler.security.interceptor import caller_authorization, current_principal, require
 from scheduler.security.policy import held_by, holder_denial, holder_of_token, lease_denial, lease_holder, run_denial
 from worker.api.v1 import worker_pb2 as wpb
@@ -69,19 +69,14 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self._timeout_s = timeout_s
         self._max_lease_wait_s = max_lease_wait_s
         self._clock_us = clock_us
-        self._forward_credentials = forward_credentials
-        self._channels: dict[str, grpc.Channel] = {}
-        self._channels_lock = threading.Lock()
+        self._peers = PeerChannels(forward_credentials)
         self._extend = Coalescer("extend", raftlog, self._extend_command, timeout_s)
         self._complete = Coalescer("complete", raftlog, self._complete_command, timeout_s)
 
     def close(self) -> None:
         self._extend.close()
         self._complete.close()
-        with self._channels_lock:
-            channels, self._channels = self._channels, {}
-        for channel in channels.values():
-            channel.close()
+        self._peers.close()
 
     def _extend_command(self, leases) -> ExtendLeases:
         return ExtendLeases(self._clock_us(), tuple(leases))
@@ -110,7 +105,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         address = self._leader_grpc_address()
         if not address:
             context.abort(grpc.StatusCode.UNAVAILABLE, "no leader known; retry shortly")
-        stub = worker_pb2_grpc.WorkerServiceStub(self._channel_to(address))
+        stub = worker_pb2_grpc.WorkerServiceStub(self._peers.to(address))
         try:
             # On the caller's behalf: the leader authorizes the same token again.
             response = stub.Lease(request, timeout=wait_s + self._timeout_s, metadata=caller_authorization(context))
@@ -118,15 +113,6 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             context.abort(exc.code(), f"via leader {address}: {exc.details()}")
         response.leader_address = address  # so the worker can lease there directly next time
         return response
-
-    def _channel_to(self, address: str) -> grpc.Channel:
-        with self._channels_lock:
-            channel = self._channels.get(address)
-            if channel is None:
-                credentials = self._forward_credentials
-                channel = grpc.secure_channel(address, credentials) if credentials else grpc.insecure_channel(address)
-                self._channels[address] = channel
-            return channel
 
     def _refused(self, refs: Iterable[wpb.LeaseRef], context) -> dict[int, tuple[int, str]]:
         """Position -> (batch answer, why) for the leases the caller may not report: runs of a
