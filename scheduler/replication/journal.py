@@ -423,21 +423,26 @@ class DurableJournal(Journal):
         for command, idx, term in entries:
             offsets.append(len(body))
             body += encode_record(to_bytes(command), idx, term)
+        self._replace_durably(tmp, self._path, body, "rewrite", named=tmp)
+        self._offsets, self._end = offsets, len(body)
+
+    def _replace_durably(self, tmp: str, path: str, data: bytes | bytearray, what: str, named: str) -> None:
+        """Write `data` to `tmp`, sync it, rename it over `path` and sync the directory: a crash
+        leaves the old file or the new one, whole. A failure is fatal (see _fail)."""
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
-                view = memoryview(body)
+                view = memoryview(data)
                 while view:
-                    view = view[self._pwrite(fd, view, len(body) - len(view)) :]
+                    view = view[self._pwrite(fd, view, len(data) - len(view)) :]
                 if self._sync_on:
                     self._fsync(fd)
             finally:
                 os.close(fd)
-            os.replace(tmp, self._path)
+            os.replace(tmp, path)
             self._sync_dir()
         except OSError as exc:
-            self._fail("rewrite", exc, tmp)
-        self._offsets, self._end = offsets, len(body)
+            self._fail(what, exc, named)
 
     def _reopen(self) -> None:
         os.close(self._fd)
@@ -527,17 +532,5 @@ class DurableJournal(Journal):
         self._write_meta(self._meta)
 
     def _write_meta(self, meta: dict) -> None:
-        tmp = self._meta_path + ".tmp"
-        data = encode_meta(meta)
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                self._pwrite(fd, data, 0)
-                if self._sync_on:
-                    self._fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self._meta_path)
-            self._sync_dir()
-        except OSError as exc:
-            self._fail("meta write", exc, self._meta_path)
+        self._replace_durably(self._meta_path + ".tmp", self._meta_path, encode_meta(meta), "meta write",
+                              named=self._meta_path)
