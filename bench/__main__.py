@@ -17,6 +17,7 @@ BENCHMARKS = {
     "history": "bench.history",
     "state_memory": "bench.state_memory",
     "listing": "bench.listing",
+    "journal": "bench.journal",
 }
 
 

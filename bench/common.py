@@ -147,9 +147,10 @@ def raft_sync_mode() -> str:
 
 
 def with_raft_sync_mode(overrides: dict | None) -> dict:
-    """`overrides` with raft.sync set from RAFTCRON_BENCH_RAFT_SYNC (a copy; other raft keys kept)."""
+    """`overrides` with raft.sync set from RAFTCRON_BENCH_RAFT_SYNC (a copy; other raft keys kept),
+    unless the benchmark chose the mode itself (bench/journal.py measures both in one run)."""
     merged = dict(overrides or {})
-    merged["raft"] = {**merged.get("raft", {}), "sync": raft_sync_mode() == "on"}
+    merged["raft"] = {"sync": raft_sync_mode() == "on", **merged.get("raft", {})}
     return merged
 
 
