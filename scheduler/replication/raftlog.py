@@ -261,6 +261,9 @@ class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, SyncObj):
         if (self._eager_append and self._SyncObj__raftState == _RAFT_STATE.LEADER
                 and self._SyncObj__getCurrentLogIndex() > before):
             self._SyncObj__sendAppendEntries()
+            # The followers write the entries meanwhile: the leader's own sync overlaps their
+            # round trip instead of waiting behind it (after the poll) before the next commit loop.
+            self._sync_then_answer()
 
     def _onTick(self, timeToWait=0.0):  # noqa: N802, N803 (pysyncobj's names)
         self.tick_watch.tick_started(ROLE_NAMES.get(self._SyncObj__raftState, "unknown"))
