@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grpc
+import pytest
 import yaml
 
 from scheduler.localcluster import LocalCluster
@@ -46,3 +48,11 @@ def assert_responsive(cluster: LocalCluster, leader: str) -> None:
     with cluster.client(timeout_s=10) as root:
         assert root.status().ready
     assert cluster.wait_for_leader(10) == leader
+
+
+def refused(call, code=grpc.StatusCode.PERMISSION_DENIED) -> str:
+    """The details of the error `call` raises, which must carry `code`."""
+    with pytest.raises(grpc.RpcError) as caught:
+        call()
+    assert caught.value.code() == code, caught.value.details()
+    return caught.value.details()

@@ -5,14 +5,13 @@ never applied, and A's own outcome is still accepted."""
 
 from __future__ import annotations
 
-import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
 from scheduler.core.model import JobSpec
 from scheduler.rpc.convert import STATUS_FROM_PB, spec_to_pb
 from scheduler.security.principals import ADMIN, WORKER, Principal
-from tests.security.principals_cluster import assert_responsive, secured_cluster
+from tests.security.principals_cluster import assert_responsive, refused, secured_cluster
 from worker.api.v1 import worker_pb2 as wpb
 
 pytestmark = [pytest.mark.security, pytest.mark.integration]
@@ -22,13 +21,6 @@ PRINCIPALS = [
     Principal("worker-a", WORKER, targets=("reports.*",)),
     Principal("worker-b", WORKER, targets=("reports.*",)),
 ]
-
-
-def refused(call, code=grpc.StatusCode.PERMISSION_DENIED) -> str:
-    with pytest.raises(grpc.RpcError) as caught:
-        call()
-    assert caught.value.code() == code, caught.value.details()
-    return caught.value.details()
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,13 @@ import time
 import urllib.request
 from pathlib import Path
 
-import grpc
 import pytest
 
 from scheduler.core.model import SECOND_US, JobSpec
 from scheduler.localcluster import wait_until
 from scheduler.rpc.convert import STATUS_FROM_PB, spec_to_pb, timestamp
 from scheduler.security.principals import ADMIN, READER, SUBMITTER, WORKER, Principal
-from tests.security.principals_cluster import assert_responsive, secured_cluster, start_worker
+from tests.security.principals_cluster import assert_responsive, refused, secured_cluster, start_worker
 
 pytestmark = [pytest.mark.security, pytest.mark.integration]
 
@@ -37,13 +36,6 @@ def shell_job(job_id: str, owner: str, command: str, payload: str = "") -> JobSp
     # Fires only when triggered within the test (a yearly slot).
     return JobSpec(id=job_id, schedule="0 0 1 1 *", target_kind="shell", target=command, owner=owner, jitter="pinned",
                    payload_json=payload)
-
-
-def refused(call, code=grpc.StatusCode.PERMISSION_DENIED) -> str:
-    with pytest.raises(grpc.RpcError) as caught:
-        call()
-    assert caught.value.code() == code, caught.value.details()
-    return caught.value.details()
 
 
 @pytest.fixture(scope="module")
