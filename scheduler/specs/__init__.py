@@ -10,7 +10,8 @@ One set of rules: the document reader (reader.py) only turns YAML shapes into a 
 (rules.py), which the server also runs on specs that arrive over gRPC. Problems name fields as
 the document does ("class", "timeout", "retry.backoff.initial"), also for specs that did not
 come from a file. render.py turns specs back into documents; payload.py holds the canonical
-JSON form of payloads that both directions share.
+JSON form of payloads that both directions share. apply_plan.py decides what applying a set of
+specs does to the jobs a replica holds: what a prune removes and what the caller may touch.
 """
 
 from scheduler.durations import format_duration_us, parse_duration_us
