@@ -25,11 +25,11 @@ from scheduler.rpc.cluster import ClusterServicer
 from scheduler.rpc.intake import RequestIntake
 from scheduler.rpc.jobs import JobServicer
 from scheduler.rpc.limits import DEFAULT_LIMITS, RpcLimits
+from scheduler.rpc.limits_interceptor import LimitsInterceptor
 from scheduler.rpc.ops import OpsServicer
 from scheduler.rpc.quotas import Admission
 from scheduler.rpc.reads import Reader
 from scheduler.rpc.runs import RunServicer
-from scheduler.rpc.validate import LimitsInterceptor
 from scheduler.rpc.workers import WorkerServicer
 from scheduler.security.interceptor import AuthInterceptor
 from scheduler.security.principals import authenticator_for, http_authorizer

@@ -11,20 +11,19 @@ import msgspec
 
 from scheduler.core import Result, model
 from scheduler.core import results as ev
-from scheduler.core.commands import ApplyJobs, BackfillRuns, JobUpsert, SetJobPaused, TriggerRun
-from scheduler.core.jobs import restarted_cursor
+from scheduler.core.commands import ApplyJobs, BackfillRuns, SetJobPaused, TriggerRun
 from scheduler.core.manual import MAX_BACKFILL_SLOTS
 from scheduler.core.model import SECOND_US
-from scheduler.leader.planner import first_due_after, schedule_for
+from scheduler.leader.planner import schedule_for
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import resource_from_pb, run_to_pb, spec_from_pb, timestamp_us
 from scheduler.rpc.errors import abort_rejected, abort_replication, submit_or_abort
 from scheduler.rpc.quotas import Admission
 from scheduler.rpc.reads import Reader, scoped_job_pb
 from scheduler.security.interceptor import audited_author, current_principal, require
-from scheduler.security.policy import apply_denial, job_change_denial, jobs_target_denial, prunes
-from scheduler.security.principals import ADMIN
-from scheduler.specs import canonical_payload_json, validate_resource, validate_spec
+from scheduler.security.policy import job_change_denial, jobs_target_denial
+from scheduler.specs import canonical_payload_json
+from scheduler.specs.apply_plan import apply_problems, apply_refusal, plan_apply, preview_changes
 from worker.api.v1 import common_pb2 as pb
 from worker.api.v1 import jobs_pb2, jobs_pb2_grpc
 
@@ -71,49 +70,16 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     def _plan_apply(
         self, specs: list[model.JobSpec], resources: list[model.Resource], prune: bool, author: str, request_id: str
     ) -> ApplyJobs:
-        wanted = {spec.id for spec in specs}
-        upserts = []
         with self._raftlog.read() as state:
-            # Slots are owed from replicated time (this replica's view of it), never a node's wall clock.
-            issued_at_us = state.now_us
-            for spec in specs:
-                current = state.jobs.get(spec.id)
-                upsert = JobUpsert(spec=spec, expected_version=current.version if current else 0, next_due_us=0)
-                after_us = restarted_cursor(state, current, upsert, issued_at_us)
-                next_due_us = first_due_after(spec, after_us) if after_us is not None else current.next_due_us
-                upserts.append(JobUpsert(spec, upsert.expected_version, next_due_us))
-            principal = current_principal()
-            removals = (
-                tuple(sorted(i for i, job in state.jobs.items() if i not in wanted and prunes(principal, job.spec.owner)))
-                if prune
-                else ()
+            return plan_apply(
+                state, specs, resources, prune=prune, caller=current_principal(), author=author, request_id=request_id
             )
-            declared = {r.name for r in resources}
-            # Budgets are shared: a submitter's file declares the ones it uses, never drops others'.
-            may_drop = principal is None or principal.role == ADMIN
-            dropped = tuple(sorted(n for n in state.resources if n not in declared)) if prune and may_drop else ()
-            changed = tuple(r for r in resources if state.resources.get(r.name) != r)
-        return ApplyJobs(issued_at_us, author, request_id, tuple(upserts), removals, changed, dropped)
 
     def _require_may_apply(self, command: ApplyJobs, context) -> None:
         with self._raftlog.read() as state:
-            touched = [(u.spec.id, u.spec.owner) for u in command.upserts]
-            touched += [
-                (job_id, state.jobs[job_id].spec.owner)
-                for job_id in [u.spec.id for u in command.upserts] + list(command.removals)
-                if job_id in state.jobs
-            ]
-            # Targets are authority: a job added or changed must run a target its submitter may
-            # use. A spec applied again unchanged grants nothing new (and files keep applying
-            # after targets were introduced, while the operator migrates the principals).
-            targeted = [
-                (u.spec.id, u.spec.owner, u.spec.target_kind, u.spec.target)
-                for u in command.upserts
-                if u.spec.id not in state.jobs or state.jobs[u.spec.id].spec != u.spec
-            ]
-        resources = [r.name for r in command.resources] + list(command.resource_removals)
-        require(context, apply_denial, touched, resources)
-        require(context, jobs_target_denial, targeted)
+            refusal = apply_refusal(state, command, current_principal())
+        if refusal:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
 
     def _require_may_change(self, job_id: str, context, runs: bool = False) -> None:
         """Owner scope of a one-job change, and with `runs` (a trigger) its target too; an
@@ -137,12 +103,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"at most {MAX_JOBS_PER_APPLY} jobs per apply")
         specs = [_canonical_payload(spec_from_pb(job)) for job in request.jobs]
         resources = [resource_from_pb(r) for r in request.resources]
-        problems = [problem for spec in specs for problem in validate_spec(spec)]
-        problems += [problem for resource in resources for problem in validate_resource(resource)]
-        seen: set[str] = set()
-        problems += [f"job {s.id!r}: listed twice" for s in specs if s.id in seen or seen.add(s.id)]
+        problems = apply_problems(specs, resources)
         if problems:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "nothing applied:\n" + "\n".join(map(str, problems)))
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "nothing applied:\n" + "\n".join(problems))
         request_id = request.request_id or uuid.uuid4().hex
         for attempt in range(APPLY_ATTEMPTS):
             command = self._plan_apply(specs, resources, request.prune, audited_author(request.author), request_id)
@@ -166,19 +129,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         return jobs_pb2.ApplyJobsResponse(changes=changes, applied_index=result.index)
 
     def _preview_changes(self, command: ApplyJobs) -> list[pb.JobChange]:
-        changes = []
         with self._raftlog.read() as state:
-            for upsert in command.upserts:
-                current = state.jobs.get(upsert.spec.id)
-                if current is None:
-                    changes.append(pb.JobChange(job_id=upsert.spec.id, change="added", version=1))
-                elif current.spec == upsert.spec:
-                    changes.append(pb.JobChange(job_id=upsert.spec.id, change="unchanged", version=current.version))
-                else:
-                    changes.append(pb.JobChange(job_id=upsert.spec.id, change="changed", version=current.version + 1))
-            for job_id in command.removals:
-                changes.append(pb.JobChange(job_id=job_id, change="removed", version=state.jobs[job_id].version))
-        return changes
+            changes = preview_changes(state, command)
+        return [pb.JobChange(job_id=c.job_id, change=c.change, version=c.version) for c in changes]
 
     def DeleteJob(self, request, context):
         self._admission.admit_write(context)

@@ -1,6 +1,6 @@
 """Every limit a node puts on what one client may ask of it, in one place.
 
-Three kinds: sizes and counts of request fields (checked by `scheduler.rpc.validate` before a
+Three kinds: sizes and counts of request fields (checked by `scheduler.rpc.request_checks` before a
 servicer sees the request), the gRPC transport (message size, streams per connection, calls in
 flight, connections), and how long calls may hold a server thread (long polls, reading the
 request: `scheduler.rpc.intake`). The job spec's own value

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from scheduler.core.model import JobSpec, Resource
 from scheduler.rpc.convert import resource_to_pb, spec_to_pb
-from scheduler.rpc.validate import request_problems
+from scheduler.rpc.request_checks import request_problems
 from worker.api.v1 import (
     cluster_pb2,
     cluster_pb2_grpc,

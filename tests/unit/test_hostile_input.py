@@ -40,8 +40,9 @@ from scheduler.replication import EntryTooLarge
 from scheduler.replication.raftlog import MAX_ENTRY_BYTES
 from scheduler.rpc.convert import spec_from_pb
 from scheduler.rpc.limits import DEFAULT_LIMITS
+from scheduler.rpc.limits_interceptor import LimitsInterceptor
+from scheduler.rpc.request_checks import describe, payload_depth, request_problems, status_code
 from scheduler.rpc.runs import RunQuery, select_runs
-from scheduler.rpc.validate import LimitsInterceptor, describe, payload_depth, request_problems, status_code
 from scheduler.specs import SpecError, parse_jobs_document, validate_spec
 from tests.fakes import T0_US, Core, FakeClock, claim, completion, expiry, lease_ref, run_ref, spec, upsert
 from worker.api.v1 import cluster_pb2, jobs_pb2, ops_pb2, runs_pb2, worker_pb2
@@ -294,7 +295,7 @@ def test_good_requests_pass(request_):
 
 
 def test_every_request_type_of_the_api_has_its_own_checks():
-    from scheduler.rpc import validate
+    from scheduler.rpc import request_checks
 
     requests = {
         method.input_type.name
@@ -302,7 +303,7 @@ def test_every_request_type_of_the_api_has_its_own_checks():
         for service in module.DESCRIPTOR.services_by_name.values()
         for method in service.methods
     }
-    assert requests <= set(validate._CHECKERS), requests - set(validate._CHECKERS)
+    assert requests <= set(request_checks._CHECKERS), requests - set(request_checks._CHECKERS)
 
 
 def test_payload_depth_ignores_brackets_inside_strings():

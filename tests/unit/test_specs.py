@@ -27,6 +27,8 @@ from scheduler.specs import (
     spec_to_document,
     validate_spec,
 )
+from scheduler.specs.problems import _short
+from scheduler.specs.reader import _JOB_KEYS
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "jobs.yaml"
 MINUTE_US = 60 * SECOND_US
@@ -479,7 +481,7 @@ def test_bad_names(name: str, field: str) -> None:
     if field != "id":
         assert found[0].job_id == "j"
     else:  # a job is named by its id, even a bad one, or else by its position
-        assert found[0].job_id == (specs._short(name) if name else "#1")
+        assert found[0].job_id == (_short(name) if name else "#1")
 
 
 def test_control_character_in_id_is_named() -> None:
@@ -837,7 +839,7 @@ def test_document_of_a_shell_job() -> None:
 
 def test_full_document_has_every_field() -> None:
     document = spec_to_document(one(), full=True)
-    assert set(document) == set(specs._JOB_KEYS) - {"payload"}  # "no payload" has no document form
+    assert set(document) == set(_JOB_KEYS) - {"payload"}  # "no payload" has no document form
     assert document["retry"] == {
         "max_attempts": 3,
         "backoff": {"initial": "10s", "max": "5m", "multiplier": 2.0},
@@ -983,7 +985,7 @@ anything = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(nested_keys, inner, max_size=3),
     max_leaves=8,
 )  # fmt: skip
-job_like = st.dictionaries(st.sampled_from([*specs._JOB_KEYS, "tz", "class_"]), anything, max_size=8)
+job_like = st.dictionaries(st.sampled_from([*_JOB_KEYS, "tz", "class_"]), anything, max_size=8)
 
 
 @settings(max_examples=300, deadline=None)

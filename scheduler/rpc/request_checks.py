@@ -1,10 +1,10 @@
-"""Every argument of every raftcron.v1 call is checked here, before a servicer sees it.
+"""Wire-level checks of every argument of every raftcron.v1 call, before a servicer sees it:
+sizes, counts, payload depth, signs, enum values and field limits.
 
 `request_problems(request, limits)` is pure: one checker per request type lists what is wrong,
 each problem naming the field as the proto does ("jobs[3].payload_json", "leases[0].scheduled_at").
-`LimitsInterceptor` runs it on every call (and `clean_free_text` on what it lets through) and answers INVALID_ARGUMENT with the list (bytes that
-are no message too), caps the long polls waiting at once and the state digests computed at once
-(RESOURCE_EXHAUSTED beyond), and ends a long poll before its caller's deadline.
+`LimitsInterceptor` (limits_interceptor.py) runs it on every call, and `clean_free_text` on what
+it lets through.
 
 A job spec is checked here for sizes, counts, signs and enum values only: what its values mean
 (cron, time zone, durations, payload) is `scheduler.specs.validate_spec`'s, which the ApplyJobs
@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import accumulate
 
 import grpc
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 
 from scheduler.rpc.convert import parse_run_key
 from scheduler.rpc.limits import DEFAULT_LIMITS, MAX_INSTANT_S, RpcLimits
@@ -33,13 +32,9 @@ from scheduler.specs import name_problem, text_problem
 from worker.api.v1 import common_pb2 as pb
 from worker.api.v1 import worker_pb2 as wpb
 
-__all__ = [
-    "LimitsInterceptor", "Problem", "clean_free_text", "describe", "payload_depth", "request_problems", "status_code",
-]
+__all__ = ["Problem", "clean_free_text", "describe", "payload_depth", "request_problems", "status_code"]
 
 _PACKAGE = "raftcron.v1."
-_LEASE_METHOD = "/raftcron.v1.WorkerService/Lease"
-_STATUS_METHOD = "/raftcron.v1.ClusterService/Status"
 _MAX_LISTED = 20  # problems named in one error message
 
 
@@ -471,74 +466,3 @@ _CHECKERS: dict[str, Callable[[_Found, Message], None]] = {
     "AddMemberRequest": _add_member,
     "RemoveMemberRequest": _remove_member,
 }
-
-
-# ---------------------------------------------------------------------------------------------
-# The interceptor: every raftcron.v1 call passes here first
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Undecodable:
-    reason: str
-
-
-class LimitsInterceptor(grpc.ServerInterceptor):
-    """Refuses invalid requests, caps concurrent long polls and digests, keeps long polls inside deadlines."""
-
-    def __init__(self, limits: RpcLimits = DEFAULT_LIMITS, max_lease_waits: int | None = None) -> None:
-        self._limits = limits
-        self._lease_waits = threading.BoundedSemaphore(max_lease_waits or limits.max_concurrent_lease_waits)
-        self._digests = threading.BoundedSemaphore(limits.max_concurrent_digests)
-
-    def intercept_service(self, continuation, handler_call_details):
-        handler = continuation(handler_call_details)
-        method = handler_call_details.method
-        if handler is None or handler.unary_unary is None or not method.startswith("/" + _PACKAGE):
-            return handler
-        behavior, parse = handler.unary_unary, handler.request_deserializer
-
-        def parsed(data: bytes):
-            # gRPC answers an undecodable request INTERNAL and logs a traceback for each one: it is
-            # the caller's mistake (or malice), answered INVALID_ARGUMENT without a log line.
-            try:
-                return parse(data)
-            except DecodeError as error:
-                return _Undecodable(str(error))
-
-        def checked(request, context):
-            if isinstance(request, _Undecodable):
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the request is not a valid message: {request.reason}")
-            problems = request_problems(request, self._limits)
-            if problems:
-                context.abort(status_code(problems), describe(problems))
-            clean_free_text(request)
-            if method == _LEASE_METHOD and request.HasField("wait") and request.wait.ToNanoseconds() > 0:
-                self._fit_wait(request, context)
-                gate, busy = self._lease_waits, "too many Lease calls are waiting on this node; retry after a pause"
-            elif method == _STATUS_METHOD and request.include_digest:
-                gate, busy = self._digests, "include_digest: another digest is being computed on this node; retry"
-            else:
-                return behavior(request, context)
-            if not gate.acquire(blocking=False):
-                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, busy)
-            try:
-                return behavior(request, context)
-            finally:
-                gate.release()
-
-        return grpc.unary_unary_rpc_method_handler(
-            checked,
-            request_deserializer=parsed if parse is not None else None,
-            response_serializer=handler.response_serializer,
-        )
-
-    def _fit_wait(self, request: wpb.LeaseRequest, context) -> None:
-        """A long poll answers before its caller gives up: runs granted to a caller that is
-        gone would sit leased until their TTL runs out."""
-        remaining_s = context.time_remaining()
-        if remaining_s is None:
-            return
-        budget_s = max(0.0, remaining_s - self._limits.deadline_margin_s)
-        if request.wait.ToNanoseconds() > budget_s * 1e9:
-            request.wait.FromNanoseconds(int(budget_s * 1e9))

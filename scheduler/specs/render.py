@@ -1,0 +1,97 @@
+"""Specs -> job documents, in the form the reader turns back into the same spec (the effective
+settings `raftcron plan` shows for each job)."""
+
+from __future__ import annotations
+
+import json
+
+from scheduler.core.model import JobSpec, MisfirePolicy, RetryPolicy
+from scheduler.durations import format_duration_us
+from scheduler.specs.rules import (
+    _DEFAULT,
+    _DEFAULT_HISTORY,
+    _DEFAULT_MISFIRE,
+    _DEFAULT_RETRY,
+    _HISTORY_KEYS,
+    _default_backoff_max,
+)
+
+
+def spec_to_document(spec: JobSpec, full: bool = False) -> dict[str, object]:
+    """The job mapping that parses back to `spec`: non-default fields only, or all with `full`."""
+    document: dict[str, object] = {"id": spec.id, "schedule": spec.schedule}
+
+    def put(key: str, value: object, default: object) -> None:
+        if full or value != default:
+            document[key] = value
+
+    put("timezone", spec.timezone, _DEFAULT.timezone)
+    if spec.target_kind == "handler":
+        document["target"] = spec.target
+    else:
+        document["target"] = {spec.target_kind: spec.target}
+    put("owner", spec.owner, _DEFAULT.owner)
+    put("class", spec.job_class, _DEFAULT.job_class)
+    put("timeout", format_duration_us(spec.timeout_us), format_duration_us(_DEFAULT.timeout_us))
+    retry = _retry_document(spec.retry, full)
+    if retry:
+        document["retry"] = retry
+    put("priority", spec.priority, _DEFAULT.priority)
+    if spec.payload_json:  # no payload has no document form: `payload: null` is the JSON null
+        document["payload"] = json.loads(spec.payload_json)
+    misfire = _misfire_document(spec.misfire, full)
+    if misfire:
+        document["misfire"] = misfire
+    dst = {"gap": spec.dst_gap, "repeat": spec.dst_repeat}
+    dst = {key: value for key, value in dst.items() if full or value}
+    if dst:
+        document["dst"] = dst
+    put("jitter", spec.jitter, _DEFAULT.jitter)
+    put("overlap", spec.overlap, _DEFAULT.overlap)
+    put("paused", spec.paused, _DEFAULT.paused)
+    if spec.uses or full:
+        document["uses"] = list(spec.uses)
+    history = {
+        key: format_duration_us(getattr(spec.history, name)) if name.endswith("_us") else getattr(spec.history, name)
+        for key, name in _HISTORY_KEYS.items()
+        if full or getattr(spec.history, name) != getattr(_DEFAULT_HISTORY, name)
+    }
+    if history:
+        document["history"] = history
+    return document
+
+
+def _misfire_document(misfire: MisfirePolicy, full: bool) -> dict[str, object]:
+    document: dict[str, object] = {}
+    if full or misfire.policy != _DEFAULT_MISFIRE.policy:
+        document["policy"] = misfire.policy
+    if full or misfire.grace_us != _DEFAULT_MISFIRE.grace_us:
+        document["grace"] = format_duration_us(misfire.grace_us)
+    if full or misfire.max_catch_up != _DEFAULT_MISFIRE.max_catch_up:
+        document["max_catch_up"] = misfire.max_catch_up
+    return document
+
+
+def _retry_document(retry: RetryPolicy, full: bool) -> dict[str, object]:
+    document: dict[str, object] = {}
+    if full or retry.max_attempts != _DEFAULT_RETRY.max_attempts:
+        document["max_attempts"] = retry.max_attempts
+    backoff = {
+        "initial": format_duration_us(retry.backoff_initial_us),
+        "max": format_duration_us(retry.backoff_max_us),
+        "multiplier": retry.backoff_multiplier,
+    }
+    if not full:
+        defaults = {
+            "initial": format_duration_us(_DEFAULT_RETRY.backoff_initial_us),
+            "max": format_duration_us(_default_backoff_max(retry.backoff_initial_us)),
+            "multiplier": _DEFAULT_RETRY.backoff_multiplier,
+        }
+        backoff = {key: value for key, value in backoff.items() if value != defaults[key]}
+    if list(backoff) == ["initial"]:
+        document["backoff"] = backoff["initial"]  # the short form: backoff: 30s
+    elif backoff:
+        document["backoff"] = backoff
+    if full or retry.within_us:
+        document["within"] = format_duration_us(retry.within_us)
+    return document

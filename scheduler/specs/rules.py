@@ -1,0 +1,289 @@
+"""The rules on a spec's values: `validate_spec`, the one set the job file reader and the
+ApplyJobs servicer both run, and the limits and defaults they are stated in.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import unicodedata
+
+from scheduler.core.model import HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
+from scheduler.durations import (
+    DAY,
+    EXAMPLES,
+    DurationError,
+    format_duration_us,
+    parse_duration_us,
+    type_name,
+)
+from scheduler.planning import ScheduleError, compile_schedule
+from scheduler.specs.payload import _payload_json_problem
+from scheduler.specs.problems import SpecProblem, _short, _suggestion
+
+MAX_NAME_CHARS = 128
+MAX_OWNER_CHARS = 256
+MAX_SHELL_BYTES = 8 * 1024
+MAX_SCHEDULE_CHARS = 256  # also bounds the memo of compiled schedules
+MAX_TIMEZONE_CHARS = 64
+MAX_TIMEOUT_US = 7 * DAY
+MAX_BACKOFF_US = DAY
+MAX_WITHIN_US = 365 * DAY
+MAX_GRACE_US = 7 * DAY
+MAX_JITTER_US = DAY
+
+TARGET_KINDS = ("handler", "shell")
+MISFIRE_POLICIES = ("fire_late", "skip", "catch_up")
+DST_GAP_RULES = ("run_at_end", "skip")
+DST_REPEAT_RULES = ("first", "second", "both")
+OVERLAP_RULES = ("allow", "forbid", "queue", "replace")
+
+# Run history retention (see scheduler/core/retention.py): YAML key -> HistoryPolicy field.
+_HISTORY_KEYS = {
+    "keep": "keep_runs", "keep_for": "max_age_us", "keep_failed": "keep_failed_runs",
+    "keep_failed_for": "failed_max_age_us",
+}  # fmt: skip
+MAX_HISTORY_RUNS = 1_000_000
+MAX_HISTORY_AGE_US = 3650 * DAY
+MAX_RESOURCE_LIMIT = 1_000_000
+MAX_USES = 16
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-")
+
+_DEFAULT = JobSpec(id="", schedule="", target_kind="handler", target="")
+_DEFAULT_RETRY = RetryPolicy()
+_DEFAULT_HISTORY = HistoryPolicy()
+_DEFAULT_MISFIRE = MisfirePolicy()
+
+
+def validate_spec(spec: JobSpec) -> list[SpecProblem]:
+    """Every problem with an already-built spec; an empty list when it may be applied."""
+    label = spec.id if isinstance(spec.id, str) and spec.id else "?"
+    return [SpecProblem(_short(label), field, message) for field, message in _spec_problems(spec)]
+
+
+def _spec_problems(spec: JobSpec) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+
+    def check(field: str, message: str | None) -> None:
+        if message:
+            found.append((field, message))
+
+    check("id", _name_problem(spec.id))
+    check("schedule", _string_problem(spec.schedule, allow_empty=False, max_chars=MAX_SCHEDULE_CHARS))
+    check("timezone", _string_problem(spec.timezone, allow_empty=False, max_chars=MAX_TIMEZONE_CHARS))
+    if spec.target_kind == "handler":
+        check("target", _name_problem(spec.target, what="handler name "))
+    elif spec.target_kind == "shell":
+        check("target", _shell_problem(spec.target))
+    else:
+        check("target", f"kind must be one of {_choices(TARGET_KINDS, spec.target_kind)}")
+    check("owner", _string_problem(spec.owner, max_chars=MAX_OWNER_CHARS))
+    check("class", _name_problem(spec.job_class))
+    check("timeout", _duration_problem(spec.timeout_us, 1, MAX_TIMEOUT_US))
+    if isinstance(spec.retry, RetryPolicy):
+        found.extend(_retry_problems(spec.retry))
+    else:
+        check("retry", f"must be a retry policy, not {type_name(spec.retry)}")
+    check("priority", _int_problem(spec.priority, -1000, 1000))
+    check("payload", _payload_json_problem(spec.payload_json))
+    if isinstance(spec.misfire, MisfirePolicy):
+        check("misfire.policy", _choice_problem(spec.misfire.policy, MISFIRE_POLICIES))
+        check("misfire.grace", _duration_problem(spec.misfire.grace_us, 0, MAX_GRACE_US))
+        check("misfire.max_catch_up", _int_problem(spec.misfire.max_catch_up, 0, 1000))
+    else:
+        check("misfire", f"must be a misfire policy, not {type_name(spec.misfire)}")
+    check("dst.gap", _choice_problem(spec.dst_gap, ("", *DST_GAP_RULES)))
+    check("dst.repeat", _choice_problem(spec.dst_repeat, ("", *DST_REPEAT_RULES)))
+    check("jitter", _jitter_problem(spec.jitter))
+    check("overlap", _choice_problem(spec.overlap, OVERLAP_RULES))
+    if not isinstance(spec.paused, bool):
+        check("paused", f"must be true or false, not {type_name(spec.paused)}")
+    check("uses", _uses_problem(spec.uses))
+    found.extend(_history_problems(spec.history))
+    # The schedule is compiled only from parts that passed their own checks.
+    bad = {field for field, _ in found}
+    if not bad & {"schedule", "timezone", "dst.gap", "dst.repeat"}:
+        check(*_schedule_problem(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat))
+    return found
+
+
+def _uses_problem(uses: object) -> str | None:
+    if not isinstance(uses, (tuple, list)):
+        return f"must be a list of resource names, not {type_name(uses)}"
+    naming = next((f"resource {problem}" for name in uses if (problem := _name_problem(name))), None)
+    if naming:
+        return naming
+    if len(uses) > MAX_USES or len(set(uses)) != len(uses):
+        return f"must list at most {MAX_USES} distinct resource names"
+    return None
+
+
+def validate_resource(resource: Resource) -> list[SpecProblem]:
+    """Problems with one resource declaration (job_id is empty: it belongs to the file)."""
+    found = [
+        ("resources", _name_problem(resource.name)),
+        (f"resources.{resource.name}.max_concurrent", _int_problem(resource.max_concurrent, 0, MAX_RESOURCE_LIMIT)),
+        (f"resources.{resource.name}.max_starts_per_s", _int_problem(resource.max_starts_per_s, 0, MAX_RESOURCE_LIMIT)),
+    ]
+    return [SpecProblem("", field, message) for field, message in found if message]
+
+
+@functools.lru_cache(maxsize=4096)
+def _schedule_problem(expr: str, timezone: str, gap: str, repeat: str) -> tuple[str, str | None]:
+    # Memoized: a file of 100,000 jobs typically holds a handful of distinct schedules.
+    try:
+        compile_schedule(expr, timezone, gap or None, repeat or None)
+    except ScheduleError as error:
+        return (error.field or "schedule", error.message)
+    return ("schedule", None)
+
+
+def _history_problems(history: object) -> list[tuple[str, str]]:
+    if not isinstance(history, HistoryPolicy):
+        return [("history", f"must be a retention policy, not {type_name(history)}")]
+    found = []
+    for key, name in _HISTORY_KEYS.items():
+        value = getattr(history, name)
+        if name.endswith("_us"):
+            problem = _duration_problem(value, 0, MAX_HISTORY_AGE_US)
+        else:
+            problem = _int_problem(value, 0, MAX_HISTORY_RUNS)
+        if problem:
+            found.append((f"history.{key}", problem))
+    return found
+
+
+def _retry_problems(retry: RetryPolicy) -> list[tuple[str, str]]:
+    found = [
+        ("retry.max_attempts", _int_problem(retry.max_attempts, 1, 100)),
+        ("retry.backoff.initial", _duration_problem(retry.backoff_initial_us, 0, MAX_BACKOFF_US)),
+        ("retry.backoff.max", _duration_problem(retry.backoff_max_us, 0, MAX_BACKOFF_US)),
+        ("retry.backoff.multiplier", _number_problem(retry.backoff_multiplier, 1.0, 10.0)),
+        ("retry.within", _duration_problem(retry.within_us, 0, MAX_WITHIN_US)),
+    ]
+    if not found[1][1] and not found[2][1] and retry.backoff_max_us < retry.backoff_initial_us:
+        initial = format_duration_us(retry.backoff_initial_us)
+        found[2] = ("retry.backoff.max", f"must not be less than the initial backoff ({initial})")
+    return [(field, message) for field, message in found if message]
+
+
+def _string_problem(value: object, *, allow_empty: bool = True, max_chars: int = 0) -> str | None:
+    if not isinstance(value, str):
+        hint = " (quote it)" if isinstance(value, (bool, int, float)) else ""
+        hint += " (YAML reads unquoted yes/no/on/off as booleans)" if isinstance(value, bool) else ""
+        return f"must be a string, not {type_name(value)}{hint}"
+    if not value and not allow_empty:
+        return "must not be empty"
+    if max_chars and len(value) > max_chars:
+        return f"is {len(value)} characters long; at most {max_chars} are allowed"
+    for char in value:
+        category = unicodedata.category(char)
+        if category == "Cc":
+            return f"contains the control character {char!r}"
+        if category == "Cs":
+            return f"contains a lone surrogate {char!r}"
+    return None
+
+
+def name_problem(value: object) -> str | None:
+    """What is wrong with an id or a name (job, class, handler, resource); None if nothing."""
+    return _name_problem(value)
+
+
+def text_problem(value: object, max_chars: int) -> str | None:
+    """What is wrong with one line of text (bounded, no control characters); None if nothing."""
+    return _string_problem(value, max_chars=max_chars)
+
+
+def _name_problem(value: object, what: str = "") -> str | None:
+    problem = _string_problem(value, allow_empty=False, max_chars=MAX_NAME_CHARS)
+    if problem:
+        return what + problem
+    if _NAME.fullmatch(value):  # type: ignore[arg-type]
+        return None
+    odd = next((char for char in value if char not in _NAME_CHARS), None)  # type: ignore[union-attr]
+    rule = "ASCII letters, digits, '.', '_', ':' and '-', starting with a letter or digit"
+    if odd is not None:
+        return f"{what}{value!r} contains {odd!r}; allowed are {rule}"
+    return f"{what}{value!r} must start with a letter or digit"
+
+
+def _shell_problem(value: object) -> str | None:
+    if not isinstance(value, str):
+        return f"shell command must be a string, not {type_name(value)}"
+    if not value.strip():
+        return "shell command must not be empty"
+    if "\0" in value:
+        return "shell command contains a NUL character"
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "shell command is not valid text (it contains a lone surrogate)"
+    if size > MAX_SHELL_BYTES:
+        return f"shell command is {size} bytes long; at most {MAX_SHELL_BYTES} (8 KiB) are allowed"
+    return None
+
+
+def _int_problem(value: object, low: int, high: int) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"must be a whole number, not {type_name(value)}"
+    if not low <= value <= high:
+        return f"must be between {low} and {high}, got {value}"
+    return None
+
+
+def _number_problem(value: object, low: float, high: float) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"must be a number, not {type_name(value)}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, got {value}"
+    if not low <= value <= high:  # exact for ints of any size, unlike a conversion to float
+        return f"must be between {low:g} and {high:g}, got {_short(str(value), 20)}"
+    return None
+
+
+def _duration_problem(us: object, low: int, high: int) -> str | None:
+    if isinstance(us, bool) or not isinstance(us, int):
+        return f"must be a duration in microseconds, not {type_name(us)}"
+    if not low <= us <= high:
+        bound = "more than 0s" if low > 0 else "at least 0s"
+        return f"must be {bound} and at most {format_duration_us(high)}, got {format_duration_us(us)}"
+    return None
+
+
+def _choice_problem(value: object, choices: tuple[str, ...]) -> str | None:
+    if not isinstance(value, str):
+        return f"must be one of {_choices(choices)}, not {type_name(value)}"
+    return None if value in choices else f"must be one of {_choices(choices, value)}"
+
+
+def _choices(choices: tuple[str, ...], got: object = None) -> str:
+    text = ", ".join(repr(choice) for choice in choices)
+    if got is not None:
+        text += f"; got {got!r}{_suggestion(str(got), choices)}"
+    return text
+
+
+def _jitter_problem(value: object) -> str | None:
+    expected = f"must be 'auto', 'pinned' or a window of at most {format_duration_us(MAX_JITTER_US)}"
+    if not isinstance(value, str):
+        return f"{expected}, not {type_name(value)}"
+    if value in ("auto", "pinned"):
+        return None
+    try:
+        window = parse_duration_us(value, "jitter")
+    except DurationError:
+        return f"{expected} ({EXAMPLES}); got {value!r}{_suggestion(value, ('auto', 'pinned'))}"
+    if window == 0:
+        return "a zero window is written 'pinned'"
+    if window > MAX_JITTER_US:
+        return f"{expected}, got {format_duration_us(window)}"
+    return None
+
+
+def _default_backoff_max(initial_us: object) -> int:
+    """An unset maximum backoff is 5m, or the initial backoff if that is longer (up to 1d)."""
+    default = _DEFAULT_RETRY.backoff_max_us
+    return min(max(default, initial_us), MAX_BACKOFF_US) if isinstance(initial_us, int) else default
