@@ -10,7 +10,8 @@ import grpc
 import pytest
 
 from worker.api.v1 import cluster_pb2, cluster_pb2_grpc, jobs_pb2, jobs_pb2_grpc
-from worker.client import OUTCOME_UNKNOWN, ClusterClient, parse_cluster
+from worker.api.v1.metadata import OUTCOME_UNKNOWN
+from worker.client import ClusterClient, parse_cluster
 
 TIMEOUT_S = 3.0
 
