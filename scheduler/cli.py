@@ -46,7 +46,7 @@ CLI_OUTCOME_RETRIES = 3
 
 
 def _client(args):
-    from worker.client import ClusterClient, Credentials, parse_cluster
+    from worker import ClusterClient, Credentials, parse_cluster
 
     credentials = Credentials.from_env(credential_environ(args))
     # A write cut short by a leader change is sent again with its request id: the cluster applies
