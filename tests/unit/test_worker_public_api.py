@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
+import sys
 from pathlib import Path
 
 import worker
@@ -56,3 +58,17 @@ def test_no_public_module_beyond_the_documented_ones() -> None:
 def test_documented_modules_import() -> None:
     for name in sorted(PUBLIC_MODULES):
         importlib.import_module(f"worker.{name}")
+
+
+def test_the_sdk_imports_only_its_own_dependencies() -> None:
+    # `pip install raftcron` brings grpcio and protobuf only (the server's are the `server` extra),
+    # so an import of scheduler code or of a server dependency would break an SDK-only install.
+    allowed = set(sys.stdlib_module_names) | {"grpc", "google", "worker"}
+    found = set()
+    for path in WORKER_DIR.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                found |= {(alias.name.partition(".")[0], path.name) for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add((node.module.partition(".")[0], path.name))
+    assert sorted((name, where) for name, where in found if name not in allowed) == []
