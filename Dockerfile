@@ -20,9 +20,11 @@ RUN groupadd --system --gid 10001 raftcron \
 
 WORKDIR /src
 
-# Dependencies first, in their own layer: rebuilt only when pyproject.toml changes.
+# Dependencies first, in their own layer: rebuilt only when pyproject.toml changes. The image runs
+# nodes, so it takes the `server` extra besides the worker SDK's own dependencies.
 COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+print('\n'.join(p['dependencies'] + p['optional-dependencies']['server']))" \
         > requirements.txt \
  && pip install -r requirements.txt
 

@@ -224,8 +224,8 @@ def _driver(cluster_addresses: list[str], worker_id: str, hold: int, start_at: f
 
     import grpc
 
+    from worker import ClusterClient
     from worker.api.v1 import worker_pb2 as wpb
-    from worker.client import ClusterClient
 
     out = {"worker_id": worker_id, "leased": 0, "beats": [], "errors": 0, "completed": 0, "complete_errors": 0}
     client = ClusterClient(cluster_addresses, timeout_s=30.0)

@@ -15,7 +15,17 @@ from pathlib import Path
 
 import grpc
 
-from scheduler import cli_output as out
+try:
+    from scheduler import cli_output as out
+except ModuleNotFoundError as missing:
+    # An install without the `server` extra holds the worker SDK's dependencies only: say so in
+    # one line instead of a traceback. A module of raftcron's own missing is a bug: raise it.
+    if (missing.name or "").partition(".")[0] in ("scheduler", "worker"):
+        raise
+    raise SystemExit(
+        f"raftcron: the server needs `pip install 'raftcron[server]'` (no module named {missing.name!r}); "
+        "workers run without it as `python -m worker.cli`"
+    ) from None
 
 DEFAULT_CLUSTER = "127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203"
 
@@ -46,7 +56,7 @@ CLI_OUTCOME_RETRIES = 3
 
 
 def _client(args):
-    from worker.client import ClusterClient, Credentials, parse_cluster
+    from worker import ClusterClient, Credentials, parse_cluster
 
     credentials = Credentials.from_env(credential_environ(args))
     # A write cut short by a leader change is sent again with its request id: the cluster applies

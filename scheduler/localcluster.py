@@ -16,7 +16,7 @@ import grpc
 import yaml
 
 from scheduler.security.devcerts import DevCredentials
-from worker.client import ClusterClient, Credentials
+from worker import ClusterClient, Credentials
 
 
 @dataclass

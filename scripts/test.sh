@@ -4,7 +4,7 @@
 # Extra arguments go to pytest (e.g. -k failover, tests/unit).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
-bootstrap_venv "test"
+bootstrap_venv "server,test"
 # System packages for the chaos tests (network namespaces, iptables); with CI=true a missing
 # prerequisite fails the run instead of skipping those tests.
 bash scripts/chaos-prereqs.sh

@@ -19,9 +19,9 @@ import os
 import sys
 from collections.abc import Mapping
 
-from worker.client import Credentials, parse_cluster
-from worker.execution import Handler
-from worker.runner import Worker
+from worker._client import Credentials, parse_cluster
+from worker._execution import Handler
+from worker._runner import Worker
 
 __all__ = ["build_worker", "load_handlers", "main"]
 
@@ -90,7 +90,7 @@ def load_handlers(spec: str) -> dict[str, Handler]:
 def build_worker(args: argparse.Namespace) -> Worker:
     handlers: dict[str, Handler] = {}
     if args.demo:
-        from worker.demo import DEMO_HANDLERS
+        from worker._demo import DEMO_HANDLERS
 
         handlers.update(DEMO_HANDLERS)
     for spec in args.handlers:

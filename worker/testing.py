@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from worker.context import CancelReason, RunContext
-from worker.execution import AsyncLoopThread, Handler, OutcomeKind, arm_deadline, execute
+from worker._context import CancelReason, RunContext
+from worker._execution import AsyncLoopThread, Handler, OutcomeKind, arm_deadline, execute
 
 __all__ = ["HandlerOutcome", "make_context", "run_handler"]
 

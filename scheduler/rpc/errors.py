@@ -15,7 +15,7 @@ from scheduler.replication import (
     ReplicationError,
     ReplicationTimeout,
 )
-from worker.client import OUTCOME_UNKNOWN
+from worker.api.v1.metadata import OUTCOME_UNKNOWN
 
 REJECTION_CODES: dict[str, grpc.StatusCode] = {
     "invalid": grpc.StatusCode.INVALID_ARGUMENT,

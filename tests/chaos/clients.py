@@ -20,8 +20,8 @@ import grpc
 from scheduler.rpc.convert import timestamp_us
 from tests.chaos.checker import AckedWrite, Answer, Grant
 from tests.chaos.harness import now_us
+from worker import ClusterClient
 from worker.api.v1 import worker_pb2 as wpb
-from worker.client import ClusterClient
 
 OUTCOMES = {wpb.OK: "ok", wpb.FENCED: "fenced", wpb.NOT_FOUND: "not_found", wpb.RUN_CANCELLED: "cancelled"}
 KINDS = {"success": wpb.SUCCESS, "failure": wpb.FAILURE}

@@ -28,8 +28,8 @@ from scheduler.rpc.convert import STATUS_FROM_PB, spec_to_pb, timestamp
 from scheduler.security.devcerts import ensure_dev_credentials
 from scheduler.security.principals import ADMIN, READER, SUBMITTER, WORKER, Principal, principals_document
 from tests.integration.conftest import FAST_RAFT, free_port_base
+from worker import ClusterClient, Credentials
 from worker.api.v1 import worker_pb2 as wpb
-from worker.client import ClusterClient, Credentials
 
 pytestmark = pytest.mark.integration
 

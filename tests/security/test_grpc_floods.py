@@ -20,8 +20,8 @@ from scheduler.core.model import JobSpec
 from scheduler.rpc.convert import spec_to_pb
 from scheduler.rpc.limits import DEFAULT_LIMITS
 from tests.integration.test_security import secured_cluster
+from worker import Credentials
 from worker.api.v1 import jobs_pb2
-from worker.client import Credentials
 
 pytestmark = [pytest.mark.security, pytest.mark.integration]
 

@@ -14,8 +14,8 @@ from concurrent import futures
 import grpc
 import pytest
 
+from worker import ClusterClient, Credentials, PlaintextTokenRefused
 from worker.api.v1 import cluster_pb2, cluster_pb2_grpc
-from worker.client import ClusterClient, Credentials, PlaintextTokenRefused
 
 pytestmark = pytest.mark.security
 

@@ -15,7 +15,7 @@ from scheduler.core.model import JobSpec
 from scheduler.localcluster import wait_until
 from scheduler.rpc.convert import spec_to_pb
 from tests.security.conftest import assert_clean_logs, make_cluster  # noqa: F401
-from worker.client import ClusterClient
+from worker import ClusterClient
 
 pytestmark = [pytest.mark.security, pytest.mark.integration]
 

@@ -9,8 +9,9 @@ from concurrent import futures
 import grpc
 import pytest
 
+from worker import ClusterClient, parse_cluster
 from worker.api.v1 import cluster_pb2, cluster_pb2_grpc, jobs_pb2, jobs_pb2_grpc
-from worker.client import OUTCOME_UNKNOWN, ClusterClient, parse_cluster
+from worker.api.v1.metadata import OUTCOME_UNKNOWN
 
 TIMEOUT_S = 3.0
 
@@ -225,7 +226,7 @@ def test_client_validates_addresses() -> None:
 
 
 def test_a_write_of_unknown_outcome_is_sent_again_with_its_request_id(start_node, monkeypatch) -> None:
-    monkeypatch.setattr("worker.client.OUTCOME_RETRY_BACKOFF_S", 0.0)
+    monkeypatch.setattr("worker._client.OUTCOME_RETRY_BACKOFF_S", 0.0)
     node, address = start_node("n1")
     node.unknown_outcomes = 2
     with ClusterClient([address], timeout_s=TIMEOUT_S, outcome_retries=3) as client:
@@ -234,7 +235,7 @@ def test_a_write_of_unknown_outcome_is_sent_again_with_its_request_id(start_node
 
 
 def test_retries_of_unknown_outcomes_are_bounded_and_off_by_default(start_node, monkeypatch) -> None:
-    monkeypatch.setattr("worker.client.OUTCOME_RETRY_BACKOFF_S", 0.0)
+    monkeypatch.setattr("worker._client.OUTCOME_RETRY_BACKOFF_S", 0.0)
     node, address = start_node("n1")
     node.unknown_outcomes = 10
     with ClusterClient([address], timeout_s=TIMEOUT_S) as client:
@@ -248,7 +249,7 @@ def test_retries_of_unknown_outcomes_are_bounded_and_off_by_default(start_node, 
 
 
 def test_other_refusals_and_calls_without_a_request_id_are_not_sent_again(start_node, monkeypatch) -> None:
-    monkeypatch.setattr("worker.client.OUTCOME_RETRY_BACKOFF_S", 0.0)
+    monkeypatch.setattr("worker._client.OUTCOME_RETRY_BACKOFF_S", 0.0)
     conflicting, address = start_node("n1", fail_with=grpc.StatusCode.ABORTED)  # e.g. version_conflict
     with ClusterClient([address], timeout_s=TIMEOUT_S, outcome_retries=3) as client:
         with pytest.raises(grpc.RpcError):

@@ -45,9 +45,9 @@ from scheduler.rpc.request_checks import describe, payload_depth, request_proble
 from scheduler.rpc.runs import RunQuery, select_runs
 from scheduler.specs import SpecError, parse_jobs_document, validate_spec
 from tests.fakes import T0_US, Core, FakeClock, claim, completion, expiry, lease_ref, run_ref, spec, upsert
+from worker import ClusterClient
 from worker.api.v1 import cluster_pb2, jobs_pb2, ops_pb2, runs_pb2, worker_pb2
 from worker.api.v1 import common_pb2 as pb
-from worker.client import ClusterClient
 
 GOOD_JOB = {"id": "ok", "schedule": "*/5 * * * *", "target": "jobs.ok"}
 

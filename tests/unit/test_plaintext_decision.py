@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.client import ALLOW, REFUSE, WARN, Credentials, PlaintextTokenRefused, plaintext_decision
+from worker._client import ALLOW, REFUSE, WARN, Credentials, PlaintextTokenRefused, plaintext_decision
 
 
 @pytest.mark.parametrize(

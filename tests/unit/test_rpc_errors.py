@@ -7,7 +7,7 @@ import pytest
 
 from scheduler.replication import NotLeader, OutcomeUnknown, Overloaded, ReplicationTimeout
 from scheduler.rpc.errors import abort_replication
-from worker.client import OUTCOME_UNKNOWN
+from worker.api.v1.metadata import OUTCOME_UNKNOWN
 
 
 class Aborted(Exception):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler import cli
-from worker.client import Credentials
+from worker import Credentials
 
 
 def test_credentials_come_from_the_variables_raftcron_dev_prints(tmp_path):

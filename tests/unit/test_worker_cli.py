@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from worker._demo import DEMO_HANDLERS, echo
 from worker.cli import DEFAULT_CLUSTER, build_parser, build_worker, load_handlers, main
-from worker.demo import DEMO_HANDLERS, echo
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,20 +31,20 @@ def test_options_reach_the_worker() -> None:
 
 
 def test_handlers_from_modules() -> None:
-    assert load_handlers("worker.demo:DEMO_HANDLERS") == DEMO_HANDLERS
-    assert load_handlers("greet=worker.demo:echo") == {"greet": echo}
-    worker = worker_for("--handlers", "greet=worker.demo:echo", "examples.payment_job:HANDLERS")
+    assert load_handlers("worker._demo:DEMO_HANDLERS") == DEMO_HANDLERS
+    assert load_handlers("greet=worker._demo:echo") == {"greet": echo}
+    worker = worker_for("--handlers", "greet=worker._demo:echo", "examples.payment_job:HANDLERS")
     assert worker.targets == ["greet", "payments.charge"]
 
 
 @pytest.mark.parametrize(
     ("spec", "error"),
     [
-        ("worker.demo", ValueError),
-        ("=worker.demo:echo", ValueError),
-        ("worker.demo:echo", ValueError),  # a function needs a NAME=
-        ("x=worker.demo:DEMO_HANDLERS", ValueError),  # a dict is not one handler
-        ("worker.demo:nope", AttributeError),
+        ("worker._demo", ValueError),
+        ("=worker._demo:echo", ValueError),
+        ("worker._demo:echo", ValueError),  # a function needs a NAME=
+        ("x=worker._demo:DEMO_HANDLERS", ValueError),  # a dict is not one handler
+        ("worker._demo:nope", AttributeError),
         ("no_such_module_here:X", ImportError),
     ],
 )
@@ -57,7 +57,7 @@ def test_usage_errors_exit_2(capsys) -> None:
     assert main(["--cluster", "127.0.0.1:7201"]) == 2
     assert "nothing to run" in capsys.readouterr().err
     assert main(["worker", "--demo", "--cluster", "not an address"]) == 2
-    assert main(["--handlers", "worker.demo:nope"]) == 2
+    assert main(["--handlers", "worker._demo:nope"]) == 2
 
 
 def test_demo_covers_every_handler_target_of_the_example_jobs() -> None:

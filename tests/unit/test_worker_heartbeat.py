@@ -159,7 +159,7 @@ def test_a_short_heartbeat_outage_keeps_the_lease() -> None:
 
 
 def held(token: int, ttl_s: float):
-    from worker.leases import lease_from_grant
+    from worker._leases import lease_from_grant
 
     lease, _ = lease_from_grant(make_grant("job", token, ttl_s=ttl_s, scheduled_at=SLOT + timedelta(minutes=token)), "w1")
     return lease
@@ -170,7 +170,7 @@ def woken(table) -> bool:
 
 
 def test_an_idle_heartbeater_wakes_for_the_first_lease() -> None:
-    from worker.leases import LeaseTable
+    from worker._leases import LeaseTable
 
     table = LeaseTable(4)
     assert table.heartbeat_view() == []
@@ -183,7 +183,7 @@ def test_an_idle_heartbeater_wakes_for_the_first_lease() -> None:
 def test_a_lease_that_can_wait_for_the_planned_beat_does_not_wake_the_heartbeater() -> None:
     import time
 
-    from worker.leases import LeaseTable
+    from worker._leases import LeaseTable
 
     table = LeaseTable(4)
     table.add(held(1, ttl_s=30.0))
@@ -199,7 +199,7 @@ def test_a_lease_that_can_wait_for_the_planned_beat_does_not_wake_the_heartbeate
 def test_a_lease_added_while_the_heartbeater_plans_is_not_missed() -> None:
     import time
 
-    from worker.leases import LeaseTable
+    from worker._leases import LeaseTable
 
     table = LeaseTable(4)
     table.add(held(1, ttl_s=30.0))

@@ -13,8 +13,8 @@ import pytest
 
 from tests.unit.test_worker_fakes import fake_cluster, make_grant, wait_until
 from worker import CancelReason, ShellCommand, Worker
+from worker._shell import shell_user
 from worker.api.v1 import worker_pb2
-from worker.shell import shell_user
 from worker.testing import make_context, run_handler
 
 

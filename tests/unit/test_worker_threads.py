@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from worker.threads import DeadlineWatcher, HandlerThreads
+from worker._threads import DeadlineWatcher, HandlerThreads
 
 WAIT_S = 10.0
 

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from worker.context import RunContext
+from worker._context import RunContext
 
 __all__ = ["ShellCommand", "ShellResult", "ShellUser", "command_environment", "shell_environment", "shell_user"]
 

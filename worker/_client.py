@@ -53,6 +53,7 @@ from worker.api.v1 import (
     worker_pb2,
     worker_pb2_grpc,
 )
+from worker.api.v1.metadata import OUTCOME_UNKNOWN
 
 __all__ = ["ClusterClient", "Credentials", "PlaintextTokenRefused", "parse_cluster", "plaintext_decision"]
 
@@ -67,8 +68,6 @@ _SERVICES = {
 
 # Status codes after which the next node is tried.
 _FAILOVER_CODES = frozenset({grpc.StatusCode.UNAVAILABLE})
-# Trailing metadata of a write whose entry may or may not commit: retry it with the same request id.
-OUTCOME_UNKNOWN = ("raftcron-outcome", "unknown")
 OUTCOME_RETRY_BACKOFF_S = 0.25
 
 log = logging.getLogger("raftcron.client")

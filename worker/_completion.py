@@ -23,11 +23,11 @@ from collections.abc import Callable
 
 import grpc
 
+from worker._backoff import Backoff, describe_rpc_error
+from worker._client import ClusterClient
+from worker._execution import Outcome
+from worker._leases import HeldLease
 from worker.api.v1 import worker_pb2
-from worker.backoff import Backoff, describe_rpc_error
-from worker.client import ClusterClient
-from worker.execution import Outcome
-from worker.leases import HeldLease
 
 __all__ = ["CompletionBatcher", "complete_request", "report_in_background", "report_outcome"]
 

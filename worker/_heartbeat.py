@@ -17,11 +17,11 @@ import time
 
 import grpc
 
+from worker._backoff import FailureLog
+from worker._client import ClusterClient
+from worker._context import CancelReason
+from worker._leases import HeldLease, LeaseTable
 from worker.api.v1 import worker_pb2
-from worker.backoff import FailureLog
-from worker.client import ClusterClient
-from worker.context import CancelReason
-from worker.leases import HeldLease, LeaseTable
 
 __all__ = ["Heartbeater"]
 

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from worker.context import UNREPORTABLE_REASONS, CancelReason, RetryLater, RunContext
-from worker.shell import ShellResult
-from worker.threads import DeadlineWatcher
+from worker._context import UNREPORTABLE_REASONS, CancelReason, RetryLater, RunContext
+from worker._shell import ShellResult
+from worker._threads import DeadlineWatcher
 
 __all__ = ["AsyncLoopThread", "Outcome", "OutcomeKind", "arm_deadline", "execute"]
 
@@ -151,7 +151,7 @@ def _cancelled_outcome(ctx: RunContext, ended: Outcome | None = None) -> Outcome
     return Outcome(OutcomeKind.FAILURE, f"cancelled: {reason}", exit_code, tail, None, reason)
 
 
-# One thread watches every attempt's deadline in the process (see threads.py).
+# One thread watches every attempt's deadline in the process (see _threads.py).
 _deadlines = DeadlineWatcher()
 
 

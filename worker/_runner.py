@@ -9,9 +9,9 @@
     worker.run()                 # blocks; SIGTERM/SIGINT drain it gracefully
 
 Threads: one lease loop (long-polls WorkerService.Lease for at most the free slots), one
-heartbeater (one Heartbeat call for all leases, see heartbeat.py), one thread per running attempt
-(reused from attempt to attempt, see threads.py; it hands the outcome to the completion sender
-and goes back to the pool, see completion.py), one asyncio loop for `async def` handlers, and one
+heartbeater (one Heartbeat call for all leases, see _heartbeat.py), one thread per running attempt
+(reused from attempt to attempt, see _threads.py; it hands the outcome to the completion sender
+and goes back to the pool, see _completion.py), one asyncio loop for `async def` handlers, and one
 watcher for every attempt's deadline. A lease counts against `concurrency` from its grant until
 its handler returns (a cancelled handler still running counts too), so the worker never runs
 more handlers than `concurrency`. Its outcome is then reported while the next run starts: the
@@ -40,17 +40,17 @@ from collections.abc import Callable, Iterable, Mapping
 
 import grpc
 
+from worker._backoff import Backoff, FailureLog
+from worker._client import ClusterClient, Credentials, parse_cluster
+from worker._completion import CompletionBatcher, report_in_background, report_outcome
+from worker._context import CancelReason
+from worker._execution import AsyncLoopThread, Handler, Outcome, OutcomeKind, arm_deadline, execute
+from worker._heartbeat import Heartbeater
+from worker._leases import SHELL_TARGET, HeldLease, LeaseTable, lease_from_grant
+from worker._shell import DEFAULT_GRACE_S, ShellCommand, check_env_names
+from worker._shell import shell_user as shell_user_named
+from worker._threads import HandlerThreads
 from worker.api.v1 import worker_pb2
-from worker.backoff import Backoff, FailureLog
-from worker.client import ClusterClient, Credentials, parse_cluster
-from worker.completion import CompletionBatcher, report_in_background, report_outcome
-from worker.context import CancelReason
-from worker.execution import AsyncLoopThread, Handler, Outcome, OutcomeKind, arm_deadline, execute
-from worker.heartbeat import Heartbeater
-from worker.leases import SHELL_TARGET, HeldLease, LeaseTable, lease_from_grant
-from worker.shell import DEFAULT_GRACE_S, ShellCommand, check_env_names
-from worker.shell import shell_user as shell_user_named
-from worker.threads import HandlerThreads
 
 __all__ = ["SHELL_TARGET", "Worker"]
 
@@ -72,7 +72,7 @@ class Worker:
             `shell` is on. Must be a subset of those.
         handlers: {target name: handler}; or register with `@worker.handler(name)`.
         lease_wait_s: how long one Lease call waits for due runs (long poll).
-        shell: also run `{shell: CMD}` targets with /bin/sh (see shell.py).
+        shell: also run `{shell: CMD}` targets with /bin/sh (see _shell.py).
         shell_owners: run only these owners' shell commands (leases `shell:OWNER` for each, so the
             cluster hands it no other owner's); default every owner's (`shell`).
         shell_env: names of the worker's environment variables a command also gets, beyond

@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from datetime import timezone
 
+from worker._context import CancelReason, RunContext
 from worker.api.v1 import worker_pb2
-from worker.context import CancelReason, RunContext
 
 __all__ = ["SHELL_TARGET", "HeldLease", "LeaseTable", "lease_from_grant"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from worker.context import RunContext
+from worker._context import RunContext
 
 __all__ = ["DEMO_HANDLERS"]
 
