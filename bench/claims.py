@@ -31,7 +31,7 @@ from pathlib import Path
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from bench.common import (
+from bench._harness.common import (
     PortAllocator,
     fmt,
     load_average,
@@ -45,8 +45,8 @@ from bench.common import (
     with_raft_sync_mode,
     write_json,
 )
-from bench.harness import bench_parser, new_report
-from bench.rawraft import RawCluster, raw_ports
+from bench._harness.rawraft import RawCluster, raw_ports
+from bench._harness.report import bench_parser, new_report
 from scheduler.core.codec import encode_command
 from scheduler.core.commands import ClaimRuns, SlotClaim
 from scheduler.core.model import SECOND_US, JobSpec

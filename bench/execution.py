@@ -37,7 +37,8 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
-from bench.common import (
+from bench._harness.cluster import apply_specs, bench_cluster, instant_ahead, list_runs, ts_s, yearly_schedule
+from bench._harness.common import (
     PortAllocator,
     fmt,
     load_average,
@@ -47,22 +48,10 @@ from bench.common import (
     print_table,
     raise_on_sigterm,
 )
+from bench._harness.fleet import WorkerFleet
+from bench._harness.metrics import bucket_quantile, node_histograms
+from bench._harness.report import bench_parser, finish, log, new_report
 from bench.grpc_raw import EchoServer, measure_unary
-from bench.harness import (
-    WorkerFleet,
-    apply_specs,
-    bench_cluster,
-    bench_parser,
-    bucket_quantile,
-    finish,
-    instant_ahead,
-    list_runs,
-    log,
-    new_report,
-    node_histograms,
-    ts_s,
-    yearly_schedule,
-)
 from scheduler.core.model import JobSpec
 from worker.api.v1 import common_pb2
 

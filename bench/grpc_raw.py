@@ -21,16 +21,8 @@ import time
 import traceback
 from concurrent import futures
 
-from bench.common import (
-    PortAllocator,
-    fmt,
-    load_average,
-    median,
-    print_table,
-    raise_on_sigterm,
-    write_json,
-)
-from bench.harness import bench_parser, log, new_report
+from bench._harness.common import PortAllocator, fmt, load_average, median, print_table, raise_on_sigterm, write_json
+from bench._harness.report import bench_parser, log, new_report
 
 SERVICE = "raftcronbench.Echo"
 PAYLOAD = b"x" * 80
