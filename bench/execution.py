@@ -4,7 +4,7 @@
     python -m bench execution            # N = 20,000 runs x 3 repetitions; 4 x 2,500 held leases
     python -m bench execution --quick    # N = 2,000 x 1; 2 x 500 held leases
 
-1. Raw baseline: `bench.grpc_raw.measure_unary` (trivial servicer, 16 server threads, 4 client
+1. Raw baseline: `bench._harness.grpc_echo.measure_unary` (trivial servicer, 16 server threads, 4 client
    processes x 16 threads), before and after the cluster phases; the median of all is the ratio's
    denominator.
 2. Cycles: N jobs `bench.noop` pinned to one near-future second T; 4 worker processes (the SDK's
@@ -49,9 +49,9 @@ from bench._harness.common import (
     raise_on_sigterm,
 )
 from bench._harness.fleet import WorkerFleet
+from bench._harness.grpc_echo import EchoServer, measure_unary
 from bench._harness.metrics import bucket_quantile, node_histograms
 from bench._harness.report import bench_parser, finish, log, new_report
-from bench.grpc_raw import EchoServer, measure_unary
 from scheduler.core.model import JobSpec
 from worker.api.v1 import common_pb2
 

@@ -8,4 +8,5 @@
 - `metrics`: counters and histograms scraped from a node's /metrics.
 - `fleet`: worker processes started and always stopped; `benchworker` is the process itself.
 - `rawraft`: bare pysyncobj members, configured like a node's Raft log.
+- `grpc_echo`: a trivial gRPC server and blocking clients, each in its own process.
 """
