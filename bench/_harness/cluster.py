@@ -2,7 +2,8 @@
 
 - `bench_cluster(...)`: a started LocalCluster with a leader, in a context manager that always
   stops it and then checks it (replica digests compared before the stop, node logs scanned for
-  CRITICAL and pysyncobj's "truncating already-applied" line after it).
+  CRITICAL and pysyncobj's "truncating already-applied" line after it); `check_node_logs` is
+  that scan alone, for a benchmark that runs its own LocalCluster (claims).
 - `apply_specs`, `list_runs`: chunked ApplyJobs and paginated ListRuns, and the timestamps and
   schedules they take.
 """
@@ -137,20 +138,25 @@ def bench_cluster(root: Path, port_base: int, overrides: dict | None = None, out
         if check and not converged_checked:
             out.setdefault("notes", []).append(f"{name}: digests not compared (the run ended early)")
         logs = [m.log_path for m in cluster.members]
-        bad = scan_logs(logs)
-        out["bad_log_lines"] = bad
         out["tick_stalls"] = tick_stalls(logs)
-        if bad:
-            out["problems"].append(f"{name}: node logs contain {len(bad)} bad line(s): " + " | ".join(bad[:3]))
-        warnings: Counter = Counter()
-        for path in logs:
-            if path.exists():
-                for text in path.read_text(errors="replace").splitlines():
-                    if " WARNING " in text or " ERROR " in text:
-                        warnings[text.split(": ", 1)[-1][:100]] += 1
-        out["warnings"] = dict(warnings.most_common(10))
-        out["warning_count"] = sum(warnings.values())
+        check_node_logs(logs, out, name)
         out["data_dir"] = str(cluster.data_dir)
+
+
+def check_node_logs(logs: list[Path], out: dict, name: str) -> None:
+    """A bad line in any node log is a problem (out["problems"]); warnings and errors are counted."""
+    bad = scan_logs(logs)
+    out["bad_log_lines"] = bad
+    if bad:
+        out["problems"].append(f"{name}: node logs contain {len(bad)} bad line(s): " + " | ".join(bad[:3]))
+    warnings: Counter = Counter()
+    for path in logs:
+        if path.exists():
+            for text in path.read_text(errors="replace").splitlines():
+                if " WARNING " in text or " ERROR " in text:
+                    warnings[text.split(": ", 1)[-1][:100]] += 1
+    out["warnings"] = dict(warnings.most_common(10))
+    out["warning_count"] = sum(warnings.values())
 
 
 def _compare_offline(cluster: LocalCluster, out: dict, name: str) -> None:
