@@ -131,6 +131,19 @@ def _stream_client(address: str, messages: int, start_at: float, results) -> Non
     channel.close()
 
 
+def _gather(procs: list, results, timeout_s: float) -> list:
+    """Start the client processes and take one result from each; none outlives the call."""
+    try:
+        for p in procs:
+            p.start()
+        return [results.get(timeout=timeout_s) for _ in procs]
+    finally:
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+
+
 def measure_unary(address: str, processes: int, threads: int, duration_s: float) -> dict:
     """Unary calls/s of `processes` x `threads` blocking callers for `duration_s`."""
     ctx = multiprocessing.get_context("spawn")
@@ -140,15 +153,7 @@ def measure_unary(address: str, processes: int, threads: int, duration_s: float)
         ctx.Process(target=_unary_client, args=(address, threads, duration_s, 10_000_000, start_at, results), daemon=True)
         for _ in range(processes)
     ]
-    try:
-        for p in procs:
-            p.start()
-        got = [results.get(timeout=duration_s + 60) for _ in procs]
-    finally:
-        for p in procs:
-            p.join(5)
-            if p.is_alive():
-                p.kill()
+    got = _gather(procs, results, duration_s + 60)
     calls = sum(c for c, _ in got)
     return {"calls": calls, "errors": sum(e for _, e in got), "per_s": calls / duration_s}
 
@@ -159,15 +164,7 @@ def measure_stream(address: str, processes: int, messages: int) -> dict:
     results = ctx.Queue()
     start_at = time.time() + 1.5 + 0.3 * processes
     procs = [ctx.Process(target=_stream_client, args=(address, messages, start_at, results), daemon=True) for _ in range(processes)]
-    try:
-        for p in procs:
-            p.start()
-        got = [results.get(timeout=180) for _ in procs]
-    finally:
-        for p in procs:
-            p.join(5)
-            if p.is_alive():
-                p.kill()
+    got = _gather(procs, results, 180)
     total = sum(n for n, _ in got)
     longest = max(t for _, t in got)
     return {"messages": total, "per_s": total / longest}
