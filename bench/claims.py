@@ -20,7 +20,6 @@ could not be measured). Figures go to stdout and bench/out/claims.json.
 
 from __future__ import annotations
 
-import shutil
 import sys
 import tempfile
 import time
@@ -29,9 +28,8 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
-from bench.common import (
+from bench._harness.cluster import apply_specs, check_node_logs, instant_ahead, list_runs, yearly_schedule
+from bench._harness.common import (
     PortAllocator,
     fmt,
     load_average,
@@ -41,21 +39,18 @@ from bench.common import (
     print_table,
     raft_sync_mode,
     raise_on_sigterm,
-    scan_logs,
     with_raft_sync_mode,
-    write_json,
 )
-from bench.harness import bench_parser, new_report
-from bench.rawraft import RawCluster, raw_ports
+from bench._harness.rawraft import RawCluster, raw_ports
+from bench._harness.report import bench_parser, finish, log, new_report
 from scheduler.core.codec import encode_command
 from scheduler.core.commands import ClaimRuns, SlotClaim
 from scheduler.core.model import SECOND_US, JobSpec
 from scheduler.localcluster import LocalCluster
-from scheduler.rpc.convert import spec_to_pb, timestamp_us
+from scheduler.rpc.convert import timestamp_us
 from worker.api.v1 import common_pb2
 
 YEAR_US = 365 * 24 * 3600 * SECOND_US
-JOBS_PER_APPLY = 2_000  # an ApplyJobs entry is ~410 B per job; the node caps entries at 1 MiB
 RAW_SINGLE_IN_FLIGHT = 2_000
 RAW_BATCH_ENTRIES = 20
 RAW_BATCH_ITEMS = 1_000
@@ -73,14 +68,8 @@ def claim_entry(first: int, count: int, at_us: int) -> bytes:
     return encode_command(ClaimRuns(issued_at_us=at_us, epoch=1, claims=claims))
 
 
-def ts(dt: datetime) -> Timestamp:
-    out = Timestamp()
-    out.FromDatetime(dt)
-    return out
-
-
 # -- 1. raw pysyncobj baseline ----------------------------------------------------------------------
-def run_raw(root: Path, port_base: int, reps: int, log) -> dict:
+def run_raw(root: Path, port_base: int, reps: int) -> dict:
     at_us = int(time.time()) * SECOND_US
     singles = [claim_entry(i, 1, at_us) for i in range(RAW_SINGLE_IN_FLIGHT)]
     batches = [claim_entry(i * RAW_BATCH_ITEMS, RAW_BATCH_ITEMS, at_us) for i in range(RAW_BATCH_ENTRIES)]
@@ -148,31 +137,6 @@ def make_specs(n: int, schedule: str) -> list[JobSpec]:
     ]
 
 
-def yearly_schedule(at: datetime) -> str:
-    """A 6-field schedule (seconds first) that fires once a year, at `at` (UTC)."""
-    return f"{at.second} {at.minute} {at.hour} {at.day} {at.month} *"
-
-
-def apply_specs(client, specs: list[JobSpec]) -> float:
-    start = time.monotonic()
-    for first in range(0, len(specs), JOBS_PER_APPLY):
-        chunk = specs[first : first + JOBS_PER_APPLY]
-        response = client.apply_jobs(jobs=[spec_to_pb(s) for s in chunk], author="bench")
-        if response.errors:
-            raise RuntimeError(f"apply rejected: {response.errors[:3]}")
-    return time.monotonic() - start
-
-
-def list_runs_at(client, at: datetime) -> list:
-    runs, token = [], ""
-    while True:
-        page = client.list_runs(since=ts(at), until=ts(at + timedelta(seconds=1)), page_size=1000, page_token=token)
-        runs.extend(page.runs)
-        token = page.next_page_token
-        if not token:
-            return runs
-
-
 class Poller:
     """Polls one node's run_count; remembers when each observation was sent and received."""
 
@@ -206,7 +170,6 @@ def run_trigger(
     cap_s: float,
     drain_s: float,
     lead_min_s: float,
-    log,
 ) -> dict:
     out: dict = {
         "variant": variant,
@@ -231,7 +194,7 @@ def run_trigger(
         far = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(days=180)
         first_apply_s = apply_specs(client, make_specs(n, yearly_schedule(far)))
         lead_s = max(lead_min_s, 2.0 * first_apply_s + 3.0)
-        at = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=int(lead_s) + 1)
+        at = instant_ahead(lead_s)
         T = at.timestamp()
         second_apply_s = apply_specs(client, make_specs(n, yearly_schedule(at)))
         margin_s = T - time.time()
@@ -320,7 +283,7 @@ def run_trigger(
         out["log_entries_appended"] = after.commit_index - commit_before
 
         # Read every run of the herd back and check it.
-        runs = list_runs_at(client, at)
+        runs = list_runs(client, since=at, until=at + timedelta(seconds=1))
         T_us = int(T) * SECOND_US
         ids = Counter(r.job_id for r in runs)
         statuses = Counter(common_pb2.RunStatus.Name(r.status) for r in runs)
@@ -359,19 +322,7 @@ def run_trigger(
             if c is not None:
                 c.close()
         cluster.stop()
-    logs = [m.log_path for m in cluster.members]
-    bad = scan_logs(logs)
-    out["bad_log_lines"] = bad
-    if bad:
-        out["problems"].append(f"{variant}: node logs contain {len(bad)} bad line(s): " + " | ".join(bad[:3]))
-    warnings = Counter()
-    for path in logs:
-        if path.exists():
-            for text in path.read_text(errors="replace").splitlines():
-                if " WARNING " in text or " ERROR " in text:
-                    warnings[text.split(": ", 1)[-1][:100]] += 1
-    out["warnings"] = dict(warnings.most_common(10))
-    out["warning_count"] = sum(warnings.values())
+    check_node_logs([m.log_path for m in cluster.members], out, variant)
     return out
 
 
@@ -449,10 +400,6 @@ def main(argv: list[str] | None = None) -> int:
     if not set(variants) <= {"single", "batched"} or n < 1 or reps < 1:
         parser.error("bad --variants, --jobs or --reps")
     raise_on_sigterm()
-
-    def log(text: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
-
     root = Path(tempfile.mkdtemp(prefix="raftcron-bench-claims-"))
     ports = PortAllocator(args.port_base, step=10, limit=200)
     report = new_report("claims", args.quick, jobs=n, reps=reps, cap_s=args.cap, raw={},
@@ -460,12 +407,12 @@ def main(argv: list[str] | None = None) -> int:
     interrupted = False
     try:
         log(f"claims: N={n:,}, {reps} repetition(s), data under {root}")
-        report["raw"] = run_raw(root, ports.take(raw_ports), reps, log)
+        report["raw"] = run_raw(root, ports.take(raw_ports), reps)
         for rep in range(reps):
             for variant in variants:
                 batch = 1 if variant == "single" else 1000
                 result = run_trigger(
-                    root, ports.take(local_cluster_ports), variant, batch, n, args.cap, args.drain, args.lead, log
+                    root, ports.take(local_cluster_ports), variant, batch, n, args.cap, args.drain, args.lead
                 )
                 result["rep"] = rep
                 report["trigger"][variant].append(result)
@@ -482,18 +429,9 @@ def main(argv: list[str] | None = None) -> int:
         report["table"] = print_table(["figure", "median", "runs", "vs raw batched"], rows, title=title)
     report["problems"] = problems
     report["interrupted"] = interrupted
-    path = write_json("claims.json", report)
-    log(f"wrote {path}")
     if report["code"]["dirty"]:
         log(f"note: the node code had uncommitted changes: {report['code']['dirty']}")
-    failed = bool(problems) or interrupted
-    if problems:
-        print("\nFAILED checks:", *(f"  - {p}" for p in problems), sep="\n", file=sys.stderr)
-    if failed or args.keep:
-        log(f"data directories and node logs kept under {root}")
-    else:
-        shutil.rmtree(root, ignore_errors=True)
-    return 130 if interrupted else (1 if failed else 0)
+    return finish("claims", report, root, interrupted, args.keep)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
     python -m bench execution            # N = 20,000 runs x 3 repetitions; 4 x 2,500 held leases
     python -m bench execution --quick    # N = 2,000 x 1; 2 x 500 held leases
 
-1. Raw baseline: `bench.grpc_raw.measure_unary` (trivial servicer, 16 server threads, 4 client
+1. Raw baseline: `bench._harness.grpc_echo.measure_unary` (trivial servicer, 16 server threads, 4 client
    processes x 16 threads), before and after the cluster phases; the median of all is the ratio's
    denominator.
 2. Cycles: N jobs `bench.noop` pinned to one near-future second T; 4 worker processes (the SDK's
@@ -37,7 +37,8 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
-from bench.common import (
+from bench._harness.cluster import apply_specs, bench_cluster, instant_ahead, list_runs, ts_s, yearly_schedule
+from bench._harness.common import (
     PortAllocator,
     fmt,
     load_average,
@@ -47,22 +48,10 @@ from bench.common import (
     print_table,
     raise_on_sigterm,
 )
-from bench.grpc_raw import EchoServer, measure_unary
-from bench.harness import (
-    WorkerFleet,
-    apply_specs,
-    bench_cluster,
-    bench_parser,
-    bucket_quantile,
-    finish,
-    instant_ahead,
-    list_runs,
-    log,
-    new_report,
-    node_histograms,
-    ts_s,
-    yearly_schedule,
-)
+from bench._harness.fleet import WorkerFleet
+from bench._harness.grpc_echo import EchoServer, measure_unary
+from bench._harness.metrics import bucket_quantile, node_histograms
+from bench._harness.report import bench_parser, finish, log, new_report
 from scheduler.core.model import JobSpec
 from worker.api.v1 import common_pb2
 

@@ -39,7 +39,8 @@ from collections import Counter, defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.common import (
+from bench._harness.cluster import apply_specs, bench_cluster, list_runs, ts_s
+from bench._harness.common import (
     PortAllocator,
     fmt,
     load_average,
@@ -48,19 +49,9 @@ from bench.common import (
     print_table,
     raise_on_sigterm,
 )
-from bench.harness import (
-    StatusPoller,
-    WorkerFleet,
-    apply_specs,
-    bench_cluster,
-    bench_parser,
-    finish,
-    index_times,
-    list_runs,
-    log,
-    new_report,
-    ts_s,
-)
+from bench._harness.fleet import WorkerFleet
+from bench._harness.poller import StatusPoller, index_times
+from bench._harness.report import bench_parser, finish, log, new_report
 from scheduler.core.model import JobSpec
 from worker.api.v1 import common_pb2
 

@@ -41,7 +41,8 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from bench.common import (
+from bench._harness.cluster import apply_specs, bench_cluster, instant_ahead, list_runs, ts_s, yearly_schedule
+from bench._harness.common import (
     PortAllocator,
     fmt,
     load_average,
@@ -51,20 +52,8 @@ from bench.common import (
     print_table,
     raise_on_sigterm,
 )
-from bench.harness import (
-    StatusPoller,
-    apply_specs,
-    bench_cluster,
-    bench_parser,
-    finish,
-    index_times,
-    instant_ahead,
-    list_runs,
-    log,
-    new_report,
-    ts_s,
-    yearly_schedule,
-)
+from bench._harness.poller import StatusPoller, index_times
+from bench._harness.report import bench_parser, finish, log, new_report
 from scheduler.core.model import JobSpec
 
 

@@ -36,32 +36,22 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
-from bench.common import (
+from bench._harness.cluster import apply_specs, bench_cluster, instant_ahead, list_runs, ts_s, yearly_schedule
+from bench._harness.common import (
     PortAllocator,
     fmt,
     load_average,
     local_cluster_ports,
+    max_concurrent,
+    max_in_window,
     median,
     print_table,
     raise_on_sigterm,
 )
-from bench.harness import (
-    StatusPoller,
-    WorkerFleet,
-    apply_specs,
-    bench_cluster,
-    bench_parser,
-    finish,
-    instant_ahead,
-    list_runs,
-    log,
-    max_concurrent,
-    max_in_window,
-    new_report,
-    node_counters,
-    ts_s,
-    yearly_schedule,
-)
+from bench._harness.fleet import WorkerFleet
+from bench._harness.metrics import node_counters
+from bench._harness.poller import StatusPoller
+from bench._harness.report import bench_parser, finish, log, new_report
 from scheduler.core.model import JobSpec, Resource
 from worker.api.v1 import common_pb2
 

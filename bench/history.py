@@ -31,7 +31,9 @@ from pathlib import Path
 
 import grpc
 
-from bench.common import (
+from bench._harness.cluster import apply_specs, bench_cluster, ts
+from bench._harness.common import (
+    ROOT,
     PortAllocator,
     fmt,
     local_cluster_ports,
@@ -40,7 +42,7 @@ from bench.common import (
     print_table,
     raise_on_sigterm,
 )
-from bench.harness import ROOT, apply_specs, bench_cluster, bench_parser, finish, log, new_report, ts
+from bench._harness.report import bench_parser, finish, log, new_report
 from scheduler.core.model import HistoryPolicy, JobSpec
 from worker.api.v1 import runs_pb2
 

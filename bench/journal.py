@@ -22,18 +22,18 @@ from pathlib import Path
 
 import grpc
 
-from bench.common import PortAllocator, fmt, local_cluster_ports, median, percentile, print_table, raise_on_sigterm
-from bench.harness import (
-    apply_specs,
-    bench_cluster,
-    bench_parser,
-    bucket_quantile,
-    finish,
-    log,
-    new_report,
-    node_counters,
-    node_histograms,
+from bench._harness.cluster import apply_specs, bench_cluster
+from bench._harness.common import (
+    PortAllocator,
+    fmt,
+    local_cluster_ports,
+    median,
+    percentile,
+    print_table,
+    raise_on_sigterm,
 )
+from bench._harness.metrics import bucket_quantile, node_counters, node_histograms
+from bench._harness.report import bench_parser, finish, log, new_report
 from scheduler.core.model import JobSpec
 
 SYNCS = "raftcron_raft_journal_syncs"

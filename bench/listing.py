@@ -21,8 +21,8 @@ import dataclasses
 import sys
 import time
 
-from bench.common import fmt, median, print_table
-from bench.harness import bench_parser, finish_in_process, log, new_report
+from bench._harness.common import fmt, median, print_table
+from bench._harness.report import bench_parser, finish_in_process, log, new_report
 from scheduler.core import State
 from scheduler.core.model import SECOND_US, SUCCEEDED, Run
 from scheduler.rpc.run_pages import RunQuery, select_page

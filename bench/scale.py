@@ -46,7 +46,8 @@ from pathlib import Path
 
 import grpc
 
-from bench.common import (
+from bench._harness.cluster import apply_specs, bench_cluster, ts
+from bench._harness.common import (
     PortAllocator,
     fmt,
     load_average,
@@ -55,7 +56,8 @@ from bench.common import (
     print_table,
     raise_on_sigterm,
 )
-from bench.harness import WorkerFleet, apply_specs, bench_cluster, bench_parser, finish, log, new_report, ts
+from bench._harness.fleet import WorkerFleet
+from bench._harness.report import bench_parser, finish, log, new_report
 from scheduler.core.model import HistoryPolicy, JobSpec
 from scheduler.localcluster import rss_kib
 

@@ -23,8 +23,8 @@ import os
 import sys
 import time
 
-from bench.common import fmt, print_table
-from bench.harness import bench_parser, finish_in_process, log, new_report
+from bench._harness.common import fmt, print_table
+from bench._harness.report import bench_parser, finish_in_process, log, new_report
 from scheduler.core import State, apply, decode_command, decode_snapshot, encode_command, encode_snapshot, state_digest
 from scheduler.core.commands import (
     ApplyJobs,

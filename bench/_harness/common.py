@@ -17,7 +17,8 @@ from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
 
-OUT_DIR = Path(__file__).resolve().parent / "out"
+ROOT = Path(__file__).resolve().parents[2]  # the repository root (this file is bench/_harness/common.py)
+OUT_DIR = ROOT / "bench" / "out"
 
 # pysyncobj's divergence warning, and anything logged at CRITICAL, fail a benchmark.
 BAD_LOG_MARKERS = ("truncating already-applied", "CRITICAL")
@@ -39,6 +40,27 @@ def percentile(values: Iterable[float], p: float) -> float | None:
     rank = (len(ordered) - 1) * p / 100.0
     low, high = math.floor(rank), math.ceil(rank)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def max_in_window(times: list[float], window_s: float = 1.0) -> int:
+    """The most events within any half-open window of `window_s` (sliding, at every event)."""
+    ordered = sorted(times)
+    best, lo = 0, 0
+    for hi, t in enumerate(ordered):
+        while ordered[lo] <= t - window_s:
+            lo += 1
+        best = max(best, hi - lo + 1)
+    return best
+
+
+def max_concurrent(intervals: list[tuple[float, float]]) -> int:
+    """The most intervals [start, end) open at once (an end before a start at the same instant)."""
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
+    best = current = 0
+    for _, step in events:
+        current += step
+        best = max(best, current)
+    return best
 
 
 # -- formatting -----------------------------------------------------------------------------------

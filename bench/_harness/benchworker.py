@@ -1,6 +1,6 @@
 """A worker process for the benchmarks: the SDK's `worker.Worker` with bench handlers, counting.
 
-    python -m bench.benchworker --cluster A,B,C --worker-id w1 --concurrency 64 \
+    python -m bench._harness.benchworker --cluster A,B,C --worker-id w1 --concurrency 64 \
         --targets bench.noop --stats out/w1.json --max-life 300
 
 Handlers: `bench.noop` returns at once; `bench.sleep` waits `payload.sleep_s` (cooperatively);

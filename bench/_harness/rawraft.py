@@ -28,7 +28,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.common import ports_free, scan_logs
+from bench._harness.common import ports_free, scan_logs
 
 RAW_LOG = "raw.log"
 
