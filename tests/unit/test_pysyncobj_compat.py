@@ -173,3 +173,14 @@ def test_read_index_reads_its_facts_off_a_real_syncobj(syncobj):
     assert not found.leading and found.term == 0 and found.term_first_index is None
     assert set(found.answered_s) == {PEER}
 
+
+def test_no_other_module_spells_a_mangled_name_or_imports_pysyncobj():
+    compat_path = ROOT / "scheduler" / "replication" / "pysyncobj_compat.py"
+    offenders = []
+    for path in sorted((ROOT / "scheduler").rglob("*.py")):
+        if path == compat_path:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if MANGLED.search(line) or re.match(r"\s*(from|import)\s+pysyncobj\b", line):
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not offenders, "take pysyncobj's internals from pysyncobj_compat.py:\n" + "\n".join(offenders)
