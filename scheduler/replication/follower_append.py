@@ -17,6 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from scheduler.replication.pysyncobj_compat import (
+    CURRENT_TERM,
+    ON_MESSAGE_RECEIVED,
+    RAFT_LOG,
+    SEND_NEXT_NODE_IDX,
+    overrides,
+)
+
 Entry = tuple  # pysyncobj's (command bytes, index, term)
 
 
@@ -60,13 +68,15 @@ def plan_append(
 class FollowerAppendMixin:
     """Mix into a pysyncobj SyncObj subclass (before SyncObj in the bases).
 
-    pysyncobj's private names are mangled to `_SyncObj__name`, looked up on the instance, so a
-    subclass can stand in front of them; the transport callback is bound at construction as
-    `self._SyncObj__onMessageReceived`, which resolves to the method below.
+    pysyncobj's private names are mangled, and looked up on the instance, so a subclass can stand
+    in front of them; the transport callback is bound at construction as the instance's
+    `__onMessageReceived` (ON_MESSAGE_RECEIVED in pysyncobj_compat.py), which resolves to the
+    method below.
     """
 
-    def _SyncObj__onMessageReceived(self, node, message):  # noqa: N802 (pysyncobj's mangled name)
-        handle = super()._SyncObj__onMessageReceived
+    @overrides(ON_MESSAGE_RECEIVED)
+    def _append_conflicts_only(self, node, message):
+        handle = getattr(super(), ON_MESSAGE_RECEIVED)
         if not self._is_plain_append(message):
             return handle(node, message)
         plan = plan_append(self._local_term_at, message["prevLogIdx"], message["prevLogTerm"], message.get("entries", []))
@@ -80,7 +90,7 @@ class FollowerAppendMixin:
         header = {k: v for k, v in message.items() if k not in ("prevLogIdx", "prevLogTerm", "entries")}
         header["commit_index"] = min(message["commit_index"], plan.verified_index)
         handle(node, header)
-        self._SyncObj__sendNextNodeIdx(node, nextNodeIdx=plan.verified_index + 1, success=True)
+        getattr(self, SEND_NEXT_NODE_IDX)(node, nextNodeIdx=plan.verified_index + 1, success=True)
         return None
 
     def _is_plain_append(self, message) -> bool:
@@ -88,11 +98,11 @@ class FollowerAppendMixin:
             message.get("type") == "append_entries"
             and "prevLogIdx" in message
             and "transmission" not in message
-            and message["term"] >= self._SyncObj__raftCurrentTerm
+            and message["term"] >= getattr(self, CURRENT_TERM)
         )
 
     def _local_term_at(self, index: int) -> int | None:
-        journal = self._SyncObj__raftLog
+        journal = getattr(self, RAFT_LOG)
         offset = index - journal[0][1]
         if offset < 0 or offset >= len(journal):
             return None

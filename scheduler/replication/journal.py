@@ -33,8 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
-from pysyncobj.journal import FileJournal, Journal
-from pysyncobj.pickle import to_bytes
+from scheduler.replication.pysyncobj_compat import FileJournal, Journal, to_bytes
 
 log = logging.getLogger("raftcron.replication")
 

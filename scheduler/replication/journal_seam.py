@@ -1,14 +1,15 @@
 """Where raftcron puts its journal (journal.py) under pysyncobj, and every pysyncobj internal that
-the durable journal relies on. tests/unit/test_journal_seam.py pins each of them: an upgrade of
-pysyncobj that moves one fails there, not as a silently unsynced cluster.
+the durable journal relies on. tests/unit/test_journal_seam.py pins how pysyncobj uses each of
+them, and tests/unit/test_pysyncobj_compat.py that each name (pysyncobj_compat.py) still exists:
+an upgrade of pysyncobj that moves one fails there, not as a silently unsynced cluster.
 
 - `SyncObj.__init__` calls `createJournal(self.__conf.journalFile)`, looked up in
   `pysyncobj.syncobj`'s globals at call time. `install()` replaces that global, once, with a
   wrapper that builds our journal while `building(factory)` is active on the calling thread
   (raftlog's `_RaftcronSyncObj.__init__`), and pysyncobj's own journal otherwise.
-- A follower answers appends through `SyncObj.__sendNextNodeIdx` (mangled
-  `_SyncObj__sendNextNodeIdx`, looked up on the instance, so a subclass can hold the answers
-  until the entries are synced). `follower_append.py` calls it too.
+- A follower answers appends through `SyncObj.__sendNextNodeIdx` (mangled, looked up on the
+  instance, so a subclass can hold the answers until the entries are synced: SEND_NEXT_NODE_IDX
+  in pysyncobj_compat.py). `follower_append.py` calls it too.
 - `SyncObj._onTick` runs the leader's commit loop (which counts the leader itself for every
   entry it holds) before `_checkCommandsToApply` appends the tick's proposals, and ends with
   `self._poller.poll`, where messages are read and answered: a sync at the end of a tick covers
@@ -23,15 +24,15 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 
-import pysyncobj.syncobj as _syncobj
-from pysyncobj.journal import Journal
-from pysyncobj.version import VERSION
+from scheduler.replication.pysyncobj_compat import (
+    CREATE_JOURNAL,
+    INSTALLED_VERSION,
+    PYSYNCOBJ_VERSION,
+    Journal,
+    syncobj_module,
+)
 
-PYSYNCOBJ_VERSION = "0.3.17"
-SEND_ANSWER = "_SyncObj__sendNextNodeIdx"
-RAFT_LOG = "_SyncObj__raftLog"
-
-_original_create = _syncobj.createJournal
+_original_create = getattr(syncobj_module, CREATE_JOURNAL)
 _building = threading.local()
 
 
@@ -43,9 +44,10 @@ def _create_journal(journalFile=None):  # noqa: N803 (pysyncobj's name)
 
 
 def install() -> None:
-    if VERSION != PYSYNCOBJ_VERSION:
-        raise RuntimeError(f"raftcron's journal is written against pysyncobj {PYSYNCOBJ_VERSION}, found {VERSION}")
-    _syncobj.createJournal = _create_journal
+    if INSTALLED_VERSION != PYSYNCOBJ_VERSION:
+        raise RuntimeError(
+            f"raftcron's journal is written against pysyncobj {PYSYNCOBJ_VERSION}, found {INSTALLED_VERSION}")
+    setattr(syncobj_module, CREATE_JOURNAL, _create_journal)
 
 
 @contextlib.contextmanager

@@ -13,12 +13,10 @@ import gzip
 from dataclasses import dataclass
 from pathlib import Path
 
-from pysyncobj import pickle as raft_pickle
-from pysyncobj.syncobj import _COMMAND_TYPE
-
 from scheduler.core import State, decode_snapshot
 from scheduler.core.codec import CodecError, NewerLogFormat, state_digest
 from scheduler.replication.journal import JOURNAL_NAME, read_entries
+from scheduler.replication.pysyncobj_compat import CommandType, raft_pickle
 from scheduler.replication.raftlog import apply_encoded
 from scheduler.replication.upgrades import UndecodableEntry
 
@@ -56,7 +54,7 @@ def state_at(raft_dir: Path, index: int) -> State:
     except CodecError as exc:
         raise UndecodableEntry(f"{raft_dir}: dump at {dump_index}", str(exc), isinstance(exc, NewerLogFormat)) from None
     for command, entry_index, _term in read_entries(str(raft_dir / JOURNAL)):
-        if dump_index < entry_index <= index and command[:1] == bytes((_COMMAND_TYPE.REGULAR,)):
+        if dump_index < entry_index <= index and command[:1] == bytes((CommandType.REGULAR,)):
             _apply_entry(state, command, entry_index)
     return state
 

@@ -18,10 +18,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
-from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
-from pysyncobj.monotonic import monotonic as pysyncobj_monotonic
-from pysyncobj.syncobj import _RAFT_STATE
-
 from scheduler.core import Command, Result, State, apply, decode_command, decode_snapshot, encode_command
 from scheduler.core.codec import CodecError, NewerLogFormat, encode_snapshot
 from scheduler.core.log_format import LOG_FORMAT, required_log_format
@@ -46,7 +42,24 @@ from scheduler.replication.journal import (
     JournalCorrupt,
     stop_node,
 )
-from scheduler.replication.journal_seam import SEND_ANSWER, building
+from scheduler.replication.journal_seam import building
+from scheduler.replication.pysyncobj_compat import (
+    CURRENT_LOG_INDEX,
+    ELECTION_DEADLINE,
+    FAIL_REASON,
+    OTHER_NODES,
+    RAFT_STATE,
+    SEND_APPEND_ENTRIES,
+    SEND_NEXT_NODE_IDX,
+    TRANSPORT,
+    RaftState,
+    SyncObj,
+    SyncObjConf,
+    SyncObjConsumer,
+    overrides,
+    replicated,
+)
+from scheduler.replication.pysyncobj_compat import monotonic as pysyncobj_monotonic
 from scheduler.replication.read_index import CONFIRMED, REFUSED, ReadConfirmer
 from scheduler.replication.tickwatch import TickWatch
 from scheduler.replication.transport import RaftcronTransport
@@ -66,7 +79,7 @@ MAX_ENTRY_BYTES = 1 << 20
 APPEND_BATCH_BYTES = 4 << 20
 
 ApplyListener = Callable[[Command, Result], None]
-ROLE_NAMES = {_RAFT_STATE.FOLLOWER: "follower", _RAFT_STATE.CANDIDATE: "candidate", _RAFT_STATE.LEADER: "leader"}
+ROLE_NAMES = {RaftState.FOLLOWER: "follower", RaftState.CANDIDATE: "candidate", RaftState.LEADER: "leader"}
 
 
 @dataclass(frozen=True)
@@ -228,7 +241,7 @@ class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, SyncObj):
             super().__init__(*args, **kwargs)
 
     def _open_journal(self, path: str) -> DurableJournal:
-        conf = self._SyncObj__conf
+        conf = self.conf
         try:
             self._journal = DurableJournal(path, dump_path=conf.fullDumpFile, sync=self._journal_sync,
                                            trace_path=os.environ.get(TRACE_ENV) or None)
@@ -237,18 +250,19 @@ class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, SyncObj):
                       "wipe it and let the leader send it a snapshot", EXIT_JOURNAL_CORRUPT)
         return self._journal
 
-    def _SyncObj__sendNextNodeIdx(self, node, reset=False, nextNodeIdx=None, success=False):  # noqa: N802, N803
+    @overrides(SEND_NEXT_NODE_IDX)
+    def _hold_answer(self, node, reset=False, nextNodeIdx=None, success=False):  # noqa: N803 (pysyncobj's names)
         # pysyncobj answers an append as soon as it has added the entries; hold the answer until
         # the end of the tick, when one sync covers every append the tick received.
         if nextNodeIdx is None:
-            nextNodeIdx = self._SyncObj__getCurrentLogIndex() + 1
+            nextNodeIdx = getattr(self, CURRENT_LOG_INDEX)() + 1
         self._held_answers.append((node, reset, nextNodeIdx, success))
 
     def _sync_then_answer(self) -> None:
         if self._journal is not None:
             self._journal.sync()
         answers, self._held_answers = self._held_answers, []
-        send = getattr(super(), SEND_ANSWER)
+        send = getattr(super(), SEND_NEXT_NODE_IDX)
         for node, reset, next_index, success in answers:
             send(node, reset=reset, nextNodeIdx=next_index, success=success)
 
@@ -256,17 +270,17 @@ class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, SyncObj):
         # pysyncobj moves queued proposals into the leader's log here, then waits for the next
         # append period (10 ms) to send them. Sending at once, one message per peer for all the
         # entries of this tick, keeps the batching and takes the wait out of every commit.
-        before = self._SyncObj__getCurrentLogIndex()
+        before = getattr(self, CURRENT_LOG_INDEX)()
         super()._checkCommandsToApply()
-        if (self._eager_append and self._SyncObj__raftState == _RAFT_STATE.LEADER
-                and self._SyncObj__getCurrentLogIndex() > before):
-            self._SyncObj__sendAppendEntries()
+        if (self._eager_append and getattr(self, RAFT_STATE) == RaftState.LEADER
+                and getattr(self, CURRENT_LOG_INDEX)() > before):
+            getattr(self, SEND_APPEND_ENTRIES)()
             # The followers write the entries meanwhile: the leader's own sync overlaps their
             # round trip instead of waiting behind it (after the poll) before the next commit loop.
             self._sync_then_answer()
 
     def _onTick(self, timeToWait=0.0):  # noqa: N802, N803 (pysyncobj's names)
-        self.tick_watch.tick_started(ROLE_NAMES.get(self._SyncObj__raftState, "unknown"))
+        self.tick_watch.tick_started(ROLE_NAMES.get(getattr(self, RAFT_STATE), "unknown"))
         self._read_before_electing()
         # The leader counts itself toward the commit of every entry it holds (pysyncobj's commit
         # loop, early in the tick): what it appended last tick must be on disk first.
@@ -278,9 +292,9 @@ class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, SyncObj):
         if now < self._next_keepalive:
             return
         self._next_keepalive = now + self._keepalive_period_s
-        transport = self._SyncObj__transport
+        transport = getattr(self, TRANSPORT)
         if transport.ready:
-            for node in list(self._SyncObj__otherNodes):
+            for node in list(getattr(self, OTHER_NODES)):
                 transport.send(node, self.keepalive_message)
 
     def _read_before_electing(self) -> None:
@@ -289,9 +303,9 @@ class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, SyncObj):
         deposed a healthy leader whose appends sat unread (a million queued runs: elections
         every 3-5 s, each new leader busy rebuilding its queue). Read first: an append from
         the leader pushes the deadline back."""
-        if (self._SyncObj__raftState != _RAFT_STATE.LEADER
-                and self._SyncObj__raftElectionDeadline < pysyncobj_monotonic()
-                and self._SyncObj__transport.ready):
+        if (getattr(self, RAFT_STATE) != RaftState.LEADER
+                and getattr(self, ELECTION_DEADLINE) < pysyncobj_monotonic()
+                and getattr(self, TRANSPORT).ready):
             self._poller.poll(0)
 
 

@@ -23,27 +23,23 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pysyncobj.monotonic import monotonic as pysyncobj_monotonic
-from pysyncobj.syncobj import _RAFT_STATE
+from scheduler.replication.pysyncobj_compat import (
+    COMMIT_INDEX,
+    CURRENT_TERM,
+    LAST_RESPONSE_TIME,
+    NOOP_INDEX,
+    OTHER_NODES,
+    RAFT_STATE,
+    SEND_APPEND_ENTRIES,
+    RaftState,
+)
+from scheduler.replication.pysyncobj_compat import monotonic as pysyncobj_monotonic
 
 CONFIRMED, WAIT, REFUSED = "confirmed", "wait", "refused"
 
-# The pysyncobj release whose private state `leader_facts` reads, and the names it reads there
-# (mangled: `__name` inside SyncObj is `_SyncObj__name`). tests/unit/test_read_index_decision.py fails
-# when either changes: check the new release's leader code before moving these.
-PYSYNCOBJ_VERSION = "0.3.17"
-RAFT_STATE = "_SyncObj__raftState"
-CURRENT_TERM = "_SyncObj__raftCurrentTerm"
-COMMIT_INDEX = "_SyncObj__raftCommitIndex"
-# Index of the no-op a new leader appends (its first entry of the term).
-NOOP_INDEX = "_SyncObj__noopIDx"
-# node -> monotonic time the leader last processed a `next_node_idx` answer from it.
-LAST_RESPONSE_TIME = "_SyncObj__lastResponseTime"
-OTHER_NODES = "_SyncObj__otherNodes"
-# Sends every connected follower an append now (on the tick thread only).
-SEND_APPEND_ENTRIES = "_SyncObj__sendAppendEntries"
-PRIVATE_NAMES = (RAFT_STATE, CURRENT_TERM, COMMIT_INDEX, NOOP_INDEX, LAST_RESPONSE_TIME, OTHER_NODES,
-                 SEND_APPEND_ENTRIES)
+# `leader_facts` reads pysyncobj's private state, named in pysyncobj_compat.py. Before moving its
+# version pin, check the new release's leader code (next_node_idx answers, the no-op of a new
+# term, the commit rule) against this module.
 
 
 @dataclass(frozen=True)
@@ -82,7 +78,7 @@ def leader_facts(syncobj) -> LeaderFacts:
     """Read the facts off a running SyncObj from any thread: each read is one attribute or a
     copy of a small collection the tick thread may change meanwhile (copied again then)."""
     term = getattr(syncobj, CURRENT_TERM)
-    leading = getattr(syncobj, RAFT_STATE) == _RAFT_STATE.LEADER
+    leading = getattr(syncobj, RAFT_STATE) == RaftState.LEADER
     commit_index = getattr(syncobj, COMMIT_INDEX)
     for attempt in range(10):
         try:

@@ -16,8 +16,8 @@ nothing: the timeout is checked only when the socket has an event.
   timeout of being accepted are closed, and so are replaced (orphaned) ones idle that long;
 - at most `PER_SOURCE_MAX_CONNECTIONS` open incoming connections per source address.
 
-Every pysyncobj private this module touches is listed in PYSYNCOBJ_PRIVATES, and a unit test
-fails when pysyncobj's version or any of them changes.
+Every pysyncobj private this module touches is named in pysyncobj_compat.py, and
+tests/unit/test_pysyncobj_compat.py fails when pysyncobj's version or any of them changes.
 """
 
 from __future__ import annotations
@@ -30,36 +30,32 @@ import zlib
 from collections import Counter
 from collections.abc import Callable
 
-import pysyncobj.pickle as pysyncobj_pickle
-from pysyncobj.dns_resolver import globalDnsResolver
-from pysyncobj.monotonic import monotonic
-from pysyncobj.poller import POLL_EVENT_TYPE
-from pysyncobj.tcp_connection import TcpConnection
-from pysyncobj.tcp_server import TcpServer
-from pysyncobj.transport import TCPTransport
+from scheduler.replication.pysyncobj_compat import (
+    CONN_LAST_READ_TIME,
+    CONN_PARSE_MESSAGE,
+    CONN_PROCESS_READ,
+    CONN_READ_BUFFER,
+    CONN_RECV_BUFFER_SIZE,
+    CONN_SOCKET,
+    POLL_EVENT_TYPE,
+    SERVER_CONNECTION_TIMEOUT,
+    SERVER_KEEPALIVE,
+    SERVER_ON_NEW_CONNECTION,
+    SERVER_ON_NEW_CONNECTION_CALLBACK,
+    SERVER_POLLER,
+    SERVER_RECV_BUFFER_SIZE,
+    SERVER_SEND_BUFFER_SIZE,
+    SERVER_SOCKET,
+    TcpConnection,
+    TcpServer,
+    TCPTransport,
+    globalDnsResolver,
+    monotonic,
+    overrides,
+)
+from scheduler.replication.pysyncobj_compat import raft_pickle as pysyncobj_pickle
 
 log = logging.getLogger("raftcron.replication")
-
-PYSYNCOBJ_VERSION = "0.3.17"
-# (class, name): methods overridden or called, and attributes read or written, by this module.
-PYSYNCOBJ_PRIVATES = {
-    TcpConnection: (
-        "_TcpConnection__processRead", "_TcpConnection__processParseMessage", "_TcpConnection__socket",
-        "_TcpConnection__readBuffer", "_TcpConnection__recvBufferSize", "_TcpConnection__lastReadTime",
-        "recvRandKey", "recvLastTimestamp", "encryptor", "connect", "disconnect", "state",
-        "setOnConnectedCallback", "setOnMessageReceivedCallback", "setOnDisconnectedCallback",
-    ),
-    TcpServer: (
-        "_TcpServer__onNewConnection", "_TcpServer__socket", "_TcpServer__poller", "_TcpServer__sendBufferSize",
-        "_TcpServer__recvBufferSize", "_TcpServer__connectionTimeout", "_TcpServer__keepalive",
-        "_TcpServer__onNewConnectionCallback", "_TcpServer__host", "_TcpServer__port", "bind", "unbind",
-    ),
-    TCPTransport: (
-        "_createServer", "addNode", "_onTick", "_syncObj", "_server", "_selfNode", "_nodes", "_nodeAddrToNode",
-        "_connections", "_unknownConnections", "_shouldConnect", "_onOutgoingConnected", "_onMessageReceived",
-        "_onDisconnected", "_onNewIncomingConnection",
-    ),
-}
 
 # The first message of a connection is a 32-byte random key (or a node address without a
 # secret): ~200 bytes on the wire. Nothing larger is read before the cluster key checked out.
@@ -174,7 +170,7 @@ class BoundedTcpConnection(TcpConnection):
 
     @property
     def last_read_at(self) -> float:
-        return self._TcpConnection__lastReadTime
+        return getattr(self, CONN_LAST_READ_TIME)
 
     def connect(self, host, port) -> bool:
         # A link this node dials is reused for every reconnection: each is a new peer session.
@@ -196,19 +192,21 @@ class BoundedTcpConnection(TcpConnection):
             return goal
         return max(goal, READ_AHEAD_BYTES)
 
-    def _TcpConnection__processRead(self) -> bool:  # noqa: N802 (overrides pysyncobj's private)
+    @overrides(CONN_PROCESS_READ)
+    def _read_once(self) -> bool:
         """Read once; False stops pysyncobj's read loop. Unlike pysyncobj, stop as soon as the
         head frame is complete (the poller is level-triggered: the rest is read next tick) and
         close at once on a length prefix out of bounds."""
-        buffer = self._TcpConnection__readBuffer
+        buffer = getattr(self, CONN_READ_BUFFER)
         if type(buffer) is not bytearray:  # pysyncobj resets it to bytes() on (dis)connect
-            buffer = self._TcpConnection__readBuffer = bytearray(buffer)
+            buffer = bytearray(buffer)
+            setattr(self, CONN_READ_BUFFER, buffer)
         goal = self._read_goal_bytes(buffer)
         if goal is not None and len(buffer) >= goal:
             return False
-        sock = self._TcpConnection__socket
+        sock = getattr(self, CONN_SOCKET)
         try:
-            incoming = sock.recv(self._TcpConnection__recvBufferSize)
+            incoming = sock.recv(getattr(self, CONN_RECV_BUFFER_SIZE))
         except OSError as exc:
             if exc.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
                 self.disconnect()
@@ -229,10 +227,11 @@ class BoundedTcpConnection(TcpConnection):
             return False
         return len(buffer) < goal
 
-    def _TcpConnection__processParseMessage(self):  # noqa: N802 (overrides pysyncobj's private)
+    @overrides(CONN_PARSE_MESSAGE)
+    def _parse_message(self):
         """pysyncobj's parser on a bytearray (consuming a frame is `del`, not a copy of the rest);
         the first message that decrypts raises the frame cap."""
-        buffer = self._TcpConnection__readBuffer
+        buffer = getattr(self, CONN_READ_BUFFER)
         goal = read_goal_bytes(buffer, self._frame_limit_bytes())
         if goal is None:
             self.disconnect()
@@ -270,13 +269,14 @@ class BoundedTcpServer(TcpServer):
 
     def bind(self) -> None:
         super().bind()
-        self._TcpServer__socket.listen(LISTEN_BACKLOG)  # on Linux, listen() again resizes the backlog
+        getattr(self, SERVER_SOCKET).listen(LISTEN_BACKLOG)  # on Linux, listen() again resizes the backlog
 
-    def _TcpServer__onNewConnection(self, descr, event) -> None:  # noqa: N802 (overrides pysyncobj's private)
+    @overrides(SERVER_ON_NEW_CONNECTION)
+    def _accept_burst(self, descr, event) -> None:
         if event & POLL_EVENT_TYPE.READ:
             for _ in range(ACCEPTS_PER_EVENT):
                 try:
-                    sock, address = self._TcpServer__socket.accept()
+                    sock, address = getattr(self, SERVER_SOCKET).accept()
                 except OSError as exc:
                     # pysyncobj unbinds (for good) on any accept error: a client that resets before
                     # the accept (ECONNABORTED) or a process out of descriptors (EMFILE) took the
@@ -297,8 +297,8 @@ class BoundedTcpServer(TcpServer):
             sock.close()
             return
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._TcpServer__sendBufferSize)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._TcpServer__recvBufferSize)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, getattr(self, SERVER_SEND_BUFFER_SIZE))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, getattr(self, SERVER_RECV_BUFFER_SIZE))
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setblocking(False)
         except OSError:  # reset before we got to it
@@ -306,17 +306,17 @@ class BoundedTcpServer(TcpServer):
             sock.close()
             return
         conn = BoundedTcpConnection(
-            poller=self._TcpServer__poller,
+            poller=getattr(self, SERVER_POLLER),
             socket=sock,
-            timeout=self._TcpServer__connectionTimeout,
-            sendBufferSize=self._TcpServer__sendBufferSize,
-            recvBufferSize=self._TcpServer__recvBufferSize,
-            keepalive=self._TcpServer__keepalive,
+            timeout=getattr(self, SERVER_CONNECTION_TIMEOUT),
+            sendBufferSize=getattr(self, SERVER_SEND_BUFFER_SIZE),
+            recvBufferSize=getattr(self, SERVER_RECV_BUFFER_SIZE),
+            keepalive=getattr(self, SERVER_KEEPALIVE),
             source=source,
             on_closed=self._closed,
         )
         self.incoming.add(conn)
-        self._TcpServer__onNewConnectionCallback(conn)
+        getattr(self, SERVER_ON_NEW_CONNECTION_CALLBACK)(conn)
 
     def _closed(self, conn: BoundedTcpConnection) -> None:
         self.incoming.discard(conn)

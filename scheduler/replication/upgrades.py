@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from scheduler.core.commands import SetClusterVersion
 from scheduler.core.log_format import BASE_LOG_FORMAT, LOG_FORMAT
+from scheduler.replication.pysyncobj_compat import ON_MESSAGE_RECEIVED, overrides
 
 KEEPALIVE_TYPE = "raftcron_keepalive"
 # A test knob: a node started with it advertises, and decodes, no format above it, as a node of an
@@ -85,14 +86,15 @@ class LogFormatMixin:
         self.format_book = format_book if format_book is not None else FormatBook()
         super().__init__(*args, **kwargs)
 
-    def _SyncObj__onMessageReceived(self, node, message):  # noqa: N802 (pysyncobj's mangled name)
+    @overrides(ON_MESSAGE_RECEIVED)
+    def _read_keepalives(self, node, message):
         advertised = advertised_format(message)
         if advertised is not None:
             address = getattr(node, "address", None)
             if address:
                 self.format_book.record(address, advertised)
             return None
-        return super()._SyncObj__onMessageReceived(node, message)
+        return getattr(super(), ON_MESSAGE_RECEIVED)(node, message)
 
 
 def laggards(needed: int, voters: Iterable[str], advertised: dict[str, int]) -> list[tuple[str, int | None]]:

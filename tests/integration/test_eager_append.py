@@ -13,6 +13,7 @@ import pytest
 
 from scheduler.core.commands import ReadBarrier
 from scheduler.replication import RaftLog
+from scheduler.replication.pysyncobj_compat import CURRENT_LOG_INDEX, SEND_APPEND_ENTRIES
 from tests.fakes import T0_US
 from tests.integration.test_raftlog import free_ports, leader_of, settings_for, submit
 
@@ -23,23 +24,24 @@ def _instrument(syncobj) -> list[tuple[int, int, bool]]:
     """Record (log index before, after, sent covering `after`) for every proposal pass."""
     passes: list[tuple[int, int, bool]] = []
     sent_up_to = [0]
-    send, check = syncobj._SyncObj__sendAppendEntries, syncobj._checkCommandsToApply
+    send, check = getattr(syncobj, SEND_APPEND_ENTRIES), syncobj._checkCommandsToApply
+    current_log_index = getattr(syncobj, CURRENT_LOG_INDEX)
 
     def recording_send():
-        sent_up_to[0] = syncobj._SyncObj__getCurrentLogIndex()
+        sent_up_to[0] = current_log_index()
         send()
 
     def recording_check():
-        before = syncobj._SyncObj__getCurrentLogIndex()
+        before = current_log_index()
         sent_up_to[0] = 0
         check()
-        after = syncobj._SyncObj__getCurrentLogIndex()
+        after = current_log_index()
         if after > before:
             passes.append((before, after, sent_up_to[0] >= after))
 
     # pysyncobj calls both through the instance (self._checkCommandsToApply, and the mangled
-    # self._SyncObj__sendAppendEntries), so instance attributes stand in front of them.
-    syncobj._SyncObj__sendAppendEntries = recording_send
+    # self.__sendAppendEntries), so instance attributes stand in front of them.
+    setattr(syncobj, SEND_APPEND_ENTRIES, recording_send)
     syncobj._checkCommandsToApply = recording_check
     return passes
 

@@ -11,6 +11,7 @@ import logging
 import pytest
 from pysyncobj import SyncObj, SyncObjConf
 
+from scheduler.replication.pysyncobj_compat import COMMIT_INDEX, ON_MESSAGE_RECEIVED, OTHER_NODES, RAFT_LOG, TRANSPORT
 from scheduler.replication.raftlog import _RaftcronSyncObj
 
 pytestmark = pytest.mark.integration
@@ -22,11 +23,11 @@ class Follower:
     def __init__(self, syncobj: SyncObj) -> None:
         self.syncobj = syncobj
         self.sent: list[dict] = []
-        syncobj._SyncObj__transport.send = lambda node, message: self.sent.append(message)
-        self.leader = next(iter(syncobj._SyncObj__otherNodes))
+        getattr(syncobj, TRANSPORT).send = lambda node, message: self.sent.append(message)
+        self.leader = next(iter(getattr(syncobj, OTHER_NODES)))
 
     def append(self, prev: int, prev_term: int, entries: list, commit: int, term: int = 1) -> dict:
-        self.syncobj._SyncObj__onMessageReceived(self.leader, {
+        getattr(self.syncobj, ON_MESSAGE_RECEIVED)(self.leader, {
             "type": "append_entries", "term": term, "commit_index": commit,
             "prevLogIdx": prev, "prevLogTerm": prev_term, "entries": entries,
         })
@@ -36,12 +37,12 @@ class Follower:
 
     @property
     def log(self) -> list[tuple[int, int]]:
-        journal = self.syncobj._SyncObj__raftLog
+        journal = getattr(self.syncobj, RAFT_LOG)
         return [(journal[i][1], journal[i][2]) for i in range(len(journal))]
 
     @property
     def commit_index(self) -> int:
-        return self.syncobj._SyncObj__raftCommitIndex
+        return getattr(self.syncobj, COMMIT_INDEX)
 
 
 def _entries(first: int, last: int, term: int = 1) -> list:

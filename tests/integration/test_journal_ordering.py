@@ -15,6 +15,7 @@ import pytest
 
 from scheduler.core.commands import ReadBarrier
 from scheduler.replication import RaftLog
+from scheduler.replication.pysyncobj_compat import TRANSPORT
 from tests.fakes import T0_US
 from tests.integration.test_raftlog import free_ports, leader_of, settings_for, submit, wait_until
 
@@ -30,7 +31,7 @@ class Audit:
 
     def watch(self, node: RaftLog) -> None:
         syncobj = node._syncobj
-        transport = syncobj._SyncObj__transport
+        transport = getattr(syncobj, TRANSPORT)
         journal = syncobj._journal
         send = transport.send
 

@@ -1,6 +1,7 @@
-"""Pins every pysyncobj internal the durable journal relies on (journal_seam.py). When one of
-these fails after a pysyncobj upgrade, re-read journal_seam.py's docstring against the new
-sources before changing the expectation: a silently missed seam means an unsynced cluster."""
+"""Pins how pysyncobj uses every internal the durable journal relies on (journal_seam.py; the
+version and the names are pinned in test_pysyncobj_compat.py). When one of these fails after a
+pysyncobj upgrade, re-read journal_seam.py's docstring against the new sources before changing
+the expectation: a silently missed seam means an unsynced cluster."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ import pysyncobj.syncobj as syncobj_module
 from pysyncobj import SyncObj
 from pysyncobj.journal import FileJournal, Journal
 from pysyncobj.serializer import Serializer
-from pysyncobj.version import VERSION
 
 from scheduler.replication import journal_seam
 from scheduler.replication.journal import DurableJournal
+from scheduler.replication.pysyncobj_compat import ON_MESSAGE_RECEIVED, SEND_NEXT_NODE_IDX
 from scheduler.replication.raftlog import _RaftcronSyncObj
 
 
@@ -23,8 +24,7 @@ def _source(function) -> str:
     return inspect.getsource(function)
 
 
-def test_the_pysyncobj_version_is_the_one_the_seam_was_written_for():
-    assert VERSION == journal_seam.PYSYNCOBJ_VERSION == "0.3.17"
+def test_pysyncobj_exports_the_journal_factory():
     assert pysyncobj.createJournal is not None
 
 
@@ -61,14 +61,14 @@ def test_the_journal_interface_is_the_one_implemented():
 
 
 def test_followers_answer_through_send_next_node_idx():
-    send = getattr(SyncObj, journal_seam.SEND_ANSWER)
+    send = getattr(SyncObj, SEND_NEXT_NODE_IDX)
     assert list(inspect.signature(send).parameters) == ["self", "node", "reset", "nextNodeIdx", "success"]
     assert "'type': 'next_node_idx'" in _source(send)
-    on_message = _source(getattr(SyncObj, "_SyncObj__onMessageReceived"))
+    on_message = _source(getattr(SyncObj, ON_MESSAGE_RECEIVED))
     # every answer to an append goes through it, none is sent by hand
     assert "'next_node_idx'" not in on_message.split("if message['type'] == 'next_node_idx'")[0]
     assert on_message.count("self.__sendNextNodeIdx(") >= 6
-    assert journal_seam.SEND_ANSWER in vars(_RaftcronSyncObj)
+    assert SEND_NEXT_NODE_IDX in vars(_RaftcronSyncObj)
 
 
 def test_on_tick_counts_the_leader_before_appending_and_reads_messages_last():
@@ -93,6 +93,6 @@ def test_the_dump_is_renamed_unsynced_before_the_journal_is_cut():
 
 
 def test_the_snapshot_install_answer_follows_the_dump_load():
-    on_message = _source(getattr(SyncObj, "_SyncObj__onMessageReceived"))
+    on_message = _source(getattr(SyncObj, ON_MESSAGE_RECEIVED))
     assert re.search(r"self\.__loadDumpFile\(clearJournal=True\)\s+self\.__sendNextNodeIdx\(node, success=True\)",
                      on_message)

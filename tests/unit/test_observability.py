@@ -19,7 +19,6 @@ from types import SimpleNamespace
 import grpc
 import pytest
 from prometheus_client import generate_latest
-from pysyncobj.syncobj import _RAFT_STATE
 
 from scheduler.config import NodeConfig, Peer
 from scheduler.core import State, decode_snapshot, encode_snapshot
@@ -57,6 +56,7 @@ from scheduler.observability import (
     start_observability,
 )
 from scheduler.observability.tally import RunTally
+from scheduler.replication.pysyncobj_compat import RaftState
 from tests.fakes import ImmediateRaftLog
 
 T0 = 1_700_000_000 * SECOND_US
@@ -92,7 +92,7 @@ class FakeRaftLog(ImmediateRaftLog):
 
     def raft_status(self) -> dict:
         return {
-            "state": _RAFT_STATE.LEADER if self.is_leader() else _RAFT_STATE.FOLLOWER,
+            "state": RaftState.LEADER if self.is_leader() else RaftState.FOLLOWER,
             "has_quorum": True,
             "log_len": self.index,
             "partner_node_status_server_127.0.0.1:7102": 2,

@@ -1,25 +1,21 @@
 """The bounded Raft transport (scheduler/replication/transport.py): frame decisions on a fake
-socket, the wire format against pysyncobj's own connection, and the pysyncobj privates it
-relies on."""
+socket, and the wire format against pysyncobj's own connection. The pysyncobj privates it relies
+on are pinned in test_pysyncobj_compat.py."""
 
 from __future__ import annotations
 
 import errno
-import inspect
 import os
 import struct
 
-import pysyncobj.version
 import pytest
 from pysyncobj import SyncObjConf
 from pysyncobj.encryptor import getEncryptor
 from pysyncobj.node import TCPNode
 from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
-from pysyncobj.tcp_server import TcpServer
-from pysyncobj.transport import TCPTransport
 
-from scheduler.replication import transport
+from scheduler.replication.pysyncobj_compat import CONN_READ_BUFFER, SERVER_ON_NEW_CONNECTION, SERVER_SOCKET
 from scheduler.replication.raftlog import APPEND_BATCH_BYTES, MAX_ENTRY_BYTES
 from scheduler.replication.transport import (
     FRAME_MAX_BYTES,
@@ -117,44 +113,6 @@ def endless(chunk: bytes):
         yield chunk
 
 
-# -- pysyncobj's version and privates ------------------------------------------------------------
-
-
-def test_pysyncobj_is_the_version_whose_privates_the_transport_names():
-    assert pysyncobj.version.VERSION == transport.PYSYNCOBJ_VERSION == "0.3.17"
-    conn = TcpConnection(poller=FakePoller(), socket=FakeSocket(), timeout=3.5)
-    server = TcpServer(FakePoller(), "127.0.0.1", 0, onNewConnection=lambda conn: None)
-    syncobj = FakeSyncObj()
-    tcp = TCPTransport(syncobj, TCPNode("127.0.0.1:7101"), [])
-    instances = {TcpConnection: conn, TcpServer: server, TCPTransport: tcp}
-    for cls, names in transport.PYSYNCOBJ_PRIVATES.items():
-        for name in names:
-            assert hasattr(instances[cls], name), f"pysyncobj's {cls.__name__} has no {name}"
-    signatures = {
-        (TcpConnection, "_TcpConnection__processRead"): "(self)",
-        (TcpConnection, "_TcpConnection__processParseMessage"): "(self)",
-        (TcpConnection, "connect"): "(self, host, port)",
-        (TcpConnection, "disconnect"): "(self)",
-        (TcpServer, "_TcpServer__onNewConnection"): "(self, descr, event)",
-        (TcpServer, "bind"): "(self)",
-        (TCPTransport, "_createServer"): "(self)",
-        (TCPTransport, "addNode"): "(self, node)",
-        (TCPTransport, "_onTick"): "(self)",
-        (TCPTransport, "_onNewIncomingConnection"): "(self, conn)",
-        (TCPTransport, "_onOutgoingConnected"): "(self, conn)",
-        (TCPTransport, "_onMessageReceived"): "(self, node, message)",
-        (TCPTransport, "_onDisconnected"): "(self, conn)",
-        (TCPTransport, "_shouldConnect"): "(self, node)",
-    }
-    for (cls, name), expected in signatures.items():
-        assert str(inspect.signature(getattr(cls, name))) == expected, f"{cls.__name__}.{name} changed"
-    init = inspect.signature(TcpConnection.__init__).parameters
-    assert {"poller", "socket", "timeout", "sendBufferSize", "recvBufferSize", "keepalive"} <= set(init)
-    init = inspect.signature(TcpServer.__init__).parameters
-    assert {"poller", "host", "port", "onNewConnection", "sendBufferSize", "recvBufferSize",
-            "connectionTimeout"} <= set(init)
-
-
 class FakeSyncObj:
     def __init__(self, password: str | None = None) -> None:
         self.conf = SyncObjConf(bindAddress="127.0.0.1:7101", password=password)
@@ -239,7 +197,7 @@ def test_an_authenticated_stream_is_read_in_bounded_steps_and_every_frame_delive
     read_event(conn)  # an endless stream: pysyncobj's loop reads until EAGAIN, which never comes
     assert sock.recv_calls == -(-READ_AHEAD_BYTES // len(frames))
     assert [m["n"] for m in delivered] == [n % 200 for n in range(200 * sock.recv_calls)]
-    assert len(conn._TcpConnection__readBuffer) == 0
+    assert len(getattr(conn, CONN_READ_BUFFER)) == 0
 
 
 def test_many_frames_of_one_read_are_all_delivered_in_order():
@@ -248,7 +206,7 @@ def test_many_frames_of_one_read_are_all_delivered_in_order():
     while len(delivered) < 301 and conn.state == CONNECTION_STATE.CONNECTED:
         read_event(conn)
     assert [m["n"] for m in delivered[1:]] == list(range(300))
-    assert len(conn._TcpConnection__readBuffer) == 0
+    assert len(getattr(conn, CONN_READ_BUFFER)) == 0
 
 
 def test_the_wire_format_is_pysyncobjs_both_ways():
@@ -341,8 +299,8 @@ class FailingListener:
 @pytest.mark.parametrize("error", [errno.ECONNABORTED, errno.EMFILE, errno.EAGAIN])
 def test_an_accept_error_of_one_client_does_not_unbind_the_raft_port(error):
     server = BoundedTcpServer(FakePoller(), "127.0.0.1", 0, onNewConnection=lambda conn: None)
-    server._TcpServer__socket = FailingListener(error)
+    setattr(server, SERVER_SOCKET, FailingListener(error))
     unbound: list = []
     server.unbind = lambda: unbound.append(True)
-    server._TcpServer__onNewConnection(0, POLL_EVENT_TYPE.READ)
+    getattr(server, SERVER_ON_NEW_CONNECTION)(0, POLL_EVENT_TYPE.READ)
     assert unbound == []

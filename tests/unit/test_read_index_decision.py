@@ -1,20 +1,28 @@
-"""The read index decision on pysyncobj's facts as data, RaftLog.read_index's loop on a fake
-SyncObj, and a pin on the pysyncobj release and private names it reads."""
+"""The read index decision on pysyncobj's facts as data, and RaftLog.read_index's loop on a fake
+SyncObj (the pysyncobj release and the private names it reads are pinned in
+test_pysyncobj_compat.py)."""
 
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 
 import pytest
-from pysyncobj import SyncObj, SyncObjConf
-from pysyncobj.monotonic import monotonic as pysyncobj_monotonic
-from pysyncobj.syncobj import _RAFT_STATE
 
 from scheduler.replication import NotLeader, RaftLog, RaftSettings, ReplicationTimeout
 from scheduler.replication import read_index as ri
-from scheduler.replication.read_index import CONFIRMED, REFUSED, WAIT, LeaderFacts, leader_facts, read_index_step
+from scheduler.replication.pysyncobj_compat import (
+    COMMIT_INDEX,
+    CURRENT_TERM,
+    LAST_RESPONSE_TIME,
+    NOOP_INDEX,
+    OTHER_NODES,
+    RAFT_STATE,
+    SEND_APPEND_ENTRIES,
+    RaftState,
+)
+from scheduler.replication.pysyncobj_compat import monotonic as pysyncobj_monotonic
+from scheduler.replication.read_index import CONFIRMED, REFUSED, WAIT, LeaderFacts, read_index_step
 
 STARTED_S = 100.0
 
@@ -53,29 +61,29 @@ class FakeSyncObj:
 
     def __init__(self, peers=("n2:1", "n3:1")) -> None:
         self.nodes = [FakeNode(p) for p in peers]
-        setattr(self, ri.RAFT_STATE, _RAFT_STATE.LEADER)
-        setattr(self, ri.CURRENT_TERM, 3)
-        setattr(self, ri.COMMIT_INDEX, 20)
-        setattr(self, ri.NOOP_INDEX, 18)
-        setattr(self, ri.OTHER_NODES, set(self.nodes))
-        setattr(self, ri.LAST_RESPONSE_TIME, {node: 0.0 for node in self.nodes})
-        setattr(self, ri.SEND_APPEND_ENTRIES, self._send)
+        setattr(self, RAFT_STATE, RaftState.LEADER)
+        setattr(self, CURRENT_TERM, 3)
+        setattr(self, COMMIT_INDEX, 20)
+        setattr(self, NOOP_INDEX, 18)
+        setattr(self, OTHER_NODES, set(self.nodes))
+        setattr(self, LAST_RESPONSE_TIME, {node: 0.0 for node in self.nodes})
+        setattr(self, SEND_APPEND_ENTRIES, self._send)
         self.tick_callbacks = []
         self.appends_sent = 0
         self.ticks = 0
         self.on_tick = lambda ticks: None
 
     def answer(self, node_index: int) -> None:
-        getattr(self, ri.LAST_RESPONSE_TIME)[self.nodes[node_index]] = pysyncobj_monotonic()
+        getattr(self, LAST_RESPONSE_TIME)[self.nodes[node_index]] = pysyncobj_monotonic()
 
     def depose(self) -> None:
-        setattr(self, ri.RAFT_STATE, _RAFT_STATE.FOLLOWER)
+        setattr(self, RAFT_STATE, RaftState.FOLLOWER)
 
     def _send(self) -> None:
         self.appends_sent += 1
 
     def _isLeader(self):  # noqa: N802 (pysyncobj's name)
-        return getattr(self, ri.RAFT_STATE) == _RAFT_STATE.LEADER
+        return getattr(self, RAFT_STATE) == RaftState.LEADER
 
     def _getLeader(self):  # noqa: N802 (pysyncobj's name)
         return None
@@ -180,30 +188,3 @@ def test_the_confirmer_sends_appends_only_while_reads_wait_and_only_as_leader():
     assert (step.outcome, index, fake.appends_sent) == (CONFIRMED, 20, 2)
     confirmer()
     assert fake.appends_sent == 2
-
-
-# -- the pin ----------------------------------------------------------------------------------
-def test_pysyncobj_is_the_release_whose_private_state_read_index_reads():
-    from pysyncobj.version import VERSION
-
-    assert VERSION == ri.PYSYNCOBJ_VERSION, (
-        f"pysyncobj {VERSION}: check its leader code (next_node_idx answers, the no-op of a new term, "
-        "commit rule) against scheduler/replication/read_index.py, then update PYSYNCOBJ_VERSION")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def test_the_private_names_exist_on_a_syncobj(tmp_path):
-    peer = f"127.0.0.1:{_free_port()}"
-    syncobj = SyncObj(f"127.0.0.1:{_free_port()}", [peer], SyncObjConf(autoTick=False, journalFile=None))
-    try:
-        missing = [name for name in ri.PRIVATE_NAMES if not hasattr(syncobj, name)]
-        assert not missing, f"pysyncobj no longer has {missing}"
-        found = leader_facts(syncobj)
-        assert not found.leading and set(found.answered_s) == {peer}
-    finally:
-        syncobj.destroy()

@@ -13,6 +13,7 @@ from scheduler.core.commands import ReadBarrier, SetClusterVersion
 from scheduler.core.state import State
 from scheduler.leader.cluster_version import next_cluster_version
 from scheduler.replication import LogFormatNotEnabled, ReplicationError
+from scheduler.replication.pysyncobj_compat import ON_MESSAGE_RECEIVED
 from scheduler.replication.raftlog import KEEPALIVE_MESSAGE, apply_encoded
 from scheduler.replication.upgrades import (
     TEST_CAP_ENV,
@@ -62,8 +63,11 @@ class _PysyncobjStandIn:
     def __init__(self, *args, **kwargs) -> None:
         self.passed_on = []
 
-    def _SyncObj__onMessageReceived(self, node, message):  # noqa: N802
+    def _pass_on(self, node, message):
         self.passed_on.append(message)
+
+
+setattr(_PysyncobjStandIn, ON_MESSAGE_RECEIVED, _PysyncobjStandIn._pass_on)
 
 
 class _Adapter(LogFormatMixin, _PysyncobjStandIn):
@@ -75,8 +79,9 @@ def test_the_mixin_reads_keepalives_and_passes_everything_else_on() -> None:
     adapter = _Adapter(log_format=1, format_book=book)
     assert adapter.keepalive_message == {"type": "raftcron_keepalive", "log_format": 1}
     node = type("Node", (), {"address": N3})()
-    adapter._SyncObj__onMessageReceived(node, {"type": "raftcron_keepalive", "log_format": 2})
-    adapter._SyncObj__onMessageReceived(node, {"type": "append_entries", "term": 1})
+    receive = getattr(adapter, ON_MESSAGE_RECEIVED)
+    receive(node, {"type": "raftcron_keepalive", "log_format": 2})
+    receive(node, {"type": "append_entries", "term": 1})
     assert book.fresh() == {N3: 2}
     assert adapter.passed_on == [{"type": "append_entries", "term": 1}]
 
