@@ -12,9 +12,9 @@ from scheduler.core import results as ev
 from scheduler.core.commands import CompleteRuns, Completion, ExtendLeases, LeaseRef, ReadBarrier
 from scheduler.core.execution import OUTCOME_FAILURE, OUTCOME_RETRY_LATER, OUTCOME_SUCCESS
 from scheduler.core.model import SECOND_US
-from scheduler.leader.batcher import Coalescer, RejectedBatch, Submission
 from scheduler.leader.dispatch import Dispatcher, Granted, NotLeading, target_key
 from scheduler.replication import RaftLog, ReplicationError
+from scheduler.replication.coalescer import Coalescer, RejectedBatch, Submission
 from scheduler.rpc.convert import duration, duration_us, printable_run_key, target_to_pb, timestamp, timestamp_us
 from scheduler.rpc.errors import abort_replication
 from scheduler.rpc.forwarding import PeerChannels
