@@ -21,7 +21,7 @@ from scheduler.core import results as ev
 from scheduler.core.commands import ApplyJobs
 from scheduler.core.state import State
 from scheduler.dashboard.fates import MAX_TIMELINE_SLOTS
-from scheduler.leader.planner import schedule_for, spread_offset_us
+from scheduler.planning.jobs import schedule_for, spread_offset_us
 
 NEXT_FIRES_SHOWN = 10
 JOBS_PAGE_SIZE = 50
