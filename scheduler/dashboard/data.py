@@ -96,7 +96,7 @@ class NodeWatcher:
         # (epoch, node_id, term, at_us) of the leadership changes this process applied, newest last.
         self.leaderships: deque[tuple[int, str, int, int]] = deque(maxlen=LEADERSHIP_HISTORY)
 
-    def __call__(self, command, result) -> None:
+    def __call__(self, command, result, state) -> None:
         if result.rejection is not None:
             return
         if isinstance(command, ApplyJobs):
