@@ -17,7 +17,7 @@ from scheduler.replication import RaftLog, ReplicationError
 from scheduler.replication.coalescer import Coalescer, RejectedBatch, Submission
 from scheduler.rpc.convert import duration, duration_us, printable_run_key, target_to_pb, timestamp, timestamp_us
 from scheduler.rpc.errors import abort_replication
-from scheduler.rpc.forwarding import LeaderForwarder
+from scheduler.rpc.forwarding import LeaderForwarder, forward_timeout_s
 from scheduler.security.interceptor import current_principal, require
 from scheduler.security.policy import held_by, holder_denial, holder_of_token, lease_denial, lease_holder, run_denial
 from worker.api.v1 import worker_pb2 as wpb
@@ -101,7 +101,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
 
     def _forward_lease(self, request, wait_s: float, context):
         address = self._forwarder.leader(context)
-        response = self._forwarder.call(context, address, _LEASE, request, wait_s + self._timeout_s)
+        # Not past the caller's deadline: a long poll it gave up on would hold a lease wait here.
+        budget_s = wait_s + self._timeout_s
+        response = self._forwarder.call(context, address, _LEASE, request, forward_timeout_s(context, budget_s, cap_s=budget_s))
         response.leader_address = address  # so the worker can lease there directly next time
         return response
 
