@@ -24,7 +24,7 @@ in a forked child, then renames it) every 5 ms, so each compaction's duration is
    duration, the snapshot size, and whether the Raft term changed (an election); the probe's
    slowest commit during the compaction shows how long the leader's tick stalled (fork).
 5. **planning** (in this process, no cluster): the first next fire after now for 100,000 job
-   specs per expression kind and time zone, through `scheduler.leader.planner.first_due_after`
+   specs per expression kind and time zone, through `scheduler.planning.jobs.first_due_after`
    (compiled schedules, memoized; caches cleared before each measurement) and through
    `croniter(expr, now_in_zone).get_next(datetime)` per job (naive: an iterator per job), on
    10,000 of the same specs, scaled to 100,000.
@@ -381,7 +381,7 @@ def run_planning(n: int, sample: int) -> list[dict]:
 
     from croniter import croniter
 
-    from scheduler.leader.planner import first_due_after
+    from scheduler.planning.jobs import first_due_after
 
     now_us = int(time.time()) * 1_000_000
     now = datetime.fromtimestamp(now_us / 1e6, timezone.utc)

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from scheduler.core.model import JobSpec
-from scheduler.leader.planner import schedule_for, spread_offset_us
+from scheduler.planning.jobs import schedule_for, spread_offset_us
 
 MINUTE_US = 60_000_000
 # Per job, so one every-second job cannot make the forecast unbounded.

@@ -22,6 +22,7 @@ from scheduler.membership import MembershipChanger, peer_by_raft_address
 from scheduler.observability import add_health, start_observability
 from scheduler.replication import RaftLog
 from scheduler.rpc.cluster import ClusterServicer
+from scheduler.rpc.forwarding import LeaderForwarder, leader_grpc_address
 from scheduler.rpc.intake import RequestIntake
 from scheduler.rpc.jobs import JobServicer
 from scheduler.rpc.limits import DEFAULT_LIMITS, RpcLimits
@@ -104,10 +105,6 @@ class Node:
         with self.raftlog.read() as state:
             return peer_by_raft_address(self.config, state, raft_address)
 
-    def _leader_grpc_address(self) -> str:
-        peer = self._peer_at(self.raftlog.leader_address())
-        return peer.grpc_address if peer is not None and peer.node_id != self.config.node_id else ""
-
     def _leader_id_of(self, raft_address: str) -> str:
         peer = self._peer_at(raft_address)
         return peer.node_id if peer else ""
@@ -123,25 +120,24 @@ class Node:
         tls = self.config.tls_files()
         timeout_s = self.config.propose_timeout_s
         forward_credentials = tls.channel_credentials() if tls is not None else None
-        reader = self.reader = Reader(
-            self.raftlog, self.config.node_id, self._leader_id_of, self.clock_us, timeout_s,
-            leader_grpc_address=self._leader_grpc_address, forward_credentials=forward_credentials,
+        forwarder = self.forwarder = LeaderForwarder(
+            lambda: leader_grpc_address(self.raftlog, self.config), forward_credentials
         )
+        reader = Reader(self.raftlog, self.config.node_id, self._leader_id_of, self.clock_us, timeout_s, forwarder)
         admission = Admission(self.raftlog.read, self.config.quotas)
         jobs = JobServicer(self.raftlog, reader, self.clock_us, timeout_s, admission)
         jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
         runs_pb2_grpc.add_RunServiceServicer_to_server(RunServicer(self.raftlog, reader), server)
         changer = MembershipChanger(self.raftlog, self.config, self.clock_us, timeout_s)
-        cluster = ClusterServicer(self.raftlog, self.config, changer, forward_credentials=forward_credentials)
+        cluster = ClusterServicer(self.raftlog, self.config, changer, forwarder)
         cluster_pb2_grpc.add_ClusterServiceServicer_to_server(cluster, server)
         self.workers = WorkerServicer(
             self.raftlog,
             self.current_dispatcher,
-            self._leader_grpc_address,
+            forwarder,
             self.clock_us,
             timeout_s,
             self.config.max_lease_wait_s,
-            forward_credentials=forward_credentials,
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.workers, server)
         ops_pb2_grpc.add_OpsServiceServicer_to_server(OpsServicer(self.raftlog, reader, self.clock_us, timeout_s), server)
@@ -195,7 +191,7 @@ class Node:
         if self.server is not None:
             self.server.stop(grace_s).wait()
             self.workers.close()
-            self.reader.close()
+            self.forwarder.close()
         self.raftlog.close()
         if self.observability is not None:
             self.observability.close()

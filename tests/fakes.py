@@ -369,7 +369,7 @@ class ImmediateRaftLog:
             self.claim_entries += isinstance(command, ClaimRuns)
             result = apply(self._state, command, self.index)
             for listener in list(self._listeners):
-                listener(command, result)
+                listener(command, result, self._state)
             return result
 
     def propose(self, command) -> Future:

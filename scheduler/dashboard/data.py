@@ -21,7 +21,7 @@ from scheduler.core import results as ev
 from scheduler.core.commands import ApplyJobs
 from scheduler.core.state import State
 from scheduler.dashboard.fates import MAX_TIMELINE_SLOTS
-from scheduler.leader.planner import schedule_for, spread_offset_us
+from scheduler.planning.jobs import schedule_for, spread_offset_us
 
 NEXT_FIRES_SHOWN = 10
 JOBS_PAGE_SIZE = 50
@@ -96,7 +96,7 @@ class NodeWatcher:
         # (epoch, node_id, term, at_us) of the leadership changes this process applied, newest last.
         self.leaderships: deque[tuple[int, str, int, int]] = deque(maxlen=LEADERSHIP_HISTORY)
 
-    def __call__(self, command, result) -> None:
+    def __call__(self, command, result, state) -> None:
         if result.rejection is not None:
             return
         if isinstance(command, ApplyJobs):

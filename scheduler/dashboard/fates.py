@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from scheduler.core import model
 from scheduler.core.model import SECOND_US
-from scheduler.leader.planner import schedule_for
 from scheduler.planning import format_us
+from scheduler.planning.jobs import schedule_for
 
 if TYPE_CHECKING:
     from scheduler.dashboard.data import JobDetail

@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 
 from scheduler.core.model import JobSpec
 from scheduler.forecast import MAX_FIRES_PER_JOB, MINUTE_US, Forecast, forecast
-from scheduler.leader.planner import schedule_for, spread_offset_us
+from scheduler.planning.jobs import schedule_for, spread_offset_us
 
 
 def _schedule_key(spec: JobSpec) -> tuple:

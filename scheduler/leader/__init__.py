@@ -1,1 +1,1 @@
-"""What runs only while this node leads: the lifecycle and its epoch clock, the trigger loop and its pure planner, the dispatcher, the reaper, alert delivery, request coalescing."""
+"""What runs only while this node leads: the lifecycle and its epoch clock, the trigger loop and its pure planner, the dispatcher, the reaper, alert delivery."""

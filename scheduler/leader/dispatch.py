@@ -217,7 +217,7 @@ class Dispatcher:
                 depths.update(((target, stage), count) for target, count in counts.items() if count)
         return depths
 
-    def _on_apply(self, command, result) -> None:
+    def _on_apply(self, command, result, state: State) -> None:
         """Tick thread, state lock held (re-entrant): hand over what became leasable. Raft waits
         for this, so it takes no lock: it appends to the inbox and asks for a wake-up."""
         if not result.accepted:
@@ -225,7 +225,6 @@ class Dispatcher:
         # A waiting Lease call releases what has room now.
         wake = bool(self._held) and isinstance(command, _RELEASING_COMMANDS)
         if isinstance(command, _QUEUEING_COMMANDS):
-            state = self._raftlog._state  # we are inside the apply, under its lock
             queued = [
                 self._queued_entry(state, event.job_id, event.scheduled_us)
                 for event in result.events

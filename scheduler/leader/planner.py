@@ -1,7 +1,8 @@
 """Pure planning for the trigger loop: which slots of a job are due now, and how each is accounted.
 
 Called with replicated job records and the leader's clock reading; tests call it
-directly. The decisions it makes travel inside ClaimRuns, so followers and the
+directly. A job's schedule and spread come from scheduler/planning/jobs.py, shared with
+every node. The decisions it makes travel inside ClaimRuns, so followers and the
 next leader never recompute them.
 """
 
@@ -9,21 +10,8 @@ from __future__ import annotations
 
 from scheduler.core.commands import SlotClaim
 from scheduler.core.model import MISSED, QUEUED, SECOND_US, SKIPPED, Job
-from scheduler.durations import parse_duration_us
-from scheduler.planning import Schedule, compile_schedule, format_us, jitter_offset_us, lands_on_round_instant
-
-
-def schedule_for(job_spec) -> Schedule:
-    """The shared, memoized schedule of a spec (no per-job iterator objects)."""
-    return compile_schedule(
-        job_spec.schedule, job_spec.timezone, job_spec.dst_gap or None, job_spec.dst_repeat or None
-    )
-
-
-def first_due_after(job_spec, after_us: int) -> int:
-    """The first slot strictly after `after_us`, or 0 when the schedule never fires again."""
-    fire = schedule_for(job_spec).next_fire(after_us)
-    return fire.at_us if fire else 0
+from scheduler.planning import Schedule, format_us
+from scheduler.planning.jobs import schedule_for, spread_offset_us
 
 
 def _seconds(us: int) -> str:
@@ -50,22 +38,6 @@ def slot_outcome(job: Job, schedule: Schedule, scheduled_us: int, now_us: int) -
         return MISSED, f"{late}; older than the {misfire.max_catch_up} most recent late slots caught up"
     outage = f"between {format_us(job.cursor_us)} and {format_us(now_us)}"
     return MISSED, f"{late}; the scheduler was not firing {outage}"
-
-
-def spread_offset_us(job_spec, schedule: Schedule, herd_window_us: int) -> int:
-    """How long after its nominal instant a slot becomes due, to break up round-time herds.
-
-    `auto` spreads schedules that land on minute 0 of an hour over the cluster's herd window;
-    `pinned` never spreads; an explicit window spreads any schedule. The offset is a hash of
-    the job id, so it is the same on every node, after every restart, for every slot.
-    """
-    if job_spec.jitter == "pinned":
-        return 0
-    if job_spec.jitter in ("auto", ""):
-        window_us = herd_window_us if lands_on_round_instant(schedule) else 0
-    else:
-        window_us = parse_duration_us(job_spec.jitter, "jitter")
-    return jitter_offset_us(job_spec.id, window_us)
 
 
 def plan_due_slots(job: Job, now_us: int, max_slots: int, herd_window_us: int = 0) -> list[SlotClaim]:

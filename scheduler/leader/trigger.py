@@ -53,7 +53,7 @@ class TriggerLoop:
         self._wake = threading.Event()
 
     # -- apply notifications (tick thread: cheap, non-blocking) ----------
-    def _on_apply(self, command, result) -> None:
+    def _on_apply(self, command, result, state) -> None:
         if isinstance(command, ApplyJobs):
             ids = [u.spec.id for u in command.upserts] + list(command.removals)
         elif isinstance(command, SetJobPaused):

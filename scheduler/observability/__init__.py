@@ -73,7 +73,7 @@ def build_registry(raftlog, config, current_dispatcher=lambda: None, leading_epo
 
     Returns (registry, observer); the caller installs `observer` as an apply listener.
     """
-    observer = observer or ApplyObserver(raftlog)
+    observer = observer or ApplyObserver()
     registry = CollectorRegistry(auto_describe=False)
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)

@@ -77,8 +77,7 @@ class _Histogram:
 class ApplyObserver:
     """The apply listener: `raftlog.add_apply_listener(observer)`."""
 
-    def __init__(self, raftlog, wall_clock_us: Callable[[], int] | None = None) -> None:
-        self._raftlog = raftlog
+    def __init__(self, wall_clock_us: Callable[[], int] | None = None) -> None:
         self._wall_clock_us = wall_clock_us or (lambda: time.time_ns() // 1000)
         self.tally = RunTally()
         # Entries at or below this index were applied before this process started (journal replay).
@@ -93,8 +92,7 @@ class ApplyObserver:
         self.lateness = _Histogram(LATENESS_BUCKETS_S)
         self.apply_delay: dict[str, _Histogram] = {}
 
-    def __call__(self, command, result) -> None:
-        state = self._raftlog._state  # inside the apply, under its lock (as the dispatcher does)
+    def __call__(self, command, result, state) -> None:
         self.tally.on_apply(state, command, result)
         if result.index <= self.replayed_until:
             return

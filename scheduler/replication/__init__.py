@@ -1,4 +1,5 @@
-"""The pysyncobj adapter: a Raft log of bytes feeding the pure core, with propose() futures."""
+"""The pysyncobj adapter: a Raft log of bytes feeding the pure core, with propose() futures, and the
+coalescer every node uses to put many small requests into one entry."""
 
 from scheduler.replication.errors import (
     EntryTooLarge,

@@ -78,7 +78,8 @@ log = logging.getLogger("raftcron.replication")
 MAX_ENTRY_BYTES = 1 << 20
 APPEND_BATCH_BYTES = 4 << 20
 
-ApplyListener = Callable[[Command, Result], None]
+# (command, result, state): the state just changed, handed over so no listener reaches into RaftLog for it.
+ApplyListener = Callable[[Command, Result, State], None]
 ROLE_NAMES = {RaftState.FOLLOWER: "follower", RaftState.CANDIDATE: "candidate", RaftState.LEADER: "leader"}
 
 
@@ -372,7 +373,7 @@ class RaftLog:
                 return None
             for listener in self._listeners:
                 try:
-                    listener(command, result)
+                    listener(command, result, self._state)
                 except Exception:  # a listener is local, never part of the replicated outcome
                     log.exception("apply listener failed on entry %d", index)
             self._applied.notify_all()
@@ -508,7 +509,8 @@ class RaftLog:
             return self._applied.wait_for(lambda: self._state.applied_index >= index, timeout_s)
 
     def add_apply_listener(self, listener: ApplyListener) -> None:
-        """Called on the tick thread after every apply, under the state lock: must not block."""
+        """Called on the tick thread after every apply, under the state lock, with the state the
+        entry changed (read it there, never keep it): must not block."""
         with self._lock:
             self._listeners.append(listener)
 

@@ -17,9 +17,11 @@ from scheduler.replication.digest import DigestFailed
 from scheduler.replication.raftlog import ROLE_NAMES
 from scheduler.rpc.convert import timestamp
 from scheduler.rpc.errors import abort_rejected, abort_replication
-from scheduler.rpc.forwarding import open_channel
+from scheduler.rpc.forwarding import LeaderForwarder, forward_timeout_s
 from scheduler.security.interceptor import audited_author, caller_authorization
 from worker.api.v1 import cluster_pb2, cluster_pb2_grpc
+
+_METHODS = cluster_pb2.DESCRIPTOR.services_by_name["ClusterService"].methods_by_name
 
 # pysyncobj reports a connected partner with this value.
 _CONNECTED = 2
@@ -32,6 +34,8 @@ REFUSAL_CODES = {
 }
 # How long a leader asked to remove itself waits for another node to take over.
 HANDOVER_TIMEOUT_S = 10.0
+# How long a forwarded change may take when its caller set no deadline.
+MEMBERSHIP_FORWARD_S = 30.0
 
 
 def node_ready(raftlog: RaftLog, config: NodeConfig) -> bool:
@@ -53,17 +57,14 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         self,
         raftlog: RaftLog,
         config: NodeConfig,
-        changer: MembershipChanger | None = None,
-        forward_credentials: grpc.ChannelCredentials | None = None,
+        changer: MembershipChanger | None,
+        forwarder: LeaderForwarder,
     ) -> None:
         self._raftlog = raftlog
         self._config = config
         self._changer = changer
-        # TLS towards other nodes (a change forwarded to the leader, the new node's status).
-        self._forward_credentials = forward_credentials
-
-    def _channel_to(self, address: str) -> grpc.Channel:
-        return open_channel(address, self._forward_credentials)
+        # Towards other nodes: a change forwarded to the leader, the new node's status.
+        self._forwarder = forwarder
 
     def Status(self, request, context):
         raft = self._raftlog.raft_status()
@@ -180,7 +181,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         """A node is made a voter only once it runs and says it is that node: a voter that
         never comes up would count against every quorum from then on."""
         try:
-            with self._channel_to(new.grpc_address) as channel:
+            with self._forwarder.channel_to_newcomer(new.grpc_address) as channel:
                 status = cluster_pb2_grpc.ClusterServiceStub(channel).Status(
                     cluster_pb2.StatusRequest(), timeout=3.0, metadata=caller_authorization(context)
                 )
@@ -227,23 +228,9 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         context.abort(grpc.StatusCode.UNAVAILABLE, "leadership was not handed over in time; retry")
 
     def _forward(self, method: str, request, context):
-        """Ask the leader; a change never runs on a follower."""
-        deadline = time.monotonic() + HANDOVER_TIMEOUT_S
-        address = ""
-        while not address and time.monotonic() < deadline:
-            with self._raftlog.read() as state:
-                leader = peer_by_raft_address(self._config, state, self._raftlog.leader_address())
-            address = leader.grpc_address if leader is not None and leader.node_id != self._config.node_id else ""
-            if not address:
-                time.sleep(0.05)
-        if not address:
-            context.abort(grpc.StatusCode.UNAVAILABLE, "no leader known; retry shortly")
-        remaining_s = context.time_remaining() if context.time_remaining() is not None else 30.0
-        with self._channel_to(address) as channel:
-            try:
-                return getattr(cluster_pb2_grpc.ClusterServiceStub(channel), method)(
-                    request, timeout=max(1.0, remaining_s), metadata=caller_authorization(context)
-                )
-            except grpc.RpcError as exc:
-                context.abort(exc.code(), f"via leader {address}: {exc.details()}")
+        """Ask the leader; a change never runs on a follower. Right after a hand-over no leader
+        may be known yet: wait for one."""
+        address = self._forwarder.leader(context, wait_s=HANDOVER_TIMEOUT_S)
+        timeout_s = forward_timeout_s(context, MEMBERSHIP_FORWARD_S, floor_s=1.0)
+        return self._forwarder.call(context, address, _METHODS[method], request, timeout_s)
 

@@ -14,7 +14,7 @@ from scheduler.core import results as ev
 from scheduler.core.commands import ApplyJobs, BackfillRuns, SetJobPaused, TriggerRun
 from scheduler.core.manual import MAX_BACKFILL_SLOTS
 from scheduler.core.model import SECOND_US
-from scheduler.leader.planner import schedule_for
+from scheduler.planning.jobs import schedule_for
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import resource_from_pb, run_to_pb, spec_from_pb, timestamp_us
 from scheduler.rpc.errors import abort_rejected, abort_replication, submit_or_abort

@@ -10,18 +10,15 @@ another node instead of reading stale data.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import grpc
-from google.protobuf import message_factory
 from google.protobuf.descriptor import MethodDescriptor
 
 from scheduler.core import model
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import job_to_pb
 from scheduler.rpc.errors import abort_replication
-from scheduler.rpc.forwarding import PeerChannels
-from scheduler.security.interceptor import caller_authorization, current_principal
+from scheduler.rpc.forwarding import LeaderForwarder, forward_timeout_s
+from scheduler.security.interceptor import current_principal
 from scheduler.security.policy import sees_details
 from worker.api.v1 import common_pb2 as pb
 
@@ -47,16 +44,14 @@ class Reader:
         leader_id_of,
         clock_us,
         timeout_s: float,
-        leader_grpc_address: Callable[[], str] | None = None,
-        forward_credentials: grpc.ChannelCredentials | None = None,
+        forwarder: LeaderForwarder,
     ) -> None:
         self._raftlog = raftlog
         self._node_id = node_id
         self._leader_id_of = leader_id_of
         self._clock_us = clock_us
         self._timeout_s = timeout_s
-        self._leader_grpc_address = leader_grpc_address or (lambda: "")
-        self._peers = PeerChannels(forward_credentials)
+        self._forwarder = forwarder
 
     def linearizable(self, context: grpc.ServicerContext, request, method: MethodDescriptor):
         """None: serve `request` from this replica (after the read index when it asks for a
@@ -73,23 +68,12 @@ class Reader:
         return self._forward(context, request, method)
 
     def _forward(self, context: grpc.ServicerContext, request, method: MethodDescriptor):
-        address = self._leader_grpc_address()
-        if not address:
-            context.abort(grpc.StatusCode.UNAVAILABLE, "no leader known to serve a linearizable read; retry shortly")
-        call = self._peers.to(address).unary_unary(
-            f"/{method.containing_service.full_name}/{method.name}",
-            request_serializer=lambda message: message.SerializeToString(),
-            response_deserializer=message_factory.GetMessageClass(method.output_type).FromString,
+        address = self._forwarder.leader(context, unknown="no leader known to serve a linearizable read; retry shortly")
+        budget_s = self._timeout_s * 2
+        return self._forwarder.call(
+            context, address, method, request, forward_timeout_s(context, budget_s, cap_s=budget_s),
+            metadata=(FORWARDED,), via="linearizable read via leader",
         )
-        remaining_s = context.time_remaining()
-        timeout_s = min(self._timeout_s * 2, remaining_s) if remaining_s is not None else self._timeout_s * 2
-        try:
-            return call(request, timeout=max(0.01, timeout_s), metadata=(*caller_authorization(context), FORWARDED))
-        except grpc.RpcError as exc:
-            context.abort(exc.code(), f"linearizable read via leader {address}: {exc.details()}")
-
-    def close(self) -> None:
-        self._peers.close()
 
     def read_info(self, linearizable: bool) -> pb.ReadInfo:
         return pb.ReadInfo(

@@ -12,13 +12,13 @@ from scheduler.core import results as ev
 from scheduler.core.commands import CompleteRuns, Completion, ExtendLeases, LeaseRef, ReadBarrier
 from scheduler.core.execution import OUTCOME_FAILURE, OUTCOME_RETRY_LATER, OUTCOME_SUCCESS
 from scheduler.core.model import SECOND_US
-from scheduler.leader.batcher import Coalescer, RejectedBatch, Submission
 from scheduler.leader.dispatch import Dispatcher, Granted, NotLeading, target_key
 from scheduler.replication import RaftLog, ReplicationError
+from scheduler.replication.coalescer import Coalescer, RejectedBatch, Submission
 from scheduler.rpc.convert import duration, duration_us, printable_run_key, target_to_pb, timestamp, timestamp_us
 from scheduler.rpc.errors import abort_replication
-from scheduler.rpc.forwarding import PeerChannels
-from scheduler.security.interceptor import caller_authorization, current_principal, require
+from scheduler.rpc.forwarding import LeaderForwarder, forward_timeout_s
+from scheduler.security.interceptor import current_principal, require
 from scheduler.security.policy import held_by, holder_denial, holder_of_token, lease_denial, lease_holder, run_denial
 from worker.api.v1 import worker_pb2 as wpb
 from worker.api.v1 import worker_pb2_grpc
@@ -27,6 +27,7 @@ MAX_RUNS_PER_LEASE = 1000
 MAX_LEASES_PER_HEARTBEAT = 10_000
 _KINDS = {wpb.SUCCESS: OUTCOME_SUCCESS, wpb.FAILURE: OUTCOME_FAILURE, wpb.RETRY_LATER: OUTCOME_RETRY_LATER}
 _FENCE_OUTCOMES = {"not_found": wpb.NOT_FOUND, "cancelled": wpb.RUN_CANCELLED}
+_LEASE = wpb.DESCRIPTOR.services_by_name["WorkerService"].methods_by_name["Lease"]
 
 
 def _lease_ref(ref: wpb.LeaseRef) -> LeaseRef:
@@ -57,26 +58,23 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self,
         raftlog: RaftLog,
         dispatcher_now: Callable[[], Dispatcher | None],
-        leader_grpc_address: Callable[[], str],
+        forwarder: LeaderForwarder,
         clock_us: Callable[[], int],
         timeout_s: float,
         max_lease_wait_s: float,
-        forward_credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self._raftlog = raftlog
         self._dispatcher_now = dispatcher_now
-        self._leader_grpc_address = leader_grpc_address
+        self._forwarder = forwarder
         self._timeout_s = timeout_s
         self._max_lease_wait_s = max_lease_wait_s
         self._clock_us = clock_us
-        self._peers = PeerChannels(forward_credentials)
         self._extend = Coalescer("extend", raftlog, self._extend_command, timeout_s)
         self._complete = Coalescer("complete", raftlog, self._complete_command, timeout_s)
 
     def close(self) -> None:
         self._extend.close()
         self._complete.close()
-        self._peers.close()
 
     def _extend_command(self, leases) -> ExtendLeases:
         return ExtendLeases(self._clock_us(), tuple(leases))
@@ -102,15 +100,10 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         return wpb.LeaseResponse(leases=[_grant_to_pb(g) for g in granted])
 
     def _forward_lease(self, request, wait_s: float, context):
-        address = self._leader_grpc_address()
-        if not address:
-            context.abort(grpc.StatusCode.UNAVAILABLE, "no leader known; retry shortly")
-        stub = worker_pb2_grpc.WorkerServiceStub(self._peers.to(address))
-        try:
-            # On the caller's behalf: the leader authorizes the same token again.
-            response = stub.Lease(request, timeout=wait_s + self._timeout_s, metadata=caller_authorization(context))
-        except grpc.RpcError as exc:
-            context.abort(exc.code(), f"via leader {address}: {exc.details()}")
+        address = self._forwarder.leader(context)
+        # Not past the caller's deadline: a long poll it gave up on would hold a lease wait here.
+        budget_s = wait_s + self._timeout_s
+        response = self._forwarder.call(context, address, _LEASE, request, forward_timeout_s(context, budget_s, cap_s=budget_s))
         response.leader_address = address  # so the worker can lease there directly next time
         return response
 

@@ -16,7 +16,7 @@ from scheduler.core.commands import ApplyJobs, JobUpsert
 from scheduler.core.jobs import restarted_cursor
 from scheduler.core.model import JobSpec, Resource
 from scheduler.core.state import State
-from scheduler.leader.planner import first_due_after
+from scheduler.planning.jobs import first_due_after
 from scheduler.security.policy import apply_denial, jobs_target_denial, prunes
 from scheduler.security.principals import ADMIN, Principal
 from scheduler.specs.rules import validate_resource, validate_spec

@@ -292,7 +292,7 @@ def test_propose_refuses_an_entry_above_the_size_cap(single_node: RaftLog) -> No
 def test_a_raising_apply_listener_does_not_lose_the_proposers_result(single_node: RaftLog) -> None:
     calls: list[Result] = []
 
-    def flaky_listener(command, result: Result) -> None:
+    def flaky_listener(command, result: Result, state) -> None:
         calls.append(result)
         if len(calls) == 1:
             raise RuntimeError("listener bug")

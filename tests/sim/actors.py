@@ -11,8 +11,9 @@ from scheduler.core import commands as cmds
 from scheduler.core import results as ev
 from scheduler.core.jobs import restarted_cursor
 from scheduler.core.model import JobSpec, MisfirePolicy, Resource, RetryPolicy
-from scheduler.leader.planner import first_due_after, plan_due_slots
+from scheduler.leader.planner import plan_due_slots
 from scheduler.leader.reaper import overdue
+from scheduler.planning.jobs import first_due_after
 from tests.sim.oracle import SECOND_US
 from tests.sim.world import LeaderView, World
 

@@ -8,8 +8,8 @@ import pytest
 
 from scheduler.core.commands import CompleteRuns
 from scheduler.core.results import Result, rejected
-from scheduler.leader.batcher import Coalescer, RejectedBatch
 from scheduler.replication import NotLeader
+from scheduler.replication.coalescer import Coalescer, RejectedBatch
 
 WAIT_S = 10.0
 

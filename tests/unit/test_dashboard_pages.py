@@ -232,7 +232,7 @@ def test_job_index_rebuilds_after_an_apply_or_a_restored_snapshot():
     state.jobs["a"] = job(spec("a", owner="renamed"))
     index.refresh(reader(state))
     assert index.page("renamed", 0, 10) == ([], 0)  # not stale yet: nothing was applied
-    watcher(ApplyJobs(NOW_US, "alice", "r1"), ev.Result(index=9))
+    watcher(ApplyJobs(NOW_US, "alice", "r1"), ev.Result(index=9), state)
     index.refresh(reader(state))
     assert index.page("renamed", 0, 10) == (["a"], 1)
     restored = State()
@@ -244,7 +244,7 @@ def test_job_index_rebuilds_after_an_apply_or_a_restored_snapshot():
 def test_watcher_records_leadership_changes():
     watcher = data.NodeWatcher(data.JobIndex())
     command = ClaimLeadership(NOW_US, "n2", 7)
-    watcher(command, ev.Result(index=3, events=(ev.LeadershipClaimed("n2", 4, 7),)))
+    watcher(command, ev.Result(index=3, events=(ev.LeadershipClaimed("n2", 4, 7),)), State())
     assert list(watcher.leaderships) == [(4, "n2", 7, NOW_US)]
 
 

@@ -35,8 +35,8 @@ from scheduler.core.commands import (
 )
 from scheduler.core.model import Resource, Run
 from scheduler.core.results import Result
-from scheduler.leader.batcher import Coalescer
 from scheduler.replication import EntryTooLarge
+from scheduler.replication.coalescer import Coalescer
 from scheduler.replication.raftlog import MAX_ENTRY_BYTES
 from scheduler.rpc.convert import spec_from_pb
 from scheduler.rpc.limits import DEFAULT_LIMITS

@@ -13,9 +13,10 @@ import pytest
 from scheduler.core.commands import LeaseRef, SlotClaim
 from scheduler.core.model import MISSED, QUEUED, SECOND_US, SKIPPED, Job, MisfirePolicy
 from scheduler.core.results import LeaseStillLive, RunClaimed
-from scheduler.leader.planner import first_due_after, plan_due_slots, schedule_for, slot_outcome
+from scheduler.leader.planner import plan_due_slots, slot_outcome
 from scheduler.leader.reaper import MAX_SLEEP_US, overdue
 from scheduler.planning import format_us
+from scheduler.planning.jobs import first_due_after, schedule_for
 from tests.fakes import T0_US, Core, FakeClock, claim, expiry, lease_ref, run_ref, spec, upsert
 
 TEN_S = 10 * SECOND_US

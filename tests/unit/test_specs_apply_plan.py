@@ -7,7 +7,7 @@ import itertools
 
 from scheduler.core import results as ev
 from scheduler.core.model import Resource
-from scheduler.leader.planner import first_due_after
+from scheduler.planning.jobs import first_due_after
 from scheduler.security.principals import ADMIN, SUBMITTER, Principal
 from scheduler.specs import validate_resource, validate_spec
 from scheduler.specs.apply_plan import PlannedChange, apply_problems, apply_refusal, plan_apply, preview_changes
