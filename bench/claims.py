@@ -50,7 +50,7 @@ from bench.rawraft import RawCluster, raw_ports
 from scheduler.core.codec import encode_command
 from scheduler.core.commands import ClaimRuns, SlotClaim
 from scheduler.core.model import SECOND_US, JobSpec
-from scheduler.localcluster import LocalCluster
+from scheduler.local import LocalCluster
 from scheduler.rpc.convert import spec_to_pb, timestamp_us
 from worker.api.v1 import common_pb2
 

@@ -40,7 +40,7 @@ from bench.common import (
     with_raft_sync_mode,
 )
 from scheduler.core.model import JobSpec, Resource
-from scheduler.localcluster import LocalCluster
+from scheduler.local import LocalCluster
 from scheduler.replication.offline import common_digests
 from scheduler.rpc.convert import resource_to_pb, spec_to_pb, timestamp_us
 

@@ -57,7 +57,7 @@ from bench.common import (
 )
 from bench.harness import WorkerFleet, apply_specs, bench_cluster, bench_parser, finish, log, new_report, ts
 from scheduler.core.model import HistoryPolicy, JobSpec
-from scheduler.localcluster import rss_kib
+from scheduler.local import rss_kib
 
 ZONES = ["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata", "Australia/Sydney"]
 COMPACTION_MIN_ENTRIES = 1_000

@@ -15,7 +15,7 @@ import sys
 import threading
 from pathlib import Path
 
-from scheduler.localcluster import LocalCluster
+from scheduler.local import LocalCluster
 from scheduler.security.devcerts import DevCredentials, ensure_dev_credentials, worker_credentials
 
 LEADER_WAIT_S = 60.0

@@ -16,7 +16,7 @@ from google.protobuf.duration_pb2 import Duration
 
 from scheduler import cli_output
 from scheduler.core.model import JobSpec, RetryPolicy
-from scheduler.localcluster import wait_until
+from scheduler.local import wait_until
 from scheduler.logs import configure_logging
 from scheduler.rpc.convert import spec_to_pb
 from scheduler.rpc.validate import LimitsInterceptor
