@@ -26,7 +26,8 @@ from dataclasses import dataclass
 import yaml
 
 from scheduler.core.model import HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
-from scheduler.durations import (
+from scheduler.planning import ScheduleError, compile_schedule
+from scheduler.planning.durations import (
     DAY,
     EXAMPLES,
     DurationError,
@@ -34,7 +35,6 @@ from scheduler.durations import (
     parse_duration_us,
     type_name,
 )
-from scheduler.planning import ScheduleError, compile_schedule
 
 __all__ = [
     "SpecError",

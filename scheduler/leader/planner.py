@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from scheduler.core.commands import SlotClaim
 from scheduler.core.model import MISSED, QUEUED, SECOND_US, SKIPPED, Job
-from scheduler.durations import parse_duration_us
 from scheduler.planning import Schedule, compile_schedule, format_us, jitter_offset_us, lands_on_round_instant
+from scheduler.planning.durations import parse_duration_us
 
 
 def schedule_for(job_spec) -> Schedule:

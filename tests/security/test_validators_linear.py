@@ -17,8 +17,8 @@ import pytest
 
 from scheduler.cli_time import parse_when
 from scheduler.core.model import JobSpec
-from scheduler.durations import DurationError, parse_duration_us
 from scheduler.planning import ScheduleError, compile_schedule, parse_iso_to_us
+from scheduler.planning.durations import DurationError, parse_duration_us
 from scheduler.rpc.convert import spec_to_pb
 from scheduler.rpc.limits import DEFAULT_LIMITS
 from scheduler.rpc.validate import payload_depth, request_problems
