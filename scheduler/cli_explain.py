@@ -9,7 +9,7 @@ from scheduler.cli_time import parse_when
 from scheduler.core.model import SECOND_US
 from scheduler.planning import compile_schedule, format_us
 from scheduler.rpc.convert import STATUS_FROM_PB, timestamp, timestamp_us
-from scheduler.safetext import shown_text
+from scheduler.security.safetext import shown_text
 from worker.api.v1 import runs_pb2
 
 WINDOW_US = 2 * 86_400 * SECOND_US

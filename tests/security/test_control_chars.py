@@ -20,7 +20,7 @@ from scheduler.local import wait_until
 from scheduler.logs import configure_logging
 from scheduler.rpc.convert import spec_to_pb
 from scheduler.rpc.validate import LimitsInterceptor
-from scheduler.safetext import shown_text, stored_text
+from scheduler.security.safetext import shown_text, stored_text
 from worker.api.v1 import common_pb2 as pb
 from worker.api.v1 import worker_pb2 as wpb
 

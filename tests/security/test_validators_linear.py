@@ -22,7 +22,7 @@ from scheduler.planning.durations import DurationError, parse_duration_us
 from scheduler.rpc.convert import spec_to_pb
 from scheduler.rpc.limits import DEFAULT_LIMITS
 from scheduler.rpc.validate import payload_depth, request_problems
-from scheduler.safetext import json_line, shown_text, stored_text
+from scheduler.security.safetext import json_line, shown_text, stored_text
 from scheduler.specs import SpecError, parse_jobs_document, validate_spec
 from worker.api.v1 import jobs_pb2, worker_pb2
 
