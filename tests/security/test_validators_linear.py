@@ -15,7 +15,7 @@ import time
 import grpc
 import pytest
 
-from scheduler.cli_time import parse_when
+from scheduler.cli.times import parse_when
 from scheduler.core.model import JobSpec
 from scheduler.planning import ScheduleError, compile_schedule, parse_iso_to_us
 from scheduler.planning.durations import DurationError, parse_duration_us

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from scheduler.cli_time import now_iso
+from scheduler.cli.times import now_iso
 from scheduler.planning import preview
 from scheduler.specs import load_job_document, spec_to_document
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import grpc
 
-from scheduler import cli_output as out
+from scheduler.cli import output as out
 
 DEFAULT_CLUSTER = "127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203"
 
@@ -92,7 +92,7 @@ def cmd_credentials(args) -> int:
 
 
 def cmd_dev(args) -> int:
-    from scheduler.devcluster import run_dev_cluster
+    from scheduler.cli.dev import run_dev_cluster
 
     return run_dev_cluster(args)
 
@@ -133,7 +133,7 @@ RUN_PAGES_FOLLOWED = 50
 
 
 def cmd_runs(args) -> int:
-    from scheduler.cli_time import parse_when
+    from scheduler.cli.times import parse_when
     from scheduler.rpc.convert import STATUS_FROM_PB, timestamp
     from worker.api.v1 import runs_pb2
 
@@ -266,7 +266,7 @@ def cmd_trigger(args) -> int:
 
 
 def cmd_backfill(args) -> int:
-    from scheduler.cli_time import parse_when
+    from scheduler.cli.times import parse_when
     from scheduler.rpc.convert import timestamp
     from worker.api.v1 import jobs_pb2
 
@@ -286,7 +286,7 @@ def cmd_backfill(args) -> int:
 def cmd_forecast(args) -> int:
     import json as json_module
 
-    from scheduler.cli_time import parse_when
+    from scheduler.cli.times import parse_when
     from scheduler.forecast import forecast, plot_png, to_json
     from scheduler.planning import format_us
     from scheduler.rpc.convert import spec_from_pb
@@ -321,7 +321,7 @@ def cmd_forecast(args) -> int:
 
 
 def cmd_kill(args) -> int:
-    from scheduler.cli_time import parse_when
+    from scheduler.cli.times import parse_when
     from scheduler.rpc.convert import timestamp
 
     with _client(args) as client:
@@ -356,14 +356,14 @@ def cmd_alerts(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from scheduler.cli_plan import plan
+    from scheduler.cli.plan import plan
 
     print(plan(args))
     return 0
 
 
 def cmd_explain(args) -> int:
-    from scheduler.cli_explain import explain
+    from scheduler.cli.explain import explain
 
     with _client(args) as client:
         print(explain(client, args.job, args.at, args.json))
@@ -582,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
     elif unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if getattr(args, "after", None) in (None, "now") and args.command == "next":
-        from scheduler.cli_time import now_iso
+        from scheduler.cli.times import now_iso
 
         args.after = now_iso()
     try:
@@ -595,7 +595,3 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

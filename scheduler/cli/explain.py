@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from scheduler.cli_output import run_dict
-from scheduler.cli_time import parse_when
+from scheduler.cli.output import run_dict
+from scheduler.cli.times import parse_when
 from scheduler.core.model import SECOND_US
 from scheduler.planning import compile_schedule, format_us
 from scheduler.rpc.convert import STATUS_FROM_PB, timestamp, timestamp_us
