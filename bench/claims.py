@@ -46,7 +46,7 @@ from bench._harness.report import bench_parser, finish, log, new_report
 from scheduler.core.codec import encode_command
 from scheduler.core.commands import ClaimRuns, SlotClaim
 from scheduler.core.model import SECOND_US, JobSpec
-from scheduler.localcluster import LocalCluster
+from scheduler.local import LocalCluster
 from scheduler.rpc.convert import timestamp_us
 from worker.api.v1 import common_pb2
 

@@ -59,7 +59,7 @@ from bench._harness.common import (
 from bench._harness.fleet import WorkerFleet
 from bench._harness.report import bench_parser, finish, log, new_report
 from scheduler.core.model import HistoryPolicy, JobSpec
-from scheduler.localcluster import rss_kib
+from scheduler.local import rss_kib
 
 ZONES = ["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata", "Australia/Sydney"]
 COMPACTION_MIN_ENTRIES = 1_000

@@ -39,7 +39,7 @@ from scheduler.core.commands import (
     SlotClaim,
 )
 from scheduler.core.model import SECOND_US, SUCCEEDED, JobSpec
-from scheduler.localcluster import rss_kib
+from scheduler.local import rss_kib
 
 T0_US = 1_800_000_000 * SECOND_US
 ZONES = ("UTC", "Europe/Paris", "America/New_York", "Asia/Tokyo", "Australia/Sydney")

@@ -8,7 +8,8 @@ JSON: one object per line with `ts` (UTC, ISO 8601, milliseconds), `level`, `log
 and `exc` / `stack` when there is a traceback. Values JSON cannot hold are written with
 str(). Text: `%(asctime)s NODE %(levelname)s %(name)s: %(message)s` as before, with any
 extra fields appended as ` key=value`. Either way one record is one line with no raw control
-characters: caller text in a message cannot forge a line or reach a terminal (scheduler.safetext).
+characters: caller text in a message cannot forge a line or reach a terminal
+(scheduler.security.safetext).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 from datetime import datetime, timezone
 from typing import TextIO
 
-from scheduler.safetext import json_line, shown_text
+from scheduler.security.safetext import json_line, shown_text
 
 FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s {node} %(levelname)s %(name)s: %(message)s"

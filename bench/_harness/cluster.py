@@ -23,7 +23,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from bench._harness.common import raft_sync_mode, scan_logs, tick_stalls, with_raft_sync_mode
 from bench._harness.report import log
 from scheduler.core.model import JobSpec, Resource
-from scheduler.localcluster import LocalCluster
+from scheduler.local import LocalCluster
 from scheduler.replication.offline import common_digests
 from scheduler.rpc.convert import resource_to_pb, spec_to_pb, timestamp_us
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from bench._harness.common import ROOT, scan_logs
-from scheduler.localcluster import LocalCluster
+from scheduler.local import LocalCluster
 
 
 class WorkerFleet:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import urllib.request
 
-from scheduler.localcluster import LocalCluster
+from scheduler.local import LocalCluster
 
 
 def _node_samples(cluster: LocalCluster, node_id: str):

@@ -8,7 +8,7 @@ import time
 
 import grpc
 
-from scheduler.localcluster import LocalCluster
+from scheduler.local import LocalCluster
 
 
 class StatusPoller:

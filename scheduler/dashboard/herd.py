@@ -19,7 +19,7 @@ import bisect
 from collections import Counter, defaultdict
 
 from scheduler.core.model import JobSpec
-from scheduler.forecast import MAX_FIRES_PER_JOB, MINUTE_US, Forecast, forecast
+from scheduler.planning.forecast import MAX_FIRES_PER_JOB, MINUTE_US, Forecast, forecast
 from scheduler.planning.jobs import schedule_for, spread_offset_us
 
 

@@ -32,9 +32,9 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from scheduler.core.model import SECOND_US
 from scheduler.dashboard import data, fates, views, views_ops
 from scheduler.dashboard.herd import grouped_forecast
-from scheduler.forecast import MINUTE_US
 from scheduler.membership import members_view, peer_by_raft_address
 from scheduler.planning import parse_iso_to_us
+from scheduler.planning.forecast import MINUTE_US
 from scheduler.replication.raftlog import ROLE_NAMES
 from scheduler.rpc.intake import CallDeadlines
 from scheduler.security.policy import sees_details

@@ -7,8 +7,7 @@ job's next fire and spread from them, so every view agrees with what the leader 
 
 from __future__ import annotations
 
-from scheduler.durations import parse_duration_us
-
+from .durations import parse_duration_us
 from .herd import jitter_offset_us, lands_on_round_instant
 from .schedule import Schedule, compile_schedule
 

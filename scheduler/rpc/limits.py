@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler import specs
-from scheduler.durations import DAY
+from scheduler.planning.durations import DAY
 from scheduler.replication.raftlog import MAX_ENTRY_BYTES
 
 # Instants a request may name: 1970-01-01 up to the last second of 9999 (google.protobuf.Timestamp's

@@ -27,7 +27,7 @@ from google.protobuf.message import Message
 
 from scheduler.rpc.convert import parse_run_key
 from scheduler.rpc.limits import DEFAULT_LIMITS, MAX_INSTANT_S, RpcLimits
-from scheduler.safetext import stored_text
+from scheduler.security.safetext import stored_text
 from scheduler.specs import name_problem, text_problem
 from worker.api.v1 import common_pb2 as pb
 from worker.api.v1 import worker_pb2 as wpb

@@ -14,7 +14,7 @@ JSON form of payloads that both directions share. apply_plan.py decides what app
 specs does to the jobs a replica holds: what a prune removes and what the caller may touch.
 """
 
-from scheduler.durations import format_duration_us, parse_duration_us
+from scheduler.planning.durations import format_duration_us, parse_duration_us
 from scheduler.specs.payload import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, canonical_payload_json
 from scheduler.specs.problems import SpecError, SpecProblem
 from scheduler.specs.reader import MAX_FILE_BYTES, MAX_JOBS, load_job_document, load_jobs_file, parse_jobs_document

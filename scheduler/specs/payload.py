@@ -10,7 +10,7 @@ import datetime
 import json
 import math
 
-from scheduler.durations import type_name
+from scheduler.planning.durations import type_name
 from scheduler.specs.problems import _short
 
 MAX_PAYLOAD_BYTES = 64 * 1024

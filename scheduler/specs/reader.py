@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import yaml
 
 from scheduler.core.model import HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
-from scheduler.durations import DurationError, format_duration_us, parse_duration_us, type_name
+from scheduler.planning.durations import DurationError, format_duration_us, parse_duration_us, type_name
 from scheduler.specs.payload import _canonical, _PayloadProblem
 from scheduler.specs.problems import SpecError, SpecProblem, _short, _suggestion
 from scheduler.specs.rules import (

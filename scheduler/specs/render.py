@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from scheduler.core.model import JobSpec, MisfirePolicy, RetryPolicy
-from scheduler.durations import format_duration_us
+from scheduler.planning.durations import format_duration_us
 from scheduler.specs.rules import (
     _DEFAULT,
     _DEFAULT_HISTORY,

@@ -10,7 +10,8 @@ import re
 import unicodedata
 
 from scheduler.core.model import HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
-from scheduler.durations import (
+from scheduler.planning import ScheduleError, compile_schedule
+from scheduler.planning.durations import (
     DAY,
     EXAMPLES,
     DurationError,
@@ -18,7 +19,6 @@ from scheduler.durations import (
     parse_duration_us,
     type_name,
 )
-from scheduler.planning import ScheduleError, compile_schedule
 from scheduler.specs.payload import _payload_json_problem
 from scheduler.specs.problems import SpecProblem, _short, _suggestion
 

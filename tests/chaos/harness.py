@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scheduler.localcluster import LocalCluster, wait_until
+from scheduler.local import LocalCluster, wait_until
 from tests.chaos import powercut
 from tests.chaos.checker import AckedWrite, Answer, Grant, RunObs, SinkWrite
 from tests.chaos.netns import Firewall

@@ -7,7 +7,7 @@ import time
 
 import grpc
 
-from scheduler.localcluster import wait_until
+from scheduler.local import wait_until
 from scheduler.rpc.convert import STATUS_FROM_PB, timestamp_us
 from tests.chaos.checker import Attempt, History, RunObs
 from tests.chaos.harness import Scene, say

@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from scheduler.localcluster import rss_kib
+from scheduler.local import rss_kib
 
 # (seconds since the sampler started, resident KiB, journal bytes)
 Sample = tuple[float, int, int]

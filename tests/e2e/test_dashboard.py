@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.core.model import JobSpec, Resource, RetryPolicy
-from scheduler.localcluster import LocalCluster, wait_until
+from scheduler.local import LocalCluster, wait_until
 from scheduler.rpc.convert import STATUS_FROM_PB, resource_to_pb, spec_to_pb
 from tests.integration.conftest import FAST_RAFT
 from worker.api.v1 import runs_pb2

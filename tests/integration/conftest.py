@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from scheduler.localcluster import LocalCluster
+from scheduler.local import LocalCluster
 
 # Tight timeouts keep failover tests short; epochs keep them safe.
 FAST_RAFT = {

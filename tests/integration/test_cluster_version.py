@@ -33,8 +33,8 @@ from scheduler.core.commands import ClaimLeadership, ReadBarrier, SetClusterVers
 from scheduler.leader.clock import LeaderClock
 from scheduler.leader.cluster_version import ClusterVersionLoop
 from scheduler.leader.lifecycle import LeaderTerm
-from scheduler.localcluster import LocalCluster
-from scheduler.localcluster import wait_until as wait_for
+from scheduler.local import LocalCluster
+from scheduler.local import wait_until as wait_for
 from scheduler.node import EXIT_HALTED
 from scheduler.replication import LogFormatNotEnabled, NodeHalted, RaftLog
 from scheduler.replication.offline import state_at

@@ -13,7 +13,7 @@ import pytest
 from pysyncobj.journal import FileJournal
 
 from scheduler.core.model import JobSpec
-from scheduler.localcluster import LocalCluster, wait_until
+from scheduler.local import LocalCluster, wait_until
 from scheduler.replication.journal import (
     EXIT_JOURNAL_CORRUPT,
     HEADER_BYTES,

@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from scheduler.core.model import SECOND_US, JobSpec, RetryPolicy
-from scheduler.localcluster import wait_until
+from scheduler.local import wait_until
 from scheduler.rpc.convert import STATUS_FROM_PB, parse_run_key, spec_to_pb, timestamp
 from tests.integration.conftest import assert_clean_logs
 from tests.integration.handlers import FencedSink

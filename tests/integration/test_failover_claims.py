@@ -10,7 +10,7 @@ import time
 import pytest
 
 from scheduler.core.model import SECOND_US, JobSpec
-from scheduler.localcluster import wait_until
+from scheduler.local import wait_until
 from scheduler.rpc.convert import spec_to_pb, timestamp_us
 from tests.integration.conftest import assert_clean_logs
 from worker.api.v1 import common_pb2, runs_pb2

@@ -158,7 +158,7 @@ CALM_RAFT = {"raft": {"election_timeout_min_s": 1.0, "election_timeout_max_s": 3
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    from scheduler.localcluster import LocalCluster
+    from scheduler.local import LocalCluster
     from tests.integration.conftest import free_port_base
 
     local = LocalCluster(
@@ -215,7 +215,7 @@ def call_through_elections(cluster, channels, address: str, service: str, method
 def wait_all_ready(cluster) -> None:
     """Every node knows the leader and has applied its epoch (the leader alone is not enough:
     a follower answers writes UNAVAILABLE until it has)."""
-    from scheduler.localcluster import wait_until
+    from scheduler.local import wait_until
 
     def ready():
         statuses = [cluster.status(member.node_id) for member in cluster.members]

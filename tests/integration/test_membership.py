@@ -15,7 +15,7 @@ import yaml
 
 from scheduler.core.commands import ReadBarrier
 from scheduler.core.model import SECOND_US, JobSpec
-from scheduler.localcluster import LocalCluster, wait_until
+from scheduler.local import LocalCluster, wait_until
 from scheduler.replication import RaftLog
 from scheduler.rpc.convert import spec_to_pb, timestamp_us
 from scheduler.security.devcerts import ensure_dev_credentials

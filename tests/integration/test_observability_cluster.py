@@ -18,7 +18,7 @@ from google.protobuf.duration_pb2 import Duration
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.core.model import JobSpec
-from scheduler.localcluster import LocalCluster, wait_until
+from scheduler.local import LocalCluster, wait_until
 from scheduler.rpc.convert import spec_to_pb
 from tests.integration.conftest import FAST_RAFT, assert_clean_logs
 from worker.api.v1 import worker_pb2 as wpb

@@ -11,7 +11,7 @@ import pytest
 from google.protobuf.duration_pb2 import Duration
 
 from scheduler.core.model import JobSpec
-from scheduler.localcluster import wait_until
+from scheduler.local import wait_until
 from scheduler.rpc.convert import STATUS_FROM_PB, spec_to_pb
 from tests.integration.conftest import assert_clean_logs
 from worker.api.v1 import runs_pb2

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from scheduler.core.model import SECOND_US, JobSpec, MisfirePolicy
-from scheduler.localcluster import wait_until
+from scheduler.local import wait_until
 from scheduler.rpc.convert import STATUS_FROM_PB, spec_to_pb, timestamp_us
 from tests.integration.conftest import assert_clean_logs
 from worker.api.v1 import runs_pb2

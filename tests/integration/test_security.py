@@ -22,7 +22,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from scheduler.core.commands import ReadBarrier
 from scheduler.core.model import JobSpec
-from scheduler.localcluster import LocalCluster, wait_until
+from scheduler.local import LocalCluster, wait_until
 from scheduler.replication import RaftLog, RaftSettings, RaftTuning
 from scheduler.rpc.convert import STATUS_FROM_PB, spec_to_pb, timestamp
 from scheduler.security.devcerts import ensure_dev_credentials

@@ -12,7 +12,7 @@ import grpc
 import pytest
 import yaml
 
-from scheduler.localcluster import LocalCluster
+from scheduler.local import LocalCluster
 from scheduler.security.devcerts import ensure_dev_credentials
 from scheduler.security.principals import Principal, principals_document
 from tests.integration.conftest import FAST_RAFT, free_port_base

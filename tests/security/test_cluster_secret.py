@@ -20,7 +20,7 @@ import pytest
 import yaml
 from pysyncobj.encryptor import getEncryptor
 
-from scheduler.localcluster import wait_until
+from scheduler.local import wait_until
 from tests.integration.test_security import free_port, rce_frame, send_to_raft_port
 from tests.security.conftest import FAST_RAFT
 from worker import ClusterClient

@@ -14,13 +14,13 @@ import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
-from scheduler import cli_output
+from scheduler.cli import output
 from scheduler.core.model import JobSpec, RetryPolicy
-from scheduler.localcluster import wait_until
+from scheduler.local import wait_until
 from scheduler.logs import configure_logging
 from scheduler.rpc.convert import spec_to_pb
 from scheduler.rpc.limits_interceptor import LimitsInterceptor
-from scheduler.safetext import shown_text, stored_text
+from scheduler.security.safetext import shown_text, stored_text
 from worker.api.v1 import common_pb2 as pb
 from worker.api.v1 import worker_pb2 as wpb
 
@@ -58,9 +58,9 @@ def test_a_logged_message_is_one_line_without_raw_controls(fmt):
 
 def test_the_cli_prints_worker_text_escaped(capsys):
     run = pb.Run(job_id="j", run_key="j@1", reason=HOSTILE, error=HOSTILE, status=1)
-    cli_output.print_runs_list([run], as_json=False)
+    output.print_runs_list([run], as_json=False)
     assert_harmless(capsys.readouterr().out)
-    cli_output.print_runs_list([run], as_json=True)
+    output.print_runs_list([run], as_json=True)
     assert json.loads(capsys.readouterr().out)[0]["error"] == HOSTILE  # JSON escapes, and keeps the value
 
 

@@ -23,7 +23,7 @@ from scheduler.dashboard.server import (
     BadRequest,
     Dashboard,
 )
-from scheduler.localcluster import LocalCluster, wait_until
+from scheduler.local import LocalCluster, wait_until
 from tests.integration.test_security import secured_cluster
 from tests.security.conftest import free_port_base
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from scheduler.core.model import JobSpec
-from scheduler.localcluster import LocalCluster, wait_until
+from scheduler.local import LocalCluster, wait_until
 from scheduler.rpc.convert import spec_to_pb, timestamp
 from scheduler.rpc.quotas import RETRY_AFTER_KEY
 from scheduler.security.devcerts import ensure_dev_credentials

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from scheduler.localcluster import LocalCluster, wait_until
+from scheduler.local import LocalCluster, wait_until
 from tests.integration.test_security import rce_frame
 from tests.security.conftest import FAST_RAFT, assert_clean_logs, free_port_base
 

@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from scheduler.core.model import JobSpec
-from scheduler.localcluster import wait_until
+from scheduler.local import wait_until
 from scheduler.rpc.convert import spec_to_pb
 from tests.security.conftest import assert_clean_logs, make_cluster  # noqa: F401
 from worker import ClusterClient

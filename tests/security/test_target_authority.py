@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.core.model import SECOND_US, JobSpec
-from scheduler.localcluster import wait_until
+from scheduler.local import wait_until
 from scheduler.rpc.convert import STATUS_FROM_PB, spec_to_pb, timestamp
 from scheduler.security.principals import ADMIN, READER, SUBMITTER, WORKER, Principal
 from tests.security.principals_cluster import assert_responsive, refused, secured_cluster, start_worker

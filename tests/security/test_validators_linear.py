@@ -15,14 +15,14 @@ import time
 import grpc
 import pytest
 
-from scheduler.cli_time import parse_when
+from scheduler.cli.times import parse_when
 from scheduler.core.model import JobSpec
-from scheduler.durations import DurationError, parse_duration_us
 from scheduler.planning import ScheduleError, compile_schedule, parse_iso_to_us
+from scheduler.planning.durations import DurationError, parse_duration_us
 from scheduler.rpc.convert import spec_to_pb
 from scheduler.rpc.limits import DEFAULT_LIMITS
 from scheduler.rpc.request_checks import payload_depth, request_problems
-from scheduler.safetext import json_line, shown_text, stored_text
+from scheduler.security.safetext import json_line, shown_text, stored_text
 from scheduler.specs import SpecError, parse_jobs_document, validate_spec
 from worker.api.v1 import jobs_pb2, worker_pb2
 

@@ -7,6 +7,7 @@ import contextlib
 import pytest
 
 from scheduler import cli
+from scheduler.cli import connection
 from worker.api.v1 import common_pb2, jobs_pb2
 
 
@@ -23,7 +24,7 @@ class RecordingClient:
 @pytest.mark.parametrize("flag", [False, True])
 def test_jobs_reads_linearizably_only_when_asked(monkeypatch, capsys, flag):
     client = RecordingClient()
-    monkeypatch.setattr(cli, "_client", lambda args: contextlib.nullcontext(client))
+    monkeypatch.setattr(connection, "cluster_client", lambda args: contextlib.nullcontext(client))
     argv = ["--cluster", "127.0.0.1:7100", "jobs"] + (["--linearizable"] if flag else [])
     assert cli.main(argv) == 0
     assert [r["linearizable"] for r in client.requests] == [flag]

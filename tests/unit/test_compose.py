@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scheduler.cli import build_parser
+from scheduler.cli.parser import build_parser
 from scheduler.config import ConfigError, NodeConfig, load_node_config
 
 ROOT = Path(__file__).resolve().parents[2]

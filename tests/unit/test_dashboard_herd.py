@@ -6,8 +6,8 @@ import random
 
 from scheduler.core.model import JobSpec
 from scheduler.dashboard.herd import grouped_forecast
-from scheduler.forecast import MINUTE_US, forecast
 from scheduler.planning import parse_iso_to_us
+from scheduler.planning.forecast import MINUTE_US, forecast
 
 START_US = parse_iso_to_us("2026-03-08T05:00:00Z")  # New York springs forward within the first hours
 HOUR_US = 60 * MINUTE_US

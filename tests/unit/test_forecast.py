@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from scheduler.cli.plot import plot_png
 from scheduler.core.model import JobSpec
-from scheduler.forecast import MINUTE_US, forecast, plot_png, to_json
 from scheduler.planning import parse_iso_to_us
+from scheduler.planning.forecast import MINUTE_US, forecast, to_json
 
 START_US = parse_iso_to_us("2026-06-01T00:00:00Z")
 HOUR_US = 60 * MINUTE_US

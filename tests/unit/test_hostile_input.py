@@ -701,7 +701,8 @@ def test_runs_that_land_between_the_two_steps_of_a_page_keep_it_ordered():
 
 def test_the_cli_follows_short_pages_of_runs_until_its_page_is_full(monkeypatch, capsys):
     """`raftcron runs --status failed`: the node answers a rare status in bounded steps."""
-    from scheduler import cli
+    from scheduler.cli import connection
+    from scheduler.cli.runs import cmd_runs
 
     pages = [([], "10:a"), (["x"], "20:b"), ([], "30:c"), (["y", "z"], "40:d")]
     asked = []
@@ -718,10 +719,10 @@ def test_the_cli_follows_short_pages_of_runs_until_its_page_is_full(monkeypatch,
             runs, token = pages[len(asked) - 1]
             return runs_pb2.ListRunsResponse(runs=[pb.Run(job_id=job) for job in runs], next_page_token=token)
 
-    monkeypatch.setattr(cli, "_client", lambda args: FakeClient())
+    monkeypatch.setattr(connection, "cluster_client", lambda args: FakeClient())
     args = argparse.Namespace(job="", status=["failed"], since=None, until=None, limit=3, oldest_first=False,
                               linearizable=False, json=True)
-    assert cli.cmd_runs(args) == 0
+    assert cmd_runs(args) == 0
     assert [run["job_id"] for run in json.loads(capsys.readouterr().out)] == ["x", "y", "z"]
     assert asked == [("", 3), ("10:a", 3), ("20:b", 2), ("30:c", 2)]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.cli import build_parser
+from scheduler.cli.parser import build_parser
 from scheduler.config import ConfigError, NodeConfig, Peer, add_node_flags, load_node_config
 from scheduler.core import State, apply
 from scheduler.core.commands import Member

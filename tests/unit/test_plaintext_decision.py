@@ -41,12 +41,13 @@ def test_raftcron_insecure_allows_plaintext():
 
 
 def test_insecure_flag_reaches_the_credentials():
-    from scheduler import cli
+    from scheduler.cli.connection import credential_environ
+    from scheduler.cli.parser import build_parser
 
-    args = cli.build_parser().parse_args(["--insecure", "status"])
-    assert Credentials.from_env(cli.credential_environ(args, {})).allow_plaintext
-    args = cli.build_parser().parse_args(["status"])
-    assert not Credentials.from_env(cli.credential_environ(args, {})).allow_plaintext
+    args = build_parser().parse_args(["--insecure", "status"])
+    assert Credentials.from_env(credential_environ(args, {})).allow_plaintext
+    args = build_parser().parse_args(["status"])
+    assert not Credentials.from_env(credential_environ(args, {})).allow_plaintext
 
 
 def test_insecure_before_worker_reaches_the_worker(monkeypatch):

@@ -14,7 +14,7 @@ import scheduler.planning
 PACKAGE_DIR = Path(scheduler.planning.__file__).parent
 ALLOWED_IMPORTS = {
     "__future__", "bisect", "calendar", "dataclasses", "datetime", "functools", "hashlib",
-    "heapq", "itertools", "re", "typing", "zoneinfo",
+    "heapq", "itertools", "re", "typing", "zoneinfo", "collections",
 }
 FORBIDDEN_ATTRIBUTES = {"now", "utcnow", "today", "time", "monotonic", "perf_counter", "urandom"}
 FORBIDDEN_CALLS = {"open", "hash", "input", "print"}

@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 HEADER = "| package | what lives there |"
@@ -71,15 +69,11 @@ def test_the_package_table_is_found_and_names_paths() -> None:
     assert "scheduler/core" in named and "worker" in named, sorted(named)
 
 
-# RELAYOUT-MERGE: remove xfail
-@pytest.mark.xfail(strict=False, reason="layout lands with the re-layout")
 def test_every_package_and_root_module_is_in_the_table() -> None:
     missing = sorted(required_paths() - named_paths(README.read_text(encoding="utf-8")))
     assert not missing, f"README.md's package table does not name: {', '.join(missing)}"
 
 
-# RELAYOUT-MERGE: remove xfail
-@pytest.mark.xfail(strict=False, reason="layout lands with the re-layout")
 def test_every_path_in_the_table_exists() -> None:
     gone = sorted(p for p in named_paths(README.read_text(encoding="utf-8")) if not (ROOT / p).exists())
     assert not gone, f"README.md's package table names paths that do not exist: {', '.join(gone)}"

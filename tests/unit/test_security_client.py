@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from scheduler import cli
+from scheduler.cli.connection import credential_environ
+from scheduler.cli.parser import build_parser
 from worker import Credentials
 
 
@@ -30,8 +32,8 @@ def test_an_unreadable_token_file_is_an_error_not_an_anonymous_client(tmp_path):
 def test_flags_override_the_environment(tmp_path):
     flag_token = tmp_path / "flag.token"
     flag_token.write_text("from-flag")
-    args = cli.build_parser().parse_args(["--ca", "/flag-ca.pem", "--token-file", str(flag_token), "status"])
-    environ = cli.credential_environ(args, {"RAFTCRON_TOKEN": "from-env", "RAFTCRON_CA": "/env-ca.pem"})
+    args = build_parser().parse_args(["--ca", "/flag-ca.pem", "--token-file", str(flag_token), "status"])
+    environ = credential_environ(args, {"RAFTCRON_TOKEN": "from-env", "RAFTCRON_CA": "/env-ca.pem"})
     credentials = Credentials.from_env(environ)
     assert (credentials.ca_file, credentials.token) == ("/flag-ca.pem", "from-flag")
 

@@ -98,7 +98,7 @@ def test_http_pages_take_a_bearer_token_of_a_reading_role():
 
 
 def test_the_dev_worker_gets_the_worker_token_and_the_ca_and_nothing_else(tmp_path):
-    from scheduler.devcluster import demo_worker_env
+    from scheduler.cli.dev import demo_worker_env
 
     credentials = ensure_dev_credentials(tmp_path / "credentials")
     admin_token = open(credentials.token_file("admin")).read()

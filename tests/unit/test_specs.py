@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from scheduler import specs
 from scheduler.core.model import SECOND_US, JobSpec, MisfirePolicy, RetryPolicy
-from scheduler.durations import DurationError
+from scheduler.planning.durations import DurationError
 from scheduler.specs import (
     SpecError,
     SpecProblem,

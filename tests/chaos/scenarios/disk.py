@@ -13,7 +13,7 @@ from __future__ import annotations
 import subprocess
 import time
 
-from scheduler.localcluster import wait_until
+from scheduler.local import wait_until
 from scheduler.replication.journal import EXIT_JOURNAL_IO
 from tests.chaos.harness import Scene, say
 from tests.chaos.observe import finale

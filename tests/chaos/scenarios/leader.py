@@ -6,7 +6,7 @@ import random
 import signal
 import time
 
-from scheduler.localcluster import wait_until
+from scheduler.local import wait_until
 from tests.chaos.clients import RawWorker, TriggerWriter
 from tests.chaos.harness import Scene, now_us, say
 from tests.chaos.jobs import apply_specs, every, manual, run_count

@@ -11,7 +11,7 @@ import time
 import grpc
 
 from scheduler.core.model import RetryPolicy
-from scheduler.localcluster import wait_until
+from scheduler.local import wait_until
 from tests.chaos.harness import CHAOS_SETTINGS, Scene, now_us, say
 from tests.chaos.jobs import apply_specs, every, manual
 from tests.chaos.observe import finale, run_obs

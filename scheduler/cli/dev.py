@@ -13,9 +13,10 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
-from scheduler.localcluster import LocalCluster
+from scheduler.local import LocalCluster
 from scheduler.security.devcerts import DevCredentials, ensure_dev_credentials, worker_credentials
 
 LEADER_WAIT_S = 60.0
@@ -43,7 +44,9 @@ def _start_demo_worker(cluster: LocalCluster, credentials: DevCredentials) -> su
         log_file.close()
 
 
-def run_dev_cluster(args) -> int:
+def run_dev_cluster(args, run_cli: Callable[[list[str]], int]) -> int:
+    """Run the cluster until SIGINT or SIGTERM; `run_cli` is the `raftcron` command's main, which
+    applies the jobs file as `raftcron apply` would."""
     data_dir = Path(args.data_dir)
     if not 1 <= args.nodes <= 7 or args.nodes % 2 == 0:
         print("raftcron dev: --nodes must be odd, from 1 to 7", file=sys.stderr)
@@ -72,10 +75,8 @@ def run_dev_cluster(args) -> int:
         print(f"RAFTCRON_CA={admin['RAFTCRON_CA']}")
         print(f"RAFTCRON_TOKEN_FILE={admin['RAFTCRON_TOKEN_FILE']}", flush=True)
         if args.jobs and Path(args.jobs).exists():
-            from scheduler import cli
-
             credential_flags = ["--ca", admin["RAFTCRON_CA"], "--token-file", admin["RAFTCRON_TOKEN_FILE"]]
-            cli.main(["--cluster", cluster.cluster_arg, *credential_flags, "apply", "-f", args.jobs])
+            run_cli(["--cluster", cluster.cluster_arg, *credential_flags, "apply", "-f", args.jobs])
         if not args.no_worker:
             worker = _start_demo_worker(cluster, credentials)
             print(f"started demo worker (pid {worker.pid}, handlers demo.*, reports.build, payroll.run and shell), "

@@ -1,16 +1,56 @@
-"""`raftcron explain JOB --at TIME`: the fate of the slot nearest a time, in one sentence."""
+"""Runs: `raftcron runs`, `explain` (the fate of the slot nearest a time, in one sentence) and
+`next` (upcoming fire instants of a job or an expression)."""
 
 from __future__ import annotations
 
 import json
+import sys
 
-from scheduler.cli_output import run_dict
-from scheduler.cli_time import parse_when
+from scheduler.cli import connection
+from scheduler.cli import output as out
+from scheduler.cli.times import parse_when
 from scheduler.core.model import SECOND_US
-from scheduler.planning import compile_schedule, format_us
+from scheduler.planning import compile_schedule, format_us, preview
 from scheduler.rpc.convert import STATUS_FROM_PB, timestamp, timestamp_us
-from scheduler.safetext import shown_text
+from scheduler.security.safetext import shown_text
 from worker.api.v1 import runs_pb2
+
+RUN_PAGES_FOLLOWED = 50
+
+
+def cmd_runs(args) -> int:
+    statuses = {name: value for value, name in STATUS_FROM_PB.items()}
+    request = runs_pb2.ListRunsRequest(
+        job_id=args.job or "",
+        statuses=[statuses[s] for s in args.status or []],
+        since=timestamp(parse_when(args.since)) if args.since else None,
+        until=timestamp(parse_when(args.until)) if args.until else None,
+        page_size=args.limit,
+        newest_first=not args.oldest_first,
+        linearizable=args.linearizable,
+    )
+    with connection.cluster_client(args) as client:
+        response = client.list_runs(request)
+        # A node looks at a bounded number of runs per call, so a rare --status may answer a short
+        # page with a token: follow it (a bounded number of times) to fill the page.
+        for _ in range(RUN_PAGES_FOLLOWED):
+            if len(response.runs) >= args.limit or not response.next_page_token:
+                break
+            request.page_token, request.page_size = response.next_page_token, args.limit - len(response.runs)
+            more = client.list_runs(request)
+            runs = list(response.runs) + list(more.runs)
+            del more.runs[:]
+            more.runs.extend(runs)
+            response = more
+    out.print_runs(response, args.json)
+    return 0
+
+
+def cmd_explain(args) -> int:
+    with connection.cluster_client(args) as client:
+        print(explain(client, args.job, args.at, args.json))
+    return 0
+
 
 WINDOW_US = 2 * 86_400 * SECOND_US
 
@@ -40,13 +80,14 @@ def _sentence(run: dict) -> str:
 
 
 def explain(client, job_id: str, at: str, as_json: bool) -> str:
+    """The fate of the slot of `job_id` nearest `at`: one sentence, or JSON with the run it names."""
     at_us = parse_when(at)
     job = client.get_job(job_id=job_id).job
     slot_us = _nearest_slot(job.spec, at_us)
     response = client.list_runs(
         runs_pb2.ListRunsRequest(job_id=job_id, since=timestamp(at_us - WINDOW_US), until=timestamp(at_us + WINDOW_US), page_size=1000)
     )
-    runs = [run_dict(r) for r in response.runs]
+    runs = [out.run_dict(r) for r in response.runs]
     nearest = min(runs, key=lambda r: abs(parse_when(r["scheduled_at"]) - at_us), default=None)
     cursor_us = timestamp_us(job.cursor)
     if nearest is not None and (slot_us is None or abs(parse_when(nearest["scheduled_at"]) - at_us) <= abs(slot_us - at_us)):
@@ -61,3 +102,17 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
         answer = {"slot": None, "explanation": f"{job_id} has no slot near {at}"}
     answer["job_status"] = STATUS_FROM_PB.get(job.last_status, "")
     return json.dumps(answer, indent=2) if as_json else shown_text(answer["explanation"])
+
+
+def cmd_next(args) -> int:
+    schedule, timezone, gap, repeat = args.schedule, args.timezone, args.dst_gap, args.dst_repeat
+    if args.job:
+        with connection.cluster_client(args) as client:
+            spec = client.get_job(job_id=args.job).job.spec
+        schedule, timezone = spec.schedule, spec.timezone or "UTC"
+        gap, repeat = gap or spec.dst.gap or None, repeat or spec.dst.repeat or None
+    elif not schedule:
+        print("raftcron next: name a JOB or give --schedule", file=sys.stderr)
+        return 2
+    out.print_fires(preview(schedule, timezone or "UTC", args.after, args.n, gap, repeat), args.json)
+    return 0

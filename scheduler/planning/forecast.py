@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from scheduler.core.model import JobSpec
-from scheduler.planning.jobs import schedule_for, spread_offset_us
+from .jobs import schedule_for, spread_offset_us
+from .timeconv import format_us
 
 MINUTE_US = 60_000_000
 # Per job, so one every-second job cannot make the forecast unbounded.
@@ -34,7 +34,8 @@ class Forecast:
         return [counter.get(m, 0) for m in range(self.minutes)]
 
 
-def forecast(specs: list[JobSpec], start_us: int, hours: float, herd_window_us: int) -> Forecast:
+def forecast(specs: list, start_us: int, hours: float, herd_window_us: int) -> Forecast:
+    """Fires per minute of `specs` (JobSpecs) over `hours` from `start_us`, as the dispatcher spreads them."""
     minutes = max(1, int(hours * 60))
     end_us = start_us + minutes * MINUTE_US
     result = Forecast(start_us=start_us, minutes=minutes)
@@ -57,8 +58,6 @@ def forecast(specs: list[JobSpec], start_us: int, hours: float, herd_window_us: 
 
 
 def to_json(result: Forecast) -> dict:
-    from scheduler.planning import format_us
-
     return {
         "start": format_us(result.start_us),
         "minutes": result.minutes,
@@ -67,27 +66,3 @@ def to_json(result: Forecast) -> dict:
         "peaks": [{"minute": format_us(at), "fires": n} for at, n in result.peaks()],
         "truncated_jobs": result.truncated_jobs,
     }
-
-
-def plot_png(result: Forecast, path: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise RuntimeError("--plot needs matplotlib: pip install 'raftcron[plot]'") from None
-    figure, axis = plt.subplots(figsize=(12, 4))
-    hours = [m / 60 for m in range(result.minutes)]
-    axis.plot(hours, result.series(), label="all jobs", linewidth=1)
-    for name, counter in sorted(result.by_resource.items()):
-        axis.plot(hours, result.series(counter), label=f"uses {name}", linewidth=1)
-    for at, fires in result.peaks(3):
-        axis.annotate(f"{fires}", ((at - result.start_us) / MINUTE_US / 60, fires), fontsize=8)
-    axis.set_xlabel("hours from now")
-    axis.set_ylabel("fires per minute")
-    axis.set_title("raftcron herd forecast")
-    axis.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)

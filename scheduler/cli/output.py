@@ -13,7 +13,7 @@ from google.protobuf.json_format import MessageToDict
 
 from scheduler.planning import format_us
 from scheduler.rpc.convert import STATUS_FROM_PB, timestamp_us
-from scheduler.safetext import shown_text
+from scheduler.security.safetext import shown_text
 
 
 def _iso(message, field: str) -> str:

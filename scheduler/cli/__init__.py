@@ -1,0 +1,15 @@
+"""The `raftcron` command line: `parser` builds and runs it; a module per group of commands does the work."""
+
+try:
+    from scheduler.cli.parser import main
+except ModuleNotFoundError as missing:
+    # An install without the `server` extra holds the worker SDK's dependencies only: say so in
+    # one line instead of a traceback. A module of raftcron's own missing is a bug: raise it.
+    if (missing.name or "").partition(".")[0] in ("scheduler", "worker"):
+        raise
+    raise SystemExit(
+        f"raftcron: the server needs `pip install 'raftcron[server]'` (no module named {missing.name!r}); "
+        "workers run without it as `python -m worker.cli`"
+    ) from None
+
+__all__ = ["main"]

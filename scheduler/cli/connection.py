@@ -1,0 +1,51 @@
+"""How every command reaches the cluster: credential flags over their RAFTCRON_* variables, one client."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+# Global credential flags and the variables they override (`raftcron dev` prints the variables).
+CREDENTIAL_FLAGS = (
+    ("ca", "RAFTCRON_CA"),
+    ("token_file", "RAFTCRON_TOKEN_FILE"),
+    ("client_cert", "RAFTCRON_CLIENT_CERT"),
+    ("client_key", "RAFTCRON_CLIENT_KEY"),
+)
+
+
+def credential_environ(args, environ=os.environ) -> dict[str, str]:
+    """The environment with the credential flags given on the command line written over it."""
+    merged = dict(environ)
+    for flag, name in CREDENTIAL_FLAGS:
+        if getattr(args, flag, None):
+            merged[name] = getattr(args, flag)
+            if name == "RAFTCRON_TOKEN_FILE":
+                merged.pop("RAFTCRON_TOKEN", None)
+    if getattr(args, "insecure", False):
+        merged["RAFTCRON_INSECURE"] = "1"
+    return merged
+
+
+CLI_OUTCOME_RETRIES = 3
+
+
+def cluster_client(args):
+    from worker import ClusterClient, Credentials, parse_cluster
+
+    credentials = Credentials.from_env(credential_environ(args))
+    # A write cut short by a leader change is sent again with its request id: the cluster applies
+    # it once either way, whereas the operator running the command again would trigger twice.
+    return ClusterClient(parse_cluster(args.cluster), timeout_s=args.timeout, credentials=credentials,
+                         outcome_retries=CLI_OUTCOME_RETRIES)
+
+
+def add_credential_flags(parser: argparse.ArgumentParser) -> None:
+    """TLS and token flags; each overrides its RAFTCRON_* variable (the token itself only comes
+    from RAFTCRON_TOKEN or a file: a flag would show it in the process list)."""
+    parser.add_argument("--ca", help="PEM CA that signs the nodes' certificates; turns TLS on (env RAFTCRON_CA)")
+    parser.add_argument("--token-file", help="file holding a bearer token (env RAFTCRON_TOKEN_FILE or RAFTCRON_TOKEN)")
+    parser.add_argument("--client-cert", help="PEM client certificate for mutual TLS (env RAFTCRON_CLIENT_CERT)")
+    parser.add_argument("--client-key", help="its PEM private key (env RAFTCRON_CLIENT_KEY)")
+    parser.add_argument("--insecure", action="store_true",
+                        help="send the token without TLS to a non-loopback address (env RAFTCRON_INSECURE=1)")
