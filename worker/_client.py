@@ -469,7 +469,7 @@ class ClusterClient:
                 response = self._invoke(node, service, method, request, timeout_s)
             except grpc.RpcError as error:
                 code = error.code() if isinstance(error, grpc.Call) else None
-                if code not in _FAILOVER_CODES:
+                if code is None or code not in _FAILOVER_CODES:
                     raise
                 details = error.details() if isinstance(error, grpc.Call) else str(error)
                 failures.append(f"{node}: {code.name}: {details}")

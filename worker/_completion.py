@@ -107,6 +107,7 @@ class CompletionBatcher:
         pending.done.wait()
         if pending.error is not None:
             raise pending.error
+        assert pending.response is not None  # settled: an answer or an error, never neither
         return pending.response
 
     def submit(self, request: worker_pb2.CompleteRequest, on_answer: Answered) -> None:

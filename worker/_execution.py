@@ -161,13 +161,14 @@ def arm_deadline(ctx: RunContext):
     clocks in sync; the cluster also stops the run at its maximum runtime on its own."""
     if ctx.deadline is None:
         return None
-    delay_s = (ctx.deadline - datetime.now(timezone.utc)).total_seconds()
-    return _deadlines.arm(delay_s, lambda: _deadline_passed(ctx))
+    deadline = ctx.deadline
+    delay_s = (deadline - datetime.now(timezone.utc)).total_seconds()
+    return _deadlines.arm(delay_s, lambda: _deadline_passed(ctx, deadline))
 
 
-def _deadline_passed(ctx: RunContext) -> None:
+def _deadline_passed(ctx: RunContext, deadline: datetime) -> None:
     if ctx.cancel(CancelReason.DEADLINE):
-        log.warning("run %s reached its deadline %s: cancelling it", ctx.run_key, ctx.deadline.isoformat())
+        log.warning("run %s reached its deadline %s: cancelling it", ctx.run_key, deadline.isoformat())
 
 
 class AsyncLoopThread:
@@ -185,7 +186,9 @@ class AsyncLoopThread:
         started: list[asyncio.Task] = []
 
         async def main() -> Any:
-            started.append(asyncio.current_task())
+            task = asyncio.current_task()
+            if task is not None:  # always, inside a coroutine the loop runs
+                started.append(task)
             if ctx.is_cancelled():  # cancelled before the task existed
                 raise asyncio.CancelledError()
             return await awaitable
@@ -196,7 +199,11 @@ class AsyncLoopThread:
 
         future = asyncio.run_coroutine_threadsafe(main(), loop)
         # A run abandoned at shutdown may be cancelled after the loop closed: nothing to do then.
-        ctx.add_cancel_callback(lambda: loop.is_closed() or loop.call_soon_threadsafe(cancel_task))
+        def cancel_soon() -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(cancel_task)
+
+        ctx.add_cancel_callback(cancel_soon)
         try:
             return future.result()
         finally:
@@ -217,7 +224,7 @@ class AsyncLoopThread:
         """Stop the loop. Tasks still running are abandoned (their runs were reported)."""
         with self._lock:
             loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
-        if loop is None:
+        if loop is None or thread is None:
             return
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout_s)

@@ -37,6 +37,8 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from types import FrameType
+from typing import Any
 
 import grpc
 
@@ -50,9 +52,12 @@ from worker._leases import SHELL_TARGET, HeldLease, LeaseTable, lease_from_grant
 from worker._shell import DEFAULT_GRACE_S, ShellCommand, check_env_names
 from worker._shell import shell_user as shell_user_named
 from worker._threads import HandlerThreads
-from worker.api.v1 import worker_pb2
+from worker.api.v1 import common_pb2, worker_pb2
 
 __all__ = ["SHELL_TARGET", "Worker"]
+
+# What signal.signal() returns and takes back: a handler, SIG_DFL/SIG_IGN, or None (not set from Python).
+_SignalHandler = Callable[[int, FrameType | None], Any] | int | None
 
 log = logging.getLogger("raftcron.worker")
 
@@ -151,11 +156,12 @@ class Worker:
         # there could deadlock with the very code it interrupted; the main thread polls it.
         self._signals = 0
         self._stopped = threading.Event()
-        self._lease_client: ClusterClient | None = None
-        self._client: ClusterClient | None = None
-        self._heartbeater: Heartbeater | None = None
-        self._completions: CompletionBatcher | None = None
-        self._lease_thread: threading.Thread | None = None
+        # Made by start(); only the running and stopping states touch them.
+        self._lease_client: ClusterClient
+        self._client: ClusterClient
+        self._heartbeater: Heartbeater
+        self._completions: CompletionBatcher
+        self._lease_thread: threading.Thread
 
     # Registration
     def handler(self, name: str) -> Callable[[Handler], Handler]:
@@ -330,10 +336,10 @@ class Worker:
                 abandoned.add(lease.key)
         return abandoned
 
-    def _install_signal_handlers(self) -> dict[int, object]:
+    def _install_signal_handlers(self) -> dict[int, _SignalHandler]:
         if threading.current_thread() is not threading.main_thread():
             return {}
-        previous = {}
+        previous: dict[int, _SignalHandler] = {}
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, self._on_signal)
         return previous
@@ -417,7 +423,7 @@ class Worker:
             log.debug("run %s: leased (attempt %d, token %d)", lease.run_key, ctx.attempt, ctx.fencing_token)
             self._threads.submit(self._run, lease, handler)
 
-    def _handler_for(self, target: worker_pb2.Target) -> Handler | None:
+    def _handler_for(self, target: common_pb2.Target) -> Handler | None:
         kind = target.WhichOneof("kind")
         if kind == "handler" and target.handler in self._targets:
             return self._handlers.get(target.handler)

@@ -155,10 +155,8 @@ class ShellCommand:
 
     def _run(self, ctx: RunContext, workdir: str) -> ShellResult:
         user = self.user
-        as_user = {}
         if user is not None:
             os.chown(workdir, user.uid, user.gid)
-            as_user = {"user": user.uid, "group": user.gid, "extra_groups": []}
         process = subprocess.Popen(
             [self.shell, "-c", self.command],
             stdin=subprocess.PIPE,
@@ -168,7 +166,9 @@ class ShellCommand:
             env=command_environment(ctx, os.environ, self.env_names, user.home if user else None),
             cwd=workdir,
             close_fds=True,
-            **as_user,
+            user=user.uid if user else None,
+            group=user.gid if user else None,
+            extra_groups=[] if user else None,  # none of ours: only the user's own group
         )
         group = process.pid  # a new session's leader: its pid is the group id
         tail = _OutputTail(process.stdout, self.tail_bytes)

@@ -91,7 +91,7 @@ class _Deadline:
 
     def __init__(self, at_s: float, action: Callable[[], object], watcher: DeadlineWatcher) -> None:
         self.at_s = at_s
-        self.action = action
+        self.action: Callable[[], object] | None = action  # None once called
         self.cancelled = False
         self._watcher = watcher
 
@@ -153,6 +153,8 @@ class DeadlineWatcher:
             with self._cond:
                 due = self._next_due_locked()
                 action, due.action = due.action, None
+            if action is None:  # never: only armed deadlines are handed out
+                continue
             try:
                 action()
             except Exception:  # noqa: BLE001 (one failing action must not end every deadline)

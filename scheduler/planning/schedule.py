@@ -145,12 +145,11 @@ class Schedule:
             return iter(())
         after_us = max(after_us, _FIRST_SUPPORTED_US)
         if self.fixed_offset_s is not None:
-            return self._fires_at_fixed_offset(after_us, last_year)
+            return self._fires_at_fixed_offset(after_us, last_year, self.fixed_offset_s)
         return self._fires_in_zone(after_us, last_year)
 
-    def _fires_at_fixed_offset(self, after_us: int, last_year: int) -> Iterator[Fire]:
+    def _fires_at_fixed_offset(self, after_us: int, last_year: int, offset_s: int) -> Iterator[Fire]:
         # Fast path: wall time is real time shifted by a constant, so slots map one to one.
-        offset_s = self.fixed_offset_s
         fields = self.fields
         # Slots are whole seconds; the first candidate is the next whole second strictly after.
         cursor_wall_s = (after_us + offset_s * US_PER_SECOND) // US_PER_SECOND + 1

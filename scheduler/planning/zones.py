@@ -62,8 +62,10 @@ def fixed_offset_seconds(zone: ZoneInfo) -> int | None:
     return None
 
 
-def offset_seconds(offset: timedelta) -> int:
+def offset_seconds(offset: timedelta | None) -> int:
     """A UTC offset as whole seconds (tz database offsets are whole seconds)."""
+    if offset is None:  # only a naive datetime has none, and every caller reads an aware one
+        raise ValueError("a UTC offset is needed")
     return offset.days * 86_400 + offset.seconds
 
 
