@@ -54,7 +54,7 @@ def _alert_on_claim(state: State, claim: SlotClaim, status: str, why: str) -> No
         raise_alert(state, "late", claim.job_id, claim.scheduled_us, f"fired {late_s:.0f}s after its slot")
 
 
-def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.Event:
+def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.AnyEvent:
     if state.get_run(claim.job_id, claim.scheduled_us) is not None:
         return ev.RunAlreadyClaimed(claim.job_id, claim.scheduled_us)
     job = state.jobs.get(claim.job_id)

@@ -19,7 +19,7 @@ OUTCOME_SUCCESS, OUTCOME_FAILURE, OUTCOME_RETRY_LATER = "success", "failure", "r
 LEASE_EXPIRED, DEADLINE_PASSED = "lease_expired", "timed_out"
 
 
-def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int, deadlines: dict[int, int]) -> ev.Event:
+def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int, deadlines: dict[int, int]) -> ev.AnyEvent:
     run = state.get_run(ref.job_id, ref.scheduled_us)
     if run is None or run.status != QUEUED:
         return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "not_queued")
@@ -98,7 +98,7 @@ def _current_lease(state: State, lease: LeaseRef) -> tuple[Run | None, ev.LeaseF
     return run, None
 
 
-def _extend_one(state: State, lease: LeaseRef) -> ev.Event:
+def _extend_one(state: State, lease: LeaseRef) -> ev.AnyEvent:
     run, fenced = _current_lease(state, lease)
     if fenced is not None:
         return fenced
@@ -119,7 +119,7 @@ def _finish_attempt(state: State, run: Run, outcome: str, error: str = "", exit_
     run.error, run.exit_code = error, exit_code
 
 
-def _complete_one(state: State, item) -> ev.Event:
+def _complete_one(state: State, item) -> ev.AnyEvent:
     lease = item.lease
     run, fenced = _current_lease(state, lease)
     if fenced is not None:
@@ -151,7 +151,7 @@ def complete_runs(state: State, cmd: CompleteRuns, index: int) -> Result:
     return Result(index=index, events=tuple(_complete_one(state, item) for item in cmd.completions))
 
 
-def _expire_one(state: State, expiry) -> ev.Event:
+def _expire_one(state: State, expiry) -> ev.AnyEvent:
     lease = expiry.lease
     run, fenced = _current_lease(state, lease)
     if fenced is not None:
@@ -178,6 +178,6 @@ def extend_all_live_leases(state: State) -> None:
         run.lease_expires_us = max(run.lease_expires_us, state.now_us + run.lease_ttl_us)
 
 
-def cancel_live_runs(state: State, job_id: str, reason: str) -> list[ev.Event]:
+def cancel_live_runs(state: State, job_id: str, reason: str) -> list[ev.AnyEvent]:
     """Cancelled runs fence their leases: the holder's next heartbeat answers RUN_CANCELLED."""
     return [end_run(state, run, CANCELLED, reason) for run in state.live(job_id)]

@@ -90,7 +90,7 @@ def _pause_after(current: Job | None, spec: JobSpec) -> Pause | None:
     return current.pause if current is not None and current.pause is not None else PAUSED_BY_SPEC
 
 
-def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert, change: Change) -> ev.Event:
+def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert, change: Change) -> ev.AnyEvent:
     spec = upsert.spec
     current = state.jobs.get(spec.id)
     if current is not None and current.spec == spec:
@@ -136,7 +136,7 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
                 index, "stale_plan", f"job {upsert.spec.id!r}: next due is not after the cursor", True
             )
     change = Change(cmd.author, state.now_us)  # one for every job of this apply
-    events: list[ev.Event] = [_upsert(state, cmd, upsert, change) for upsert in cmd.upserts]
+    events: list[ev.AnyEvent] = [_upsert(state, cmd, upsert, change) for upsert in cmd.upserts]
     for job_id in cmd.removals:
         events.extend(cancel_live_runs(state, job_id, "job deleted"))
         removed = state.jobs.pop(job_id)
