@@ -67,6 +67,7 @@ def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.AnyEvent:
     reason = _out_of_plan(state, claim)
     if reason:
         return ev.ClaimOutOfPlan(claim.job_id, claim.scheduled_us, reason)
+    assert job is not None  # _out_of_plan answers unknown_job for a job that does not exist
     status, why = claim.status, claim.reason
     kill = state.kill_of(job.body.job_class)
     if job.paused and status == QUEUED:

@@ -99,6 +99,7 @@ def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert, change: Change) -> 
     if restarted_cursor_us is not None:
         cursor_us, next_due_us = restarted_cursor_us, share_instant(upsert.next_due_us)
     else:
+        assert current is not None  # restarted_cursor always starts a new job's slots afresh
         cursor_us, next_due_us = current.cursor_us, current.next_due_us
     # A re-added id continues its deleted predecessor's versions: a claim planned against the old
     # job (same id, same version number) would otherwise pass as current and skip the new slots.
