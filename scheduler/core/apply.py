@@ -7,6 +7,7 @@ exception inside a replicated method would wedge every replica that applies it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from scheduler.core import results as ev
 from scheduler.core.claims import claim_runs
@@ -49,7 +50,8 @@ from scheduler.core.results import Result, rejected
 from scheduler.core.retention import sweep_histories
 from scheduler.core.state import State
 
-Handler = Callable[[State, object, int], Result]
+# Each handler takes the command type HANDLERS keys it by: no Callable type can say that, hence Any.
+Handler = Callable[[State, Any, int], Result]
 
 
 def _claim_leadership(state: State, cmd: ClaimLeadership, index: int) -> Result:
@@ -94,7 +96,7 @@ def _with_request_memory(handler: Handler) -> Handler:
         if first is not None:
             return first
         result = handler(state, cmd, index)
-        if result.accepted or not result.rejection.retryable:
+        if result.rejection is None or not result.rejection.retryable:
             # A retryable rejection is not remembered: the retry must get a fresh chance.
             state.remember_request(cmd.request_id, result)
         return result

@@ -54,7 +54,7 @@ def _alert_on_claim(state: State, claim: SlotClaim, status: str, why: str) -> No
         raise_alert(state, "late", claim.job_id, claim.scheduled_us, f"fired {late_s:.0f}s after its slot")
 
 
-def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.Event:
+def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.AnyEvent:
     if state.get_run(claim.job_id, claim.scheduled_us) is not None:
         return ev.RunAlreadyClaimed(claim.job_id, claim.scheduled_us)
     job = state.jobs.get(claim.job_id)
@@ -67,6 +67,7 @@ def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.Event:
     reason = _out_of_plan(state, claim)
     if reason:
         return ev.ClaimOutOfPlan(claim.job_id, claim.scheduled_us, reason)
+    assert job is not None  # _out_of_plan answers unknown_job for a job that does not exist
     status, why = claim.status, claim.reason
     kill = state.kill_of(job.body.job_class)
     if job.paused and status == QUEUED:

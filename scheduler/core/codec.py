@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import zlib
 from operator import itemgetter
+from typing import Any
 
 import msgspec
 
@@ -116,7 +117,7 @@ def encode_snapshot(state: State) -> bytes:
     return SNAPSHOT_MAGIC + bytes((VERSIONED_SNAPSHOT_FORMAT_VERSION,)) + _encoder.encode(_presorted(state, State))
 
 
-def _presorted(state: State, frame: type) -> msgspec.Struct:
+def _presorted(state: State, frame: type[msgspec.Struct]) -> msgspec.Struct:
     """A shallow copy of `state` whose dicts are already in key order.
 
     msgspec's deterministic encoding sorts every dict, and its sort is quadratic on keys that are
@@ -146,10 +147,10 @@ _StateV2 = msgspec.defstruct(
 )
 
 
-def _snapshot_frame_type(versioned: bool) -> type:
+def _snapshot_frame_type(versioned: bool) -> type[msgspec.Struct]:
     """State with its jobs and runs left encoded (`msgspec.Raw`, views of the snapshot's bytes).
     Format 3 (`versioned`) must hold the cluster version, formats 1 and 2 must not."""
-    fields = []
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for field in msgspec.structs.fields(State):
         if field.name in _DECODED_ONE_BY_ONE:
             fields.append((field.name, dict[str, msgspec.Raw], msgspec.field(default_factory=dict)))
@@ -169,7 +170,8 @@ def _snapshot_frame_type(versioned: bool) -> type:
 # the records that stay: a follower restored with 100,000 jobs kept 223 MiB, now 94-97 (about
 # what a node that applied the log holds).
 _DECODED_ONE_BY_ONE = ("jobs", "runs")
-_frame_decoders = {
+# Any: the frame types are made at import time, so their fields are unknown to a type checker.
+_frame_decoders: dict[int, msgspec.msgpack.Decoder[Any]] = {
     version: msgspec.msgpack.Decoder(_snapshot_frame_type(version == VERSIONED_SNAPSHOT_FORMAT_VERSION))
     for version in READABLE_SNAPSHOT_FORMAT_VERSIONS
 }
@@ -221,7 +223,9 @@ class _JobV1(msgspec.Struct, forbid_unknown_fields=True, gc=False):
                       self.paused, self.paused_by, self.paused_reason, self.last_status, self.last_scheduled_us)
 
 
-_job_decoders = {1: msgspec.msgpack.Decoder(_JobV1), 2: msgspec.msgpack.Decoder(Job), 3: msgspec.msgpack.Decoder(Job)}
+_job_decoders: dict[int, msgspec.msgpack.Decoder[_JobV1] | msgspec.msgpack.Decoder[Job]] = {
+    1: msgspec.msgpack.Decoder(_JobV1), 2: msgspec.msgpack.Decoder(Job), 3: msgspec.msgpack.Decoder(Job)
+}
 
 
 def _decode_jobs(state: State, encoded: dict[str, msgspec.Raw], version: int) -> None:

@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from scheduler.core import results as ev
 from scheduler.core.alerts import raise_alert
-from scheduler.core.commands import CompleteRuns, ExpireLeases, ExtendLeases, GrantLeases, LeaseRef, RunRef
+from scheduler.core.commands import (
+    CompleteRuns,
+    Completion,
+    ExpireLeases,
+    Expiry,
+    ExtendLeases,
+    GrantLeases,
+    LeaseRef,
+    RunRef,
+)
 from scheduler.core.model import CANCELLED, FAILED, LEASED, QUEUED, SECOND_US, SUCCEEDED, TIMED_OUT, Attempt, Run
 from scheduler.core.results import Result, rejected
 from scheduler.core.retry import end_run, retry_or_end
@@ -19,7 +28,7 @@ OUTCOME_SUCCESS, OUTCOME_FAILURE, OUTCOME_RETRY_LATER = "success", "failure", "r
 LEASE_EXPIRED, DEADLINE_PASSED = "lease_expired", "timed_out"
 
 
-def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int, deadlines: dict[int, int]) -> ev.Event:
+def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int, deadlines: dict[int, int]) -> ev.AnyEvent:
     run = state.get_run(ref.job_id, ref.scheduled_us)
     if run is None or run.status != QUEUED:
         return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "not_queued")
@@ -98,10 +107,11 @@ def _current_lease(state: State, lease: LeaseRef) -> tuple[Run | None, ev.LeaseF
     return run, None
 
 
-def _extend_one(state: State, lease: LeaseRef) -> ev.Event:
+def _extend_one(state: State, lease: LeaseRef) -> ev.AnyEvent:
     run, fenced = _current_lease(state, lease)
     if fenced is not None:
         return fenced
+    assert run is not None  # _current_lease fences every lease whose run is gone
     run.lease_expires_us = max(run.lease_expires_us, state.now_us + run.lease_ttl_us)
     return ev.LeaseExtended(lease.job_id, lease.scheduled_us, lease.fencing_token, run.lease_expires_us)
 
@@ -119,7 +129,7 @@ def _finish_attempt(state: State, run: Run, outcome: str, error: str = "", exit_
     run.error, run.exit_code = error, exit_code
 
 
-def _complete_one(state: State, item) -> ev.Event:
+def _complete_one(state: State, item: Completion) -> ev.AnyEvent:
     lease = item.lease
     run, fenced = _current_lease(state, lease)
     if fenced is not None:
@@ -129,6 +139,7 @@ def _complete_one(state: State, item) -> ev.Event:
             message = f"worker {item.worker_id} reported with stale token {lease.fencing_token}; outcome discarded"
             raise_alert(state, "fenced", lease.job_id, lease.scheduled_us, message)
         return fenced
+    assert run is not None  # _current_lease fences every lease whose run is gone
     if item.outcome not in (OUTCOME_SUCCESS, OUTCOME_FAILURE, OUTCOME_RETRY_LATER):
         return ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, "bad_outcome")
     _finish_attempt(state, run, item.outcome, item.error, item.exit_code)
@@ -151,11 +162,12 @@ def complete_runs(state: State, cmd: CompleteRuns, index: int) -> Result:
     return Result(index=index, events=tuple(_complete_one(state, item) for item in cmd.completions))
 
 
-def _expire_one(state: State, expiry) -> ev.Event:
+def _expire_one(state: State, expiry: Expiry) -> ev.AnyEvent:
     lease = expiry.lease
     run, fenced = _current_lease(state, lease)
     if fenced is not None:
         return fenced
+    assert run is not None  # _current_lease fences every lease whose run is gone
     due_us = run.deadline_us if expiry.reason == DEADLINE_PASSED else run.lease_expires_us
     if expiry.reason not in (LEASE_EXPIRED, DEADLINE_PASSED) or due_us > state.now_us:
         # Judged in replicated time, not the proposer's: a leader with a fast clock cannot end live leases.
@@ -178,6 +190,6 @@ def extend_all_live_leases(state: State) -> None:
         run.lease_expires_us = max(run.lease_expires_us, state.now_us + run.lease_ttl_us)
 
 
-def cancel_live_runs(state: State, job_id: str, reason: str) -> list[ev.Event]:
+def cancel_live_runs(state: State, job_id: str, reason: str) -> list[ev.AnyEvent]:
     """Cancelled runs fence their leases: the holder's next heartbeat answers RUN_CANCELLED."""
     return [end_run(state, run, CANCELLED, reason) for run in state.live(job_id)]

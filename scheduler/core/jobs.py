@@ -90,7 +90,7 @@ def _pause_after(current: Job | None, spec: JobSpec) -> Pause | None:
     return current.pause if current is not None and current.pause is not None else PAUSED_BY_SPEC
 
 
-def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert, change: Change) -> ev.Event:
+def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert, change: Change) -> ev.AnyEvent:
     spec = upsert.spec
     current = state.jobs.get(spec.id)
     if current is not None and current.spec == spec:
@@ -99,6 +99,7 @@ def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert, change: Change) -> 
     if restarted_cursor_us is not None:
         cursor_us, next_due_us = restarted_cursor_us, share_instant(upsert.next_due_us)
     else:
+        assert current is not None  # restarted_cursor always starts a new job's slots afresh
         cursor_us, next_due_us = current.cursor_us, current.next_due_us
     # A re-added id continues its deleted predecessor's versions: a claim planned against the old
     # job (same id, same version number) would otherwise pass as current and skip the new slots.
@@ -136,7 +137,7 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
                 index, "stale_plan", f"job {upsert.spec.id!r}: next due is not after the cursor", True
             )
     change = Change(cmd.author, state.now_us)  # one for every job of this apply
-    events: list[ev.Event] = [_upsert(state, cmd, upsert, change) for upsert in cmd.upserts]
+    events: list[ev.AnyEvent] = [_upsert(state, cmd, upsert, change) for upsert in cmd.upserts]
     for job_id in cmd.removals:
         events.extend(cancel_live_runs(state, job_id, "job deleted"))
         removed = state.jobs.pop(job_id)

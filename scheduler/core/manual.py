@@ -46,7 +46,7 @@ def trigger_run(state: State, cmd: TriggerRun, index: int) -> Result:
     return Result(index=index, events=(ev.RunClaimed(cmd.job_id, instant_us, QUEUED, index),))
 
 
-def _backfill_one(state: State, cmd: BackfillRuns, slot_us: int, due_us: int, index: int) -> ev.Event:
+def _backfill_one(state: State, cmd: BackfillRuns, slot_us: int, due_us: int, index: int) -> ev.AnyEvent:
     job = state.jobs[cmd.job_id]
     if slot_us > job.cursor_us:
         return ev.ClaimOutOfPlan(cmd.job_id, slot_us, "not_yet_due")

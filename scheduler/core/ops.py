@@ -28,7 +28,7 @@ def kill_class(state: State, cmd: KillClass, index: int) -> Result:
     )
     _audit(state, KillRecord("kill", cmd.job_class, cmd.author, state.now_us, cmd.reason, cmd.until_us))
     why = f"class {cmd.job_class} killed by {cmd.author}: {cmd.reason}"
-    events: list[ev.Event] = []
+    events: list[ev.AnyEvent] = []
     for job_id, job in sorted(state.jobs.items()):
         if job.body.job_class != cmd.job_class:
             continue

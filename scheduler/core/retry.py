@@ -32,7 +32,7 @@ def backoff_us(policy: RetryPolicy, attempt: int, jitter_ppm: int) -> int:
     return base_us // 2 + (base_us - base_us // 2) * jitter_ppm // 1_000_000
 
 
-def end_run(state: State, run: Run, status: str, reason: str) -> ev.Event:
+def end_run(state: State, run: Run, status: str, reason: str) -> ev.AnyEvent:
     state.set_status(run, status)
     run.reason = reason
     run.finished_us = state.now_us
@@ -47,7 +47,7 @@ def end_run(state: State, run: Run, status: str, reason: str) -> ev.Event:
 
 def retry_or_end(
     state: State, run: Run, job: Job | None, final_status: str, why: str, min_delay_us: int, jitter_ppm: int
-) -> ev.Event:
+) -> ev.AnyEvent:
     """The attempt in `run` has ended unsuccessfully (`why`); decide the run's next step."""
     policy = job.body.retry if job is not None else _NO_RETRY
     if run.attempt >= policy.max_attempts:

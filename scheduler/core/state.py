@@ -7,6 +7,7 @@ matter are kept as explicit sorted lists or FIFO lists.
 from __future__ import annotations
 
 import bisect
+from typing import cast
 
 import msgspec
 
@@ -147,11 +148,15 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
             if leased:
                 self.leased_runs[job_id] = leased
 
+    # Every instant in the live and leased indexes is a retained run's: add_run and set_status keep
+    # them in step, and retention prunes only runs in a final status.
     def leased(self) -> list[Run]:
-        return [self.get_run(job_id, s) for job_id, instants in self.leased_runs.items() for s in instants]
+        runs = [self.get_run(job_id, s) for job_id, instants in self.leased_runs.items() for s in instants]
+        return cast("list[Run]", runs)
 
     def live(self, job_id: str) -> list[Run]:
-        return [self.get_run(job_id, scheduled_us) for scheduled_us in self.live_runs.get(job_id, ())]
+        runs = [self.get_run(job_id, scheduled_us) for scheduled_us in self.live_runs.get(job_id, ())]
+        return cast("list[Run]", runs)
 
     def kill_of(self, job_class: str) -> KillSwitch | None:
         kill = self.kills.get(job_class)
