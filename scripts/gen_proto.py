@@ -2,7 +2,7 @@
 """Generate the Python code of the gRPC contract: proto/worker/api/v1/*.proto -> worker/api/v1/.
 
 This is the single definition of the code generation. scripts/gen_proto.sh runs it after making
-sure the pinned grpcio-tools is installed; tests/unit/test_proto_fresh.py runs it into a
+sure the pinned grpcio-tools is installed; tests/unit/project/test_proto_fresh.py runs it into a
 temporary directory and compares the result with the committed files.
 
 Usage:

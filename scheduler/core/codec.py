@@ -12,7 +12,7 @@ What a version byte may hold is the log format (log_format.py): a node capped be
 format refuses commands and snapshots newer than its cap with NewerLogFormat.
 Encoding is deterministic (sorted map keys), so equal states give equal bytes,
 and the digest of those bytes is how replicas prove they agree.
-Golden files under tests/unit/golden keep old logs readable.
+Golden files under tests/unit/core/golden keep old logs readable.
 """
 
 from __future__ import annotations

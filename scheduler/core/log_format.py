@@ -7,7 +7,7 @@ LOG_FORMAT; the replicated `State.cluster_version` is the newest format every vo
 nothing newer is proposed (scheduler/replication/upgrades.py). The version bytes in codec.py
 frame the bytes; the log format says what the bytes may hold.
 
-A new command type needs an entry in COMMAND_LOG_FORMATS (tests/unit/test_log_format.py fails
+A new command type needs an entry in COMMAND_LOG_FORMATS (tests/unit/core/test_log_format.py fails
 without one); a field added to an existing command needs one in FIELD_LOG_FORMATS, and counts
 only when it differs from its default (an old node decodes the default by leaving it out).
 A field added inside a nested struct (JobSpec, Completion, ...) is not covered by this table:

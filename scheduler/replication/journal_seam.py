@@ -1,6 +1,6 @@
 """Where raftcron puts its journal (journal.py) under pysyncobj, and every pysyncobj internal that
-the durable journal relies on. tests/unit/test_journal_seam.py pins how pysyncobj uses each of
-them, and tests/unit/test_pysyncobj_compat.py that each name (pysyncobj_compat.py) still exists:
+the durable journal relies on. tests/unit/replication/test_journal_seam.py pins how pysyncobj uses each of
+them, and tests/unit/project/test_pysyncobj_compat.py that each name (pysyncobj_compat.py) still exists:
 an upgrade of pysyncobj that moves one fails there, not as a silently unsynced cluster.
 
 - `SyncObj.__init__` calls `createJournal(self.__conf.journalFile)`, looked up in

@@ -3,7 +3,7 @@
 raftcron is written against pysyncobj 0.3.17 (pinned in pyproject.toml) and reaches past its
 public API in the places listed below. No other module spells a mangled name (`self.__x` inside
 pysyncobj's class `C` is the attribute `_C__x`) or imports a pysyncobj private: they take them
-from here. tests/unit/test_pysyncobj_compat.py fails, without a socket or a process, when the
+from here. tests/unit/project/test_pysyncobj_compat.py fails, without a socket or a process, when the
 installed release is not PYSYNCOBJ_VERSION, when a name here is gone, or when a method raftcron
 overrides or calls changed its signature; after an upgrade, re-read each use below against the
 new sources before moving the pin. Names with one leading underscore are ordinary attributes to

@@ -17,7 +17,7 @@ nothing: the timeout is checked only when the socket has an event.
 - at most `PER_SOURCE_MAX_CONNECTIONS` open incoming connections per source address.
 
 Every pysyncobj private this module touches is named in pysyncobj_compat.py, and
-tests/unit/test_pysyncobj_compat.py fails when pysyncobj's version or any of them changes.
+tests/unit/project/test_pysyncobj_compat.py fails when pysyncobj's version or any of them changes.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ PREAUTH_FRAME_MAX_BYTES = 64 << 10
 # raftlog's APPEND_BATCH_BYTES (4 MiB), so up to one more entry (MAX_ENTRY_BYTES, 1 MiB), plus
 # pickling overhead per entry and Fernet's base64 (4/3): 11 MiB at worst (32-byte entries of
 # random bytes). A frame over the cap closes the link, so a real batch must never reach it:
-# tests/unit/test_raft_transport.py builds that batch from raftlog's constants and holds it to
+# tests/unit/replication/test_raft_transport.py builds that batch from raftlog's constants and holds it to
 # half of this.
 FRAME_MAX_BYTES = 32 << 20
 # After authentication, read up to this much ahead of the head frame per event, as pysyncobj

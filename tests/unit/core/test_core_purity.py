@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-CORE_DIR = Path(__file__).resolve().parents[2] / "scheduler" / "core"
+CORE_DIR = Path(__file__).resolve().parents[3] / "scheduler" / "core"
 CORE_PACKAGE = "scheduler.core"
 
 FORBIDDEN_MODULES = frozenset(

@@ -29,7 +29,7 @@ from scheduler.replication.upgrades import (
 from scheduler.rpc.cluster import node_ready
 from scheduler.rpc.errors import REPLICATION_CODES, abort_replication
 from tests.fakes import ImmediateRaftLog
-from tests.unit.test_rpc_errors import Aborted, FakeContext
+from tests.unit.rpc.test_rpc_errors import Aborted, FakeContext
 
 N1, N2, N3 = "10.0.0.1:7100", "10.0.0.2:7100", "10.0.0.3:7100"
 NAMES = {N1: "n1", N2: "n2", N3: "n3"}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_worker_fakes import fake_cluster, make_grant, wait_until
+from tests.unit.worker.test_worker_fakes import fake_cluster, make_grant, wait_until
 from worker import CancelReason, ShellCommand, Worker
 from worker._shell import shell_user
 from worker.api.v1 import worker_pb2

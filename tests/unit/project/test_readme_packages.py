@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "README.md"
 HEADER = "| package | what lives there |"
 # Backticked text that is a path: `scheduler.cli:main` or `raftcron.v1` are not.

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import grpc
 import pytest
 
-from tests.unit.test_worker_fakes import (
+from tests.unit.worker.test_worker_fakes import (
     SLOT,
     WAIT_S,
     closed_address,

@@ -17,7 +17,7 @@ import yaml
 from scheduler.cli.parser import build_parser
 from scheduler.config import ConfigError, NodeConfig, load_node_config
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COMPOSE_PATH = ROOT / "docker-compose.yml"
 DOCKERFILE_PATH = ROOT / "Dockerfile"
 NODE_NAMES = ("n1", "n2", "n3")

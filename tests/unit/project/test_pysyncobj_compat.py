@@ -36,7 +36,7 @@ from scheduler.replication.read_index import leader_facts
 from scheduler.replication.transport import BoundedTcpConnection, BoundedTcpServer, RaftcronTransport
 from scheduler.replication.upgrades import LogFormatMixin
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SELF, PEER = "127.0.0.1:7101", "127.0.0.1:7102"
 
 # Each raftcron class that stands in front of pysyncobj, the pysyncobj class it stands in front

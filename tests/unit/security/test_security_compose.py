@@ -11,7 +11,7 @@ import yaml
 from scheduler.security.devcerts import ensure_dev_credentials
 from scheduler.security.policy import lease_denial, method_denial
 from scheduler.security.principals import Authenticator
-from tests.unit.test_compose import COMPOSE_PATH, ROOT, _command, _effective_config, _environment
+from tests.unit.project.test_compose import COMPOSE_PATH, ROOT, _command, _effective_config, _environment
 
 SECRETS_DIR = "/run/secrets/"
 

@@ -11,7 +11,7 @@ from scheduler.core.model import JobSpec, Resource
 from scheduler.core.state import State
 from scheduler.leader.budget import UNLIMITED, admit, room
 from scheduler.leader.dispatch import Dispatcher
-from tests.unit.test_observability import T0, Cluster, FakeRaftLog, S, make_config
+from tests.unit.observability.test_observability import T0, Cluster, FakeRaftLog, S, make_config
 
 DB = Resource("db", max_concurrent=2, max_starts_per_s=0)
 API = Resource("api", max_concurrent=0, max_starts_per_s=3)

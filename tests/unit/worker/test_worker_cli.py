@@ -10,7 +10,7 @@ import yaml
 from worker._demo import DEMO_HANDLERS, echo
 from worker.cli import DEFAULT_CLUSTER, build_parser, build_worker, load_handlers, main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def worker_for(*argv: str):

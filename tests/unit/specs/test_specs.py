@@ -30,7 +30,7 @@ from scheduler.specs import (
 from scheduler.specs.problems import _short
 from scheduler.specs.reader import _JOB_KEYS
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "jobs.yaml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "jobs.yaml"
 MINUTE_US = 60 * SECOND_US
 HOUR_US = 60 * MINUTE_US
 DAY_US = 24 * HOUR_US

@@ -156,8 +156,8 @@ def test_a_worker_asking_for_one_owners_shell_jobs_gets_no_other_owners_even_aft
     from types import SimpleNamespace
 
     from scheduler.leader.dispatch import Dispatcher
-    from tests.unit.test_budget import LeaderLog
-    from tests.unit.test_observability import T0, Cluster, S
+    from tests.unit.leader.test_budget import LeaderLog
+    from tests.unit.observability.test_observability import T0, Cluster, S
 
     log = LeaderLog()
     cluster = Cluster(log)
@@ -184,7 +184,7 @@ def test_the_example_principals_file_parses_and_means_what_it_says():
 
     from scheduler.security.principals import Authenticator
 
-    path = Path(__file__).resolve().parents[2] / "examples" / "principals.yaml"
+    path = Path(__file__).resolve().parents[3] / "examples" / "principals.yaml"
     found = {p.name: p for p in Authenticator.from_file(path).principals}
     assert target_denial(found["finance-ci"], "j", "finance", "handler", "reports.daily") is None
     assert target_denial(found["finance-ci"], "j", "finance", "shell", "echo") is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SCHEDULER = Path(__file__).resolve().parents[2] / "scheduler"
+SCHEDULER = Path(__file__).resolve().parents[3] / "scheduler"
 NODE_PROCESS = {"__init__.py", "node.py", "config.py", "logs.py", "allocator.py", "membership.py"}
 
 

@@ -15,7 +15,7 @@ from scheduler.core.model import JobSpec
 from scheduler.leader import dispatch
 from scheduler.leader.dispatch import Dispatcher
 from scheduler.leader.lifecycle import LeaderTerm
-from tests.unit.test_observability import T0, Cluster, FakeRaftLog, S, make_config
+from tests.unit.observability.test_observability import T0, Cluster, FakeRaftLog, S, make_config
 
 SLOTS = 10
 

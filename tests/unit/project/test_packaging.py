@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # The import names of the `server` extra's distributions; None in sys.modules makes an import fail
 # as if the distribution were not installed.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from tests.unit.test_worker_fakes import WAIT_S, fake_cluster, make_grant, wait_until
+from tests.unit.worker.test_worker_fakes import WAIT_S, fake_cluster, make_grant, wait_until
 from worker import Worker
 from worker.api.v1 import worker_pb2
 

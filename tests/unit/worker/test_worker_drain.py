@@ -9,7 +9,7 @@ import threading
 import time
 from datetime import timedelta
 
-from tests.unit.test_worker_fakes import SLOT, WAIT_S, fake_cluster, make_grant, wait_until
+from tests.unit.worker.test_worker_fakes import SLOT, WAIT_S, fake_cluster, make_grant, wait_until
 from worker import CancelReason, RunContext, Worker
 from worker.api.v1 import worker_pb2
 
