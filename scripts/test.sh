@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Run the whole test suite: unit, simulation, integration (real processes on loopback) and,
-# where prerequisites exist, chaos tests. Installs what it needs into .venv first.
-# Extra arguments go to pytest (e.g. -k failover, tests/unit).
+# Run the whole test suite: the formatter, linter and type checker, then unit, simulation,
+# integration (real processes on loopback), security, chaos and e2e tests. Installs what it
+# needs into .venv first. Extra arguments go to pytest (e.g. -k failover, tests/unit).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 bootstrap_venv "server,test"
+# Seconds, and they fail before any cluster starts: formatting, lint, and the types of the code
+# whose mistakes cost most (the replicated core, the planning every node shares, the worker SDK).
+.venv/bin/python -m ruff format --check scheduler tests worker bench
+.venv/bin/python -m ruff check scheduler tests worker bench
+.venv/bin/python -m mypy scheduler/core scheduler/planning worker
 # System packages for the chaos tests (network namespaces, iptables); with CI=true a missing
 # prerequisite fails the run instead of skipping those tests.
 bash scripts/chaos-prereqs.sh
