@@ -6,8 +6,8 @@ member and the string read back from a log or snapshot compare equal: fields of 
 records stay typed `str`, and decoding never depends on these enums (a value a newer node wrote
 still decodes). See docs/design/vocabulary.md.
 
-A value here is part of the log and snapshot formats: renaming one changes what replicas decode
-(tests/unit/test_vocabulary.py pins them).
+Most values are part of the log and snapshot formats: renaming one changes what replicas decode
+(tests/unit/test_vocabulary.py pins them all).
 """
 
 from __future__ import annotations
