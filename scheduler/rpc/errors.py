@@ -18,8 +18,8 @@ from scheduler.replication import (
 )
 from worker.api.v1.metadata import OUTCOME_UNKNOWN
 
-# Total over RejectionCode (tests/unit/test_vocabulary.py): a code missing here would otherwise
-# reach callers under whatever status a fallback picked, and no test would notice.
+# Total over RejectionCode, with no fallback (tests/unit/test_vocabulary.py checks it): every
+# code reaches callers under a status someone chose for it.
 REJECTION_CODES: dict[RejectionCode, grpc.StatusCode] = {
     RejectionCode.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
     RejectionCode.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
