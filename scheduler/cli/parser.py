@@ -16,6 +16,7 @@ import grpc
 
 from scheduler.cli import cluster, jobs, ops, runs, serve
 from scheduler.cli.connection import add_credential_flags
+from scheduler.core.vocabulary import DstGap, DstRepeat
 
 DEFAULT_CLUSTER = "127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203"
 
@@ -127,8 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timezone", default="")
     p.add_argument("--after", default="now", help="ISO-8601 instant (default now)")
     p.add_argument("-n", type=int, default=10)
-    p.add_argument("--dst-gap", choices=("run_at_end", "skip"))
-    p.add_argument("--dst-repeat", choices=("first", "second", "both"))
+    p.add_argument("--dst-gap", choices=tuple(DstGap))
+    p.add_argument("--dst-repeat", choices=tuple(DstRepeat))
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=runs.cmd_next)
 

@@ -10,6 +10,7 @@ from scheduler.cli import connection
 from scheduler.cli import output as out
 from scheduler.cli.times import parse_when
 from scheduler.core.model import SECOND_US
+from scheduler.core.vocabulary import RunStatus
 from scheduler.planning import compile_schedule, format_us, preview
 from scheduler.rpc.convert import STATUS_FROM_PB, timestamp, timestamp_us
 from scheduler.security.safetext import shown_text
@@ -68,13 +69,13 @@ def _sentence(run: dict) -> str:
     slot = f"slot {run['scheduled_at']} of {run['job_id']}"
     late_s = (parse_when(run["claimed_at"]) - parse_when(run["scheduled_at"])) / SECOND_US if run["claimed_at"] else 0.0
     fired = f"claimed at {run['claimed_at']} ({late_s:.3f}s after the slot)"
-    if status == "succeeded":
+    if status == RunStatus.SUCCEEDED:
         return f"{slot}: {fired}; succeeded at {run['finished_at']} after {run['attempt']} attempt(s), worker {run['worker_id']}"
-    if status in ("queued", "leased"):
+    if status in (RunStatus.QUEUED, RunStatus.LEASED):
         return f"{slot}: {fired}; {status} (attempt {run['attempt']}){'; ' + reason if reason else ''}"
-    if status == "skipped":
+    if status == RunStatus.SKIPPED:
         return f"{slot}: skipped because {reason or 'of its misfire policy'}"
-    if status == "missed":
+    if status == RunStatus.MISSED:
         return f"{slot}: missed: {reason}"
     return f"{slot}: {fired}; ended {status}: {reason or run['error']}"
 

@@ -9,20 +9,21 @@ from __future__ import annotations
 
 from scheduler.core.model import Alert
 from scheduler.core.state import State
+from scheduler.core.vocabulary import AlertKind
 
 # How many alerts are kept; the oldest delivered ones go first.
 ALERTS_RETAINED = 10_000
 # A slot fired later than this after its instant raises a `late` alert.
 LATE_ALERT_US = 60_000_000
 
-KINDS = ("missed", "skipped", "failed", "timed_out", "late", "fenced", "killed")
+KINDS = tuple(AlertKind)
 
 
-def alert_id(kind: str, job_id: str, instant_us: int) -> str:
+def alert_id(kind: AlertKind, job_id: str, instant_us: int) -> str:
     return f"{kind}:{job_id}@{instant_us}"
 
 
-def raise_alert(state: State, kind: str, job_id: str, instant_us: int, message: str) -> None:
+def raise_alert(state: State, kind: AlertKind, job_id: str, instant_us: int, message: str) -> None:
     """Record an alert once: the same kind for the same run is one alert (its dedup key)."""
     key = alert_id(kind, job_id, instant_us)
     if key in state.alerts:

@@ -49,6 +49,7 @@ from scheduler.core.ops import kill_class, mark_alerts_delivered, revive_class
 from scheduler.core.results import Result, rejected
 from scheduler.core.retention import sweep_histories
 from scheduler.core.state import State
+from scheduler.core.vocabulary import RejectionCode
 
 # Each handler takes the command type HANDLERS keys it by: no Callable type can say that, hence Any.
 Handler = Callable[[State, Any, int], Result]
@@ -56,7 +57,7 @@ Handler = Callable[[State, Any, int], Result]
 
 def _claim_leadership(state: State, cmd: ClaimLeadership, index: int) -> Result:
     if cmd.term < state.leader_term:
-        return rejected(index, "stale_term", f"term {cmd.term} is older than {state.leader_term}")
+        return rejected(index, RejectionCode.STALE_TERM, f"term {cmd.term} is older than {state.leader_term}")
     state.epoch += 1
     state.leader_id = cmd.node_id
     state.leader_term = cmd.term
@@ -79,9 +80,9 @@ def _set_cluster_version(state: State, cmd: SetClusterVersion, index: int) -> Re
     """The cluster version only rises. A node that does not read `cmd.version` never gets here:
     its decoder refuses the entry and the node halts (log_format.required_log_format)."""
     if cmd.version < state.cluster_version:
-        return rejected(index, "stale_cluster_version", f"cluster version {cmd.version} is below the current {state.cluster_version}")
+        return rejected(index, RejectionCode.STALE_CLUSTER_VERSION, f"cluster version {cmd.version} is below the current {state.cluster_version}")
     if cmd.version > LOG_FORMAT:
-        return rejected(index, "unsupported_cluster_version", f"cluster version {cmd.version} is above {LOG_FORMAT}")
+        return rejected(index, RejectionCode.UNSUPPORTED_CLUSTER_VERSION, f"cluster version {cmd.version} is above {LOG_FORMAT}")
     if cmd.version == state.cluster_version:
         return Result(index=index)
     previous, state.cluster_version = state.cluster_version, cmd.version
@@ -129,14 +130,14 @@ HANDLERS: dict[type, Handler] = {
 def apply(state: State, command: Command, index: int) -> Result:
     """Apply one committed command at Raft log `index` (the fencing token source)."""
     if index <= state.applied_index:
-        return rejected(index, "index_not_increasing", f"index {index} <= applied {state.applied_index}")
+        return rejected(index, RejectionCode.INDEX_NOT_INCREASING, f"index {index} <= applied {state.applied_index}")
     handler = HANDLERS.get(type(command))
     if handler is None:
-        return rejected(index, "unknown_command", f"no handler for {type(command).__name__}")
+        return rejected(index, RejectionCode.UNKNOWN_COMMAND, f"no handler for {type(command).__name__}")
     state.applied_index = index
     if isinstance(command, EPOCH_COMMANDS):
         if command.epoch != state.epoch or command.epoch < 1:
-            return rejected(index, "stale_epoch", f"epoch {command.epoch} is not the current {state.epoch}")
+            return rejected(index, RejectionCode.STALE_EPOCH, f"epoch {command.epoch} is not the current {state.epoch}")
         before = clock_reading(state)
         advance_epoch_clock(state, command.issued_at_us, command.monotonic_us)
         result = handler(state, command, index)

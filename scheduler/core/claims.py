@@ -11,23 +11,24 @@ from scheduler.core.results import Result
 from scheduler.core.retention import horizon_us, prune_history
 from scheduler.core.sharing import share_instant, share_last
 from scheduler.core.state import State
+from scheduler.core.vocabulary import AlertKind, OutOfPlan, Overlap, SkipReason
 
 
 def _out_of_plan(state: State, claim: SlotClaim) -> str:
     """Why this claim disagrees with replicated state, or '' when it is the job's next slot."""
     job = state.jobs.get(claim.job_id)
     if job is None:
-        return "unknown_job"
+        return OutOfPlan.UNKNOWN_JOB
     if claim.spec_version != job.version:
-        return "stale_spec"
+        return OutOfPlan.STALE_SPEC
     if claim.status not in CLAIM_STATUSES:
-        return "bad_status"
+        return OutOfPlan.BAD_STATUS
     if claim.scheduled_us != job.next_due_us:
-        return "not_next_slot"
+        return OutOfPlan.NOT_NEXT_SLOT
     if claim.scheduled_us > state.now_us:
-        return "not_due_yet"  # judged in replicated time: a leader's clock jump cannot fire early
+        return OutOfPlan.NOT_DUE_YET  # judged in replicated time: a leader's clock jump cannot fire early
     if claim.next_due_us and claim.next_due_us <= claim.scheduled_us:
-        return "next_due_not_after_slot"
+        return OutOfPlan.NEXT_DUE_NOT_AFTER_SLOT
     return ""
 
 
@@ -37,21 +38,21 @@ def _apply_overlap_policy(state: State, job, claim: SlotClaim) -> tuple[str, str
     live = state.live_runs.get(job.id)
     if not live:
         return QUEUED, ""
-    if job.body.overlap == "forbid":
-        return SKIPPED, f"overlap forbid: run {format_run_key(job.id, live[0])} still live"
-    if job.body.overlap == "replace":
+    if job.body.overlap == Overlap.FORBID:
+        return SKIPPED, f"{SkipReason.OVERLAP_FORBID}: run {format_run_key(job.id, live[0])} still live"
+    if job.body.overlap == Overlap.REPLACE:
         cancel_live_runs(state, job.id, f"replaced by the run of {claim.scheduled_us}")
     return QUEUED, ""
 
 
 def _alert_on_claim(state: State, claim: SlotClaim, status: str, why: str) -> None:
     if status == MISSED:
-        raise_alert(state, "missed", claim.job_id, claim.scheduled_us, why)
-    elif status == SKIPPED and why != "paused" and not why.startswith("killed"):
-        raise_alert(state, "skipped", claim.job_id, claim.scheduled_us, why)
+        raise_alert(state, AlertKind.MISSED, claim.job_id, claim.scheduled_us, why)
+    elif status == SKIPPED and why != SkipReason.PAUSED and not why.startswith(SkipReason.KILLED):
+        raise_alert(state, AlertKind.SKIPPED, claim.job_id, claim.scheduled_us, why)
     elif status == QUEUED and state.now_us - claim.scheduled_us > LATE_ALERT_US:
         late_s = (state.now_us - claim.scheduled_us) / SECOND_US
-        raise_alert(state, "late", claim.job_id, claim.scheduled_us, f"fired {late_s:.0f}s after its slot")
+        raise_alert(state, AlertKind.LATE, claim.job_id, claim.scheduled_us, f"fired {late_s:.0f}s after its slot")
 
 
 def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.AnyEvent:
@@ -72,9 +73,9 @@ def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.AnyEvent:
     kill = state.kill_of(job.body.job_class)
     if job.paused and status == QUEUED:
         # Decided here, not by the proposer, so a pause races with no claim.
-        status, why = SKIPPED, "paused"
+        status, why = SKIPPED, SkipReason.PAUSED
     elif kill is not None and status == QUEUED:
-        status, why = SKIPPED, f"killed: {kill.reason} (by {kill.author})"
+        status, why = SKIPPED, f"{SkipReason.KILLED}: {kill.reason} (by {kill.author})"
     if status == QUEUED:
         status, why = _apply_overlap_policy(state, job, claim)
     _alert_on_claim(state, claim, status, why)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from scheduler.core.model import JobSpec, Resource
+from scheduler.core.vocabulary import RunStatus
 
 
 class _Command(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
@@ -60,7 +61,7 @@ class SlotClaim(msgspec.Struct, frozen=True, forbid_unknown_fields=True, array_l
     # The job's next slot after this one, computed by the proposer (0: none).
     next_due_us: int
     spec_version: int
-    status: str = "queued"  # queued | skipped | missed
+    status: str = RunStatus.QUEUED  # or skipped, missed
     reason: str = ""
     effective_us: int = 0  # when it becomes due after spreading; 0 = scheduled_us
 
@@ -103,7 +104,7 @@ class ExtendLeases(_Command, frozen=True):
 class Completion(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     lease: LeaseRef
     worker_id: str
-    outcome: str  # success | failure | retry_later
+    outcome: str  # a CompletionKind
     exit_code: int = 0
     error: str = ""
     output_tail: str = ""
@@ -118,7 +119,7 @@ class CompleteRuns(_Command, frozen=True):
 
 class Expiry(msgspec.Struct, frozen=True, forbid_unknown_fields=True, array_like=True):
     lease: LeaseRef
-    reason: str  # lease_expired | timed_out
+    reason: str  # an ExpiryReason
     jitter_ppm: int = 0
 
 

@@ -23,24 +23,33 @@ from scheduler.core.results import Result, rejected
 from scheduler.core.retry import end_run, retry_or_end
 from scheduler.core.sharing import share_last
 from scheduler.core.state import State
+from scheduler.core.vocabulary import (
+    AlertKind,
+    CompletionKind,
+    ExpiryReason,
+    FenceReason,
+    LeaseRefusal,
+    Overlap,
+    RejectionCode,
+)
 
-OUTCOME_SUCCESS, OUTCOME_FAILURE, OUTCOME_RETRY_LATER = "success", "failure", "retry_later"
-LEASE_EXPIRED, DEADLINE_PASSED = "lease_expired", "timed_out"
+_COMPLETION_KINDS = frozenset(CompletionKind)
+_EXPIRY_REASONS = frozenset(ExpiryReason)
 
 
 def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int, deadlines: dict[int, int]) -> ev.AnyEvent:
     run = state.get_run(ref.job_id, ref.scheduled_us)
     if run is None or run.status != QUEUED:
-        return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "not_queued")
+        return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, LeaseRefusal.NOT_QUEUED)
     if run.not_before_us > state.now_us:
-        return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "backing_off")
+        return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, LeaseRefusal.BACKING_OFF)
     job = state.jobs.get(ref.job_id)
     if job is None:
-        return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "job_deleted")
+        return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, LeaseRefusal.JOB_DELETED)
     if state.kill_of(job.body.job_class) is not None:
-        return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "class_killed")
-    if job.body.overlap == "queue" and any(other.status == LEASED for other in state.live(ref.job_id)):
-        return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, "overlap_queue")
+        return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, LeaseRefusal.CLASS_KILLED)
+    if job.body.overlap == Overlap.QUEUE and any(other.status == LEASED for other in state.live(ref.job_id)):
+        return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, LeaseRefusal.OVERLAP_QUEUE)
     busy = _resource_without_room(state, job.body.uses)
     if busy:
         return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, busy)
@@ -70,10 +79,10 @@ def _resource_without_room(state: State, uses: tuple[str, ...]) -> str:
         if resource is None:
             continue
         if resource.max_concurrent and state.resource_leased.get(name, 0) >= resource.max_concurrent:
-            return f"resource_busy:{name}"
+            return f"{LeaseRefusal.RESOURCE_BUSY}:{name}"
         recent = state.resource_starts.get(name, ())
         if resource.max_starts_per_s and sum(1 for t in recent if t > window_start_us) >= resource.max_starts_per_s:
-            return f"resource_rate:{name}"
+            return f"{LeaseRefusal.RESOURCE_RATE}:{name}"
     return ""
 
 
@@ -88,7 +97,7 @@ def _record_start(state: State, name: str) -> None:
 
 def grant_leases(state: State, cmd: GrantLeases, index: int) -> Result:
     if cmd.lease_ttl_us <= 0:
-        return rejected(index, "invalid", "lease TTL must be positive")
+        return rejected(index, RejectionCode.INVALID, "lease TTL must be positive")
     deadlines: dict[int, int] = {}
     return Result(index=index, events=tuple(_grant_one(state, ref, cmd, index, deadlines) for ref in cmd.grants))
 
@@ -97,13 +106,13 @@ def _current_lease(state: State, lease: LeaseRef) -> tuple[Run | None, ev.LeaseF
     """The run if `lease` is its current lease, else the fencing answer."""
     run = state.get_run(lease.job_id, lease.scheduled_us)
     if run is None:
-        return None, ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, "not_found")
+        return None, ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, FenceReason.NOT_FOUND)
     if run.fencing_token != lease.fencing_token:
-        return run, ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, "stale_token")
+        return run, ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, FenceReason.STALE_TOKEN)
     if run.status == CANCELLED:
-        return run, ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, "cancelled")
+        return run, ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, FenceReason.CANCELLED)
     if run.status != LEASED:
-        return run, ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, "not_leased")
+        return run, ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, FenceReason.NOT_LEASED)
     return run, None
 
 
@@ -133,18 +142,18 @@ def _complete_one(state: State, item: Completion) -> ev.AnyEvent:
     lease = item.lease
     run, fenced = _current_lease(state, lease)
     if fenced is not None:
-        if run is not None and fenced.reason == "not_leased" and run.attempts and run.attempts[-1].outcome == item.outcome:
+        if run is not None and fenced.reason == FenceReason.NOT_LEASED and run.attempts and run.attempts[-1].outcome == item.outcome:
             return ev.CompletionRepeated(lease.job_id, lease.scheduled_us, lease.fencing_token)
-        if fenced.reason == "stale_token":
+        if fenced.reason == FenceReason.STALE_TOKEN:
             message = f"worker {item.worker_id} reported with stale token {lease.fencing_token}; outcome discarded"
-            raise_alert(state, "fenced", lease.job_id, lease.scheduled_us, message)
+            raise_alert(state, AlertKind.FENCED, lease.job_id, lease.scheduled_us, message)
         return fenced
     assert run is not None  # _current_lease fences every lease whose run is gone
-    if item.outcome not in (OUTCOME_SUCCESS, OUTCOME_FAILURE, OUTCOME_RETRY_LATER):
-        return ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, "bad_outcome")
+    if item.outcome not in _COMPLETION_KINDS:
+        return ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, FenceReason.BAD_OUTCOME)
     _finish_attempt(state, run, item.outcome, item.error, item.exit_code)
     run.output_tail = item.output_tail
-    if item.outcome == OUTCOME_SUCCESS:
+    if item.outcome == CompletionKind.SUCCESS:
         state.set_status(run, SUCCEEDED)
         run.finished_us = state.now_us
         run.reason = ""
@@ -168,13 +177,13 @@ def _expire_one(state: State, expiry: Expiry) -> ev.AnyEvent:
     if fenced is not None:
         return fenced
     assert run is not None  # _current_lease fences every lease whose run is gone
-    due_us = run.deadline_us if expiry.reason == DEADLINE_PASSED else run.lease_expires_us
-    if expiry.reason not in (LEASE_EXPIRED, DEADLINE_PASSED) or due_us > state.now_us:
+    due_us = run.deadline_us if expiry.reason == ExpiryReason.TIMED_OUT else run.lease_expires_us
+    if expiry.reason not in _EXPIRY_REASONS or due_us > state.now_us:
         # Judged in replicated time, not the proposer's: a leader with a fast clock cannot end live leases.
         return ev.LeaseStillLive(lease.job_id, lease.scheduled_us, lease.fencing_token)
-    _finish_attempt(state, run, expiry.reason, "lease expired: heartbeats stopped" if expiry.reason == LEASE_EXPIRED
+    _finish_attempt(state, run, expiry.reason, "lease expired: heartbeats stopped" if expiry.reason == ExpiryReason.LEASE_EXPIRED
                     else "maximum runtime exceeded")
-    final_status = TIMED_OUT if expiry.reason == DEADLINE_PASSED else FAILED
+    final_status = TIMED_OUT if expiry.reason == ExpiryReason.TIMED_OUT else FAILED
     job = state.jobs.get(run.job_id)
     return retry_or_end(state, run, job, final_status, run.error, 0, expiry.jitter_ppm)
 

@@ -10,6 +10,7 @@ from scheduler.core.results import Result, rejected
 from scheduler.core.retention import adopt_job, forget_job, horizon_us
 from scheduler.core.sharing import share_body, share_instant
 from scheduler.core.state import State
+from scheduler.core.vocabulary import RejectionCode
 
 # How far a proposer's view of replicated time may be from the applying replica's when it
 # (re)starts a schedule: a follower lags by milliseconds; a wall clock by anything.
@@ -40,24 +41,24 @@ def _check_apply(state: State, cmd: ApplyJobs, index: int) -> Result | None:
     for upsert in cmd.upserts:
         job_id = upsert.spec.id
         if not job_id or job_id in seen:
-            return rejected(index, "invalid", f"job id {job_id!r} is empty or repeated")
+            return rejected(index, RejectionCode.INVALID, f"job id {job_id!r} is empty or repeated")
         seen.add(job_id)
         current = state.jobs.get(job_id)
         current_version = current.version if current else 0
         if upsert.expected_version != current_version:
             return rejected(
                 index,
-                "version_conflict",
+                RejectionCode.VERSION_CONFLICT,
                 f"job {job_id!r} is at version {current_version}, not {upsert.expected_version}",
                 retryable=True,
             )
         if upsert.next_due_us < 0:
-            return rejected(index, "invalid", f"job {job_id!r}: negative next due instant")
+            return rejected(index, RejectionCode.INVALID, f"job {job_id!r}: negative next due instant")
     for job_id in cmd.removals:
         if job_id in seen:
-            return rejected(index, "invalid", f"job {job_id!r} is both applied and removed")
+            return rejected(index, RejectionCode.INVALID, f"job {job_id!r} is both applied and removed")
         if job_id not in state.jobs:
-            return rejected(index, "not_found", f"job {job_id!r} does not exist")
+            return rejected(index, RejectionCode.NOT_FOUND, f"job {job_id!r} does not exist")
         seen.add(job_id)
     return _check_resources(state, cmd, index)
 
@@ -66,7 +67,7 @@ def _check_resources(state: State, cmd: ApplyJobs, index: int) -> Result | None:
     """After the apply, every job's `uses` must name a declared resource."""
     declared = (set(state.resources) | {r.name for r in cmd.resources}) - set(cmd.resource_removals)
     if any(r.max_concurrent < 0 or r.max_starts_per_s < 0 or not r.name for r in cmd.resources):
-        return rejected(index, "invalid", "resource limits must not be negative, names not empty")
+        return rejected(index, RejectionCode.INVALID, "resource limits must not be negative, names not empty")
     # Every job in state uses only declared resources (each apply checked it), so when none is
     # removed only the upserted specs can fail. The full pass below is O(jobs) per apply, and
     # it alone picks which failing job a rejection names, so every replica names the same one.
@@ -77,7 +78,7 @@ def _check_resources(state: State, cmd: ApplyJobs, index: int) -> Result | None:
     for job_id, spec in {**remaining, **upserted}.items():
         missing = sorted(set(spec.uses) - declared)
         if missing:
-            return rejected(index, "invalid", f"job {job_id!r} uses undeclared resources {missing}")
+            return rejected(index, RejectionCode.INVALID, f"job {job_id!r} uses undeclared resources {missing}")
     return None
 
 
@@ -131,10 +132,10 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
         if not state.now_us - MAX_PLAN_SKEW_US <= cmd.issued_at_us <= state.now_us:
             # Planned from a clock ahead of replicated time (its next due would skip the slots in
             # between) or far behind it (slots owed from long ago): refused, to be re-planned.
-            return rejected(index, "stale_plan", f"planned at {cmd.issued_at_us}, replicated time is {state.now_us}", True)
+            return rejected(index, RejectionCode.STALE_PLAN, f"planned at {cmd.issued_at_us}, replicated time is {state.now_us}", True)
         if upsert.next_due_us and upsert.next_due_us <= cursor_us:
             return rejected(
-                index, "stale_plan", f"job {upsert.spec.id!r}: next due is not after the cursor", True
+                index, RejectionCode.STALE_PLAN, f"job {upsert.spec.id!r}: next due is not after the cursor", True
             )
     change = Change(cmd.author, state.now_us)  # one for every job of this apply
     events: list[ev.AnyEvent] = [_upsert(state, cmd, upsert, change) for upsert in cmd.upserts]
@@ -154,7 +155,7 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
 def set_job_paused(state: State, cmd: SetJobPaused, index: int) -> Result:
     job = state.jobs.get(cmd.job_id)
     if job is None:
-        return rejected(index, "not_found", f"job {cmd.job_id!r} does not exist")
+        return rejected(index, RejectionCode.NOT_FOUND, f"job {cmd.job_id!r} does not exist")
     job.pause = Pause(cmd.author, cmd.reason) if cmd.paused else None
     event = ev.JobPaused if cmd.paused else ev.JobResumed
     return Result(index=index, events=(event(cmd.job_id, job.version),))

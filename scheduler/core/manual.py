@@ -9,6 +9,7 @@ from scheduler.core.model import MISSED, QUEUED, SKIPPED, Run
 from scheduler.core.results import Result, rejected
 from scheduler.core.retention import horizon_us, prune_history
 from scheduler.core.state import State
+from scheduler.core.vocabulary import OutOfPlan, Overlap, RejectionCode, RunKind
 
 MAX_BACKFILL_SLOTS = 10_000
 
@@ -16,14 +17,14 @@ MAX_BACKFILL_SLOTS = 10_000
 def trigger_run(state: State, cmd: TriggerRun, index: int) -> Result:
     job = state.jobs.get(cmd.job_id)
     if job is None:
-        return rejected(index, "not_found", f"job {cmd.job_id!r} does not exist")
+        return rejected(index, RejectionCode.NOT_FOUND, f"job {cmd.job_id!r} does not exist")
     kill = state.kill_of(job.body.job_class)
     if kill is not None:
-        return rejected(index, "class_killed", f"class {job.body.job_class!r} is killed: {kill.reason}")
+        return rejected(index, RejectionCode.CLASS_KILLED, f"class {job.body.job_class!r} is killed: {kill.reason}")
     if state.live_runs.get(cmd.job_id):
-        if job.body.overlap == "forbid":
-            return rejected(index, "overlap_forbid", f"job {cmd.job_id!r} has a live run and overlap is forbid")
-        if job.body.overlap == "replace":
+        if job.body.overlap == Overlap.FORBID:
+            return rejected(index, RejectionCode.OVERLAP_FORBID, f"job {cmd.job_id!r} has a live run and overlap is forbid")
+        if job.body.overlap == Overlap.REPLACE:
             cancel_live_runs(state, cmd.job_id, f"replaced by a manual run from {cmd.author}")
     # Replicated time: a follower's clock must not decide when it is due; never a pruned key.
     instant_us = max(state.now_us, horizon_us(state, cmd.job_id) + 1)
@@ -34,7 +35,7 @@ def trigger_run(state: State, cmd: TriggerRun, index: int) -> Result:
             job_id=cmd.job_id,
             scheduled_us=instant_us,
             status=QUEUED,
-            kind="manual",
+            kind=RunKind.MANUAL,
             reason=f"triggered by {cmd.author}",
             effective_us=instant_us,
             claimed_us=state.now_us,
@@ -49,10 +50,10 @@ def trigger_run(state: State, cmd: TriggerRun, index: int) -> Result:
 def _backfill_one(state: State, cmd: BackfillRuns, slot_us: int, due_us: int, index: int) -> ev.AnyEvent:
     job = state.jobs[cmd.job_id]
     if slot_us > job.cursor_us:
-        return ev.ClaimOutOfPlan(cmd.job_id, slot_us, "not_yet_due")
+        return ev.ClaimOutOfPlan(cmd.job_id, slot_us, OutOfPlan.BACKFILL_NOT_DUE)
     if slot_us <= horizon_us(state, cmd.job_id):
         # Pruned from history: whether it ran can no longer be told, so it is not fired again.
-        return ev.ClaimOutOfPlan(cmd.job_id, slot_us, "history_pruned")
+        return ev.ClaimOutOfPlan(cmd.job_id, slot_us, OutOfPlan.HISTORY_PRUNED)
     run = state.get_run(cmd.job_id, slot_us)
     if run is not None and run.status not in (SKIPPED, MISSED):
         return ev.RunAlreadyClaimed(cmd.job_id, slot_us)
@@ -60,7 +61,7 @@ def _backfill_one(state: State, cmd: BackfillRuns, slot_us: int, due_us: int, in
         run = Run(job_id=cmd.job_id, scheduled_us=slot_us, status=MISSED)
         state.add_run(run)
     state.set_status(run, QUEUED)
-    run.kind = "backfill"
+    run.kind = RunKind.BACKFILL
     run.reason = f"backfilled by {cmd.author}"
     run.effective_us = slot_us if due_us == slot_us else due_us  # one int object, not two equal ones
     run.claimed_us = state.now_us
@@ -71,9 +72,9 @@ def _backfill_one(state: State, cmd: BackfillRuns, slot_us: int, due_us: int, in
 
 def backfill_runs(state: State, cmd: BackfillRuns, index: int) -> Result:
     if cmd.job_id not in state.jobs:
-        return rejected(index, "not_found", f"job {cmd.job_id!r} does not exist")
+        return rejected(index, RejectionCode.NOT_FOUND, f"job {cmd.job_id!r} does not exist")
     if len(cmd.slots) > MAX_BACKFILL_SLOTS or list(cmd.slots) != sorted(set(cmd.slots)) or cmd.interval_us < 0:
-        return rejected(index, "invalid", f"slots must be unique, ascending, at most {MAX_BACKFILL_SLOTS}")
+        return rejected(index, RejectionCode.INVALID, f"slots must be unique, ascending, at most {MAX_BACKFILL_SLOTS}")
     events = []
     due_us = state.now_us
     for slot_us in cmd.slots:

@@ -13,6 +13,7 @@ from scheduler.core import results as ev
 from scheduler.core.commands import AddMember, Member, RemoveMember
 from scheduler.core.results import Result, rejected
 from scheduler.core.state import State
+from scheduler.core.vocabulary import RejectionCode
 
 
 def _conflict(members: dict[str, Member], candidate: Member) -> str | None:
@@ -51,21 +52,21 @@ def _seeded(state: State, known: tuple[Member, ...]) -> dict[str, Member] | str:
 def add_member(state: State, cmd: AddMember, index: int) -> Result:
     problem = _malformed(cmd.member)
     if problem:
-        return rejected(index, "invalid", problem)
+        return rejected(index, RejectionCode.INVALID, problem)
     table = _seeded(state, cmd.known_members)
     if isinstance(table, str):
-        return rejected(index, "invalid", table)
+        return rejected(index, RejectionCode.INVALID, table)
     current = table.get(cmd.member.node_id)
     if current is not None and current != cmd.member:
         return rejected(
             index,
-            "member_exists",
+            RejectionCode.MEMBER_EXISTS,
             f"{current.node_id} is already a member at {current.raft_address}/{current.grpc_address}; "
             "remove it first to give it new addresses",
         )
     problem = _conflict(table, cmd.member)
     if problem:
-        return rejected(index, "member_exists", problem)
+        return rejected(index, RejectionCode.MEMBER_EXISTS, problem)
     table[cmd.member.node_id] = cmd.member
     state.members = table
     if current is not None:
@@ -77,11 +78,11 @@ def add_member(state: State, cmd: AddMember, index: int) -> Result:
 def remove_member(state: State, cmd: RemoveMember, index: int) -> Result:
     table = _seeded(state, cmd.known_members)
     if isinstance(table, str):
-        return rejected(index, "invalid", table)
+        return rejected(index, RejectionCode.INVALID, table)
     if cmd.node_id not in table:
-        return rejected(index, "not_found", f"{cmd.node_id!r} is not a member")
+        return rejected(index, RejectionCode.NOT_FOUND, f"{cmd.node_id!r} is not a member")
     if len(table) == 1:
-        return rejected(index, "invalid", f"{cmd.node_id} is the last member; a cluster cannot be emptied")
+        return rejected(index, RejectionCode.INVALID, f"{cmd.node_id} is the last member; a cluster cannot be emptied")
     del table[cmd.node_id]
     state.members = table
     return Result(index=index, events=(ev.MemberRemoved(cmd.node_id),))

@@ -12,27 +12,29 @@ from __future__ import annotations
 
 import msgspec
 
+from scheduler.core.vocabulary import Misfire, Overlap, RunKind, RunStatus
+
 SECOND_US = 1_000_000
 DEFAULT_TIMEOUT_US = 3600 * SECOND_US
 
-# Run statuses. A run is born `queued` (or directly in a final accounting state
-# such as `skipped`/`missed` when its slot was accounted for without firing).
-QUEUED = "queued"
-LEASED = "leased"
-SUCCEEDED = "succeeded"
-FAILED = "failed"
-TIMED_OUT = "timed_out"
-SKIPPED = "skipped"
-MISSED = "missed"
-CANCELLED = "cancelled"
+# The run statuses as module names: the apply loop reads them for every run, and on Python 3.11
+# an enum attribute costs over ten times a module global.
+QUEUED = RunStatus.QUEUED
+LEASED = RunStatus.LEASED
+SUCCEEDED = RunStatus.SUCCEEDED
+FAILED = RunStatus.FAILED
+TIMED_OUT = RunStatus.TIMED_OUT
+SKIPPED = RunStatus.SKIPPED
+MISSED = RunStatus.MISSED
+CANCELLED = RunStatus.CANCELLED
 
-RUN_STATUSES = (QUEUED, LEASED, SUCCEEDED, FAILED, TIMED_OUT, SKIPPED, MISSED, CANCELLED)
+RUN_STATUSES = tuple(RunStatus)
 FINAL_STATUSES = frozenset({SUCCEEDED, FAILED, TIMED_OUT, SKIPPED, MISSED, CANCELLED})
 # Statuses a slot may be accounted with when it is claimed.
 CLAIM_STATUSES = frozenset({QUEUED, SKIPPED, MISSED})
 LIVE_STATUSES = frozenset({QUEUED, LEASED})
 
-RUN_KINDS = ("scheduled", "manual", "backfill")
+RUN_KINDS = tuple(RunKind)
 
 
 class RetryPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
@@ -45,7 +47,7 @@ class RetryPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=Fa
 
 
 class MisfirePolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
-    policy: str = "fire_late"  # fire_late | skip | catch_up
+    policy: str = Misfire.FIRE_LATE
     grace_us: int = 600 * SECOND_US
     max_catch_up: int = 10
 
@@ -82,7 +84,7 @@ class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
 
     id: str
     schedule: str
-    target_kind: str  # handler | shell
+    target_kind: str  # a TargetKind
     target: str
     timezone: str = "UTC"
     owner: str = ""
@@ -92,10 +94,10 @@ class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
     priority: int = 0
     payload_json: str = ""
     misfire: MisfirePolicy = MisfirePolicy()
-    dst_gap: str = ""  # "" = policy default
-    dst_repeat: str = ""
+    dst_gap: str = ""  # a DstGap, or "" for the schedule's default
+    dst_repeat: str = ""  # a DstRepeat, or ""
     jitter: str = "auto"
-    overlap: str = "allow"
+    overlap: str = Overlap.ALLOW
     paused: bool = False
     # Named resources this job's runs use; a run is leased only while all have room.
     uses: tuple[str, ...] = ()
@@ -108,7 +110,7 @@ class Attempt(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     fencing_token: int = 0
     started_us: int = 0
     finished_us: int = 0
-    outcome: str = ""
+    outcome: str = ""  # a CompletionKind or an ExpiryReason; "" while it runs
     error: str = ""
     exit_code: int = 0
 
@@ -118,8 +120,8 @@ class Run(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
     job_id: str
     scheduled_us: int
-    status: str
-    kind: str = "scheduled"
+    status: str  # a RunStatus
+    kind: str = RunKind.SCHEDULED
     reason: str = ""
     effective_us: int = 0
     claimed_us: int = 0
@@ -255,7 +257,7 @@ class KillSwitch(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=Fal
 class KillRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """The audit trail of kill switches: who, when, why."""
 
-    action: str  # kill | revive
+    action: str  # a KillAction
     job_class: str
     author: str
     at_us: int
@@ -265,7 +267,7 @@ class KillRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=Fal
 
 class Alert(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     id: str  # kind:job@instant, also the delivery dedup key
-    kind: str
+    kind: str  # an AlertKind
     job_id: str
     owner: str
     job_class: str

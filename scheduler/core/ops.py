@@ -9,6 +9,7 @@ from scheduler.core.model import CANCELLED, LEASED, KillRecord, KillSwitch
 from scheduler.core.results import Result, rejected
 from scheduler.core.retry import end_run
 from scheduler.core.state import State
+from scheduler.core.vocabulary import AlertKind, KillAction, RejectionCode
 
 KILL_LOG_RETAINED = 1_000
 
@@ -20,13 +21,13 @@ def _audit(state: State, record: KillRecord) -> None:
 
 def kill_class(state: State, cmd: KillClass, index: int) -> Result:
     if not cmd.job_class or not cmd.reason:
-        return rejected(index, "invalid", "a kill needs a class and a reason")
+        return rejected(index, RejectionCode.INVALID, "a kill needs a class and a reason")
     if cmd.until_us and cmd.until_us <= state.now_us:
-        return rejected(index, "invalid", "the kill would already have ended (until is in the past)")
+        return rejected(index, RejectionCode.INVALID, "the kill would already have ended (until is in the past)")
     state.kills[cmd.job_class] = KillSwitch(
         cmd.job_class, cmd.reason, cmd.author, state.now_us, cmd.until_us, cmd.cancel_running
     )
-    _audit(state, KillRecord("kill", cmd.job_class, cmd.author, state.now_us, cmd.reason, cmd.until_us))
+    _audit(state, KillRecord(KillAction.KILL, cmd.job_class, cmd.author, state.now_us, cmd.reason, cmd.until_us))
     why = f"class {cmd.job_class} killed by {cmd.author}: {cmd.reason}"
     events: list[ev.AnyEvent] = []
     for job_id, job in sorted(state.jobs.items()):
@@ -35,14 +36,14 @@ def kill_class(state: State, cmd: KillClass, index: int) -> Result:
         # Queued runs never start; running ones are fenced only when asked to.
         doomed = [r for r in state.live(job_id) if cmd.cancel_running or r.status != LEASED]
         events.extend(end_run(state, run, CANCELLED, why) for run in doomed)
-        raise_alert(state, "killed", job_id, state.now_us, why)
+        raise_alert(state, AlertKind.KILLED, job_id, state.now_us, why)
     return Result(index=index, events=tuple(events))
 
 
 def revive_class(state: State, cmd: ReviveClass, index: int) -> Result:
     if state.kills.pop(cmd.job_class, None) is None:
-        return rejected(index, "not_found", f"class {cmd.job_class!r} is not killed")
-    _audit(state, KillRecord("revive", cmd.job_class, cmd.author, state.now_us))
+        return rejected(index, RejectionCode.NOT_FOUND, f"class {cmd.job_class!r} is not killed")
+    _audit(state, KillRecord(KillAction.REVIVE, cmd.job_class, cmd.author, state.now_us))
     return Result(index=index)
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import msgspec
 
+from scheduler.core.vocabulary import RejectionCode
+
 
 class Rejection(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
-    code: str
+    code: str  # a RejectionCode
     message: str
     # Whether the caller may retry the same command after refreshing its view.
     retryable: bool = False
@@ -59,7 +61,7 @@ class JobResumed(Event, frozen=True):
 class RunClaimed(Event, frozen=True):
     job_id: str
     scheduled_us: int
-    status: str
+    status: str  # a RunStatus
     claim_index: int
 
 
@@ -81,7 +83,7 @@ class ClaimOutOfPlan(Event, frozen=True):
 
     job_id: str
     scheduled_us: int
-    reason: str
+    reason: str  # an OutOfPlan
 
 
 class LeaseGranted(Event, frozen=True):
@@ -96,7 +98,7 @@ class LeaseGranted(Event, frozen=True):
 class LeaseNotGranted(Event, frozen=True):
     job_id: str
     scheduled_us: int
-    reason: str
+    reason: str  # a LeaseRefusal
 
 
 class LeaseExtended(Event, frozen=True):
@@ -112,7 +114,7 @@ class LeaseFenced(Event, frozen=True):
     job_id: str
     scheduled_us: int
     fencing_token: int
-    reason: str  # not_found | cancelled | stale_token | not_leased
+    reason: str  # a FenceReason
 
 
 class LeaseStillLive(Event, frozen=True):
@@ -142,7 +144,7 @@ class RunEnded(Event, frozen=True):
 
     job_id: str
     scheduled_us: int
-    status: str
+    status: str  # a RunStatus
     reason: str
 
 
@@ -213,5 +215,5 @@ class Result(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
         return self.rejection is None
 
 
-def rejected(index: int, code: str, message: str, retryable: bool = False) -> Result:
+def rejected(index: int, code: RejectionCode, message: str, retryable: bool = False) -> Result:
     return Result(index=index, rejection=Rejection(code=code, message=message, retryable=retryable))

@@ -9,8 +9,11 @@ from scheduler.core.alerts import raise_alert
 from scheduler.core.model import FAILED, QUEUED, TIMED_OUT, Job, RetryPolicy, Run
 from scheduler.core.sharing import share_last
 from scheduler.core.state import State
+from scheduler.core.vocabulary import AlertKind
 
 _NO_RETRY = RetryPolicy(max_attempts=1)
+# Final statuses an owner is alerted to, and the alert each raises.
+_END_ALERTS: dict[str, AlertKind] = {FAILED: AlertKind.FAILED, TIMED_OUT: AlertKind.TIMED_OUT}
 MAX_MULTIPLIER = 1000.0
 
 
@@ -40,8 +43,9 @@ def end_run(state: State, run: Run, status: str, reason: str) -> ev.AnyEvent:
     job = state.jobs.get(run.job_id)
     if job is not None and job.last.scheduled_us == run.scheduled_us:
         job.last = share_last(status, run.scheduled_us)
-    if status in (FAILED, TIMED_OUT):
-        raise_alert(state, status, run.job_id, run.scheduled_us, reason)
+    alert = _END_ALERTS.get(status)
+    if alert is not None:
+        raise_alert(state, alert, run.job_id, run.scheduled_us, reason)
     return ev.RunEnded(run.job_id, run.scheduled_us, status, reason)
 
 

@@ -19,7 +19,7 @@ _SHARED_FIELDS = (
     "schedule", "target_kind", "target", "timezone", "owner", "job_class", "dst_gap", "dst_repeat", "jitter",
     "overlap", "retry", "misfire", "history", "uses", "timeout_us",
 )  # fmt: skip
-_STATUSES = {status: status for status in RUN_STATUSES}
+_STATUSES: dict[str, str] = {status: status for status in RUN_STATUSES}
 
 _tables: dict[str, dict[object, object]] = {name: {} for name in _SHARED_FIELDS}
 MAX_SHARED_RECENT = 65_536

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from scheduler.core import model
 from scheduler.core.model import SECOND_US
+from scheduler.core.vocabulary import RunKind
 from scheduler.planning import format_us
 from scheduler.planning.jobs import schedule_for
 
@@ -77,7 +78,7 @@ class Slot:
     fate: str
     label: str
     detail: str
-    kind: str = "scheduled"  # scheduled | manual | backfill | "" (a schedule fire with no run)
+    kind: str = RunKind.SCHEDULED  # a RunKind, or "" for a schedule fire with no run
     has_run: bool = True
 
 

@@ -7,12 +7,15 @@ from collections import Counter
 from html import escape
 from urllib.parse import quote, urlencode
 
+from scheduler.core.vocabulary import CompletionKind, Misfire, RunKind, RunStatus
 from scheduler.dashboard import data, fates
 from scheduler.dashboard.svg import FATE_COLOURS, legend_html, run_href, timeline_svg
 from scheduler.planning import format_us
 from scheduler.planning.timeconv import format_offset
 
 NAV = (("/", "Cluster"), ("/jobs", "Jobs"), ("/herd", "Herd"), ("/alerts", "Alerts"), ("/kills", "Kill switches"))
+# Badge classes of attempt outcomes; any other (retry later, an expiry, none yet) is drawn as queued.
+_OUTCOME_BADGES = {CompletionKind.SUCCESS: "succeeded", CompletionKind.FAILURE: "failed"}
 # Timeline windows offered on a job page, ending at replicated now (plus a little to show what is next).
 WINDOWS = (("5m", 300), ("1h", 3600), ("6h", 6 * 3600), ("24h", 86400), ("7d", 7 * 86400))
 
@@ -276,7 +279,7 @@ def _spec_facts(spec, detail: data.JobDetail | None = None, details: bool = True
         (
             "misfire",
             f"{escape(spec.misfire.policy)}, grace {fates.human_duration_us(spec.misfire.grace_us)}"
-            + (f", catch up at most {spec.misfire.max_catch_up}" if spec.misfire.policy == "catch_up" else ""),
+            + (f", catch up at most {spec.misfire.max_catch_up}" if spec.misfire.policy == Misfire.CATCH_UP else ""),
         ),
         ("DST", f"gap {escape(spec.dst_gap or 'default')}, repeat {escape(spec.dst_repeat or 'default')}"),
         ("jitter", escape(spec.jitter) + (f" (this job: +{fates.human_duration_us(detail.spread_us)})" if detail else "")),
@@ -331,7 +334,7 @@ def _slot_rows(job_id: str, slots: list[fates.Slot], now_us: int, limit: int = 3
             ),
             f'<span class="swatch" style="background:{FATE_COLOURS[slot.fate]}"></span>'
             f'<span class="fate" data-fate="{slot.fate}">{escape(fates.FATE_NAMES[slot.fate])}</span>'
-            + (f' <span class="muted">({escape(slot.kind)})</span>' if slot.kind not in ("scheduled", "") else ""),
+            + (f' <span class="muted">({escape(slot.kind)})</span>' if slot.kind not in (RunKind.SCHEDULED, "") else ""),
             escape(slot.detail),
         ]
         for slot in reversed(slots[-limit:])
@@ -419,7 +422,7 @@ def run_page(detail: data.RunDetail, node_id: str = "", details: bool = True) ->
             ("worker", escape(run.worker_id) or '<span class="muted">—</span>'),
             ("exit code", f'<span class="exit-code">{run.exit_code}</span>'),
             ("error", escape(run.error) or '<span class="muted">—</span>'),
-            ("lease expires", when(run.lease_expires_us, now_us) if run.status == "leased" else "—"),
+            ("lease expires", when(run.lease_expires_us, now_us) if run.status == RunStatus.LEASED else "—"),
             ("deadline", when(run.deadline_us, now_us)),
         ]
     )
@@ -433,7 +436,7 @@ def run_page(detail: data.RunDetail, node_id: str = "", details: bool = True) ->
                 when(a.started_us, now_us),
                 when(a.finished_us),
                 fates.human_duration_us(a.finished_us - a.started_us) if a.finished_us and a.started_us else "—",
-                badge_html(a.outcome or "running", {"success": "succeeded", "failure": "failed"}.get(a.outcome, "queued")),
+                badge_html(a.outcome or "running", _OUTCOME_BADGES.get(a.outcome, "queued")),
                 str(a.exit_code),
                 escape(a.error),
             ]

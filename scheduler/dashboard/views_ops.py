@@ -7,10 +7,14 @@ from urllib.parse import urlencode
 
 from scheduler.core.alerts import KINDS as ALERT_KINDS
 from scheduler.core.model import Alert
+from scheduler.core.vocabulary import AlertKind, KillAction
 from scheduler.dashboard import data
 from scheduler.dashboard.svg import SERIES_COLOURS, forecast_svg, run_href
 from scheduler.dashboard.views import badge_html, job_href, layout, pager_html, table_html, when
 from scheduler.planning import format_us
+
+# Alert kinds drawn with the `bad` badge.
+_BAD_ALERTS = frozenset({AlertKind.FAILED, AlertKind.TIMED_OUT, AlertKind.MISSED, AlertKind.FENCED})
 
 
 def herd_page(result, computed_at_us: int, hours: float, jobs: int, node_id: str = "") -> str:
@@ -65,7 +69,7 @@ def _alert_cells(a: Alert, has_run: bool, now_us: int) -> list[str]:
     slot = escape(format_us(a.scheduled_us))
     return [
         when(a.created_us, now_us),
-        badge_html(a.kind, "bad" if a.kind in ("failed", "timed_out", "missed", "fenced") else ""),
+        badge_html(a.kind, "bad" if a.kind in _BAD_ALERTS else ""),
         f'<a href="{job_href(a.job_id)}">{escape(a.job_id)}</a>',
         escape(a.owner) or '<span class="muted">—</span>',
         escape(a.job_class),
@@ -97,7 +101,7 @@ def kills_page(page: data.KillsPage, node_id: str = "") -> str:
         [
             [
                 when(r.at_us, page.now_us),
-                badge_html(r.action, "killed" if r.action == "kill" else "succeeded"),
+                badge_html(r.action, "killed" if r.action == KillAction.KILL else "succeeded"),
                 escape(r.job_class),
                 escape(r.author),
                 escape(r.reason),

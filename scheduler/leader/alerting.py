@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from scheduler.core.commands import MarkAlertsDelivered
 from scheduler.core.model import SECOND_US, Alert
+from scheduler.core.vocabulary import RejectionCode
 from scheduler.leader.lifecycle import LeaderTerm
 from scheduler.planning import format_us
 from scheduler.replication import RaftLog, ReplicationError
@@ -108,7 +109,7 @@ class AlertDispatcher:
         except ReplicationError as exc:
             log.warning("could not mark %d alerts delivered (they will be sent again): %r", len(ids), exc)
             return True
-        if not result.accepted and result.rejection.code == "stale_epoch":
+        if not result.accepted and result.rejection.code == RejectionCode.STALE_EPOCH:
             self._term.depose(result.rejection.message)
             return False
         return True

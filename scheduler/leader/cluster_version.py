@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterable
 
 from scheduler.core.commands import SetClusterVersion
+from scheduler.core.vocabulary import RejectionCode
 from scheduler.leader.lifecycle import LeaderTerm
 from scheduler.replication import RaftLog, ReplicationError
 
@@ -58,7 +59,7 @@ class ClusterVersionLoop:
             return
         if result.accepted:
             log.info("cluster version %d -> %d: every voter reads log format %d", current, target, target)
-        elif result.rejection.code == "stale_epoch":
+        elif result.rejection.code == RejectionCode.STALE_EPOCH:
             self._term.depose("a newer epoch fenced SetClusterVersion")
         else:
             log.warning("cluster version not raised to %d: %s", target, result.rejection.message)

@@ -30,13 +30,16 @@ from scheduler.core.commands import (
 )
 from scheduler.core.model import QUEUED, SECOND_US, JobSpec, Run
 from scheduler.core.state import State
+from scheduler.core.vocabulary import LeaseRefusal, RejectionCode, TargetKind
 from scheduler.leader.budget import admit, room
 from scheduler.leader.lifecycle import LeaderTerm
 from scheduler.replication import RaftLog, ReplicationError
 
-SHELL_TARGET = "shell"
+SHELL_TARGET = TargetKind.SHELL
 PRIORITY_STEP_US = 60 * SECOND_US
 OVERLAP_RECHECK_US = SECOND_US // 2
+# Refusals that only delay a run (`resource_busy:NAME` by its part before the colon).
+_WAITING = frozenset({LeaseRefusal.BACKING_OFF, LeaseRefusal.OVERLAP_QUEUE, LeaseRefusal.RESOURCE_BUSY, LeaseRefusal.RESOURCE_RATE})
 # Commands whose events can make a run leasable.
 _QUEUEING_COMMANDS = (ClaimRuns, CompleteRuns, ExpireLeases, TriggerRun, BackfillRuns)
 # Commands that can end a lease or change a budget: runs held for room are looked at again.
@@ -364,7 +367,7 @@ class Dispatcher:
             self._requeue(picked)  # outcome unknown: the core rejects a grant of a run already leased
             raise
         if not result.accepted:
-            if result.rejection.code == "stale_epoch":
+            if result.rejection.code == RejectionCode.STALE_EPOCH:
                 self._term.depose(result.rejection.message)
                 raise NotLeading(result.rejection.message)
             raise RuntimeError(f"grant rejected: {result.rejection.message}")
@@ -375,7 +378,7 @@ class Dispatcher:
                 if isinstance(event, ev.LeaseGranted):
                     run = state.get_run(ref.job_id, ref.scheduled_us)
                     granted.append(Granted(run=_copy(run), spec=state.jobs[ref.job_id].spec, event=event))
-                elif event.reason in ("backing_off", "overlap_queue") or event.reason.startswith("resource_"):
+                elif event.reason.partition(":")[0] in _WAITING:
                     waiting.append(ref)  # backpressure: delayed, never dropped
         # A run waiting for its job's previous run is looked at again a little later, not in a spin.
         self._requeue(waiting, now_us + OVERLAP_RECHECK_US)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from scheduler.core.commands import SlotClaim
 from scheduler.core.model import MISSED, QUEUED, SECOND_US, SKIPPED, Job
+from scheduler.core.vocabulary import Misfire
 from scheduler.planning import Schedule, format_us
 from scheduler.planning.jobs import schedule_for, spread_offset_us
 
@@ -29,9 +30,9 @@ def slot_outcome(job: Job, schedule: Schedule, scheduled_us: int, now_us: int) -
     if lateness_us <= misfire.grace_us:
         return QUEUED, ""
     late = f"found {_seconds(lateness_us)} late, beyond the {_seconds(misfire.grace_us)} grace"
-    if misfire.policy == "skip":
+    if misfire.policy == Misfire.SKIP:
         return SKIPPED, f"{late}; policy skip"
-    if misfire.policy == "catch_up":
+    if misfire.policy == Misfire.CATCH_UP:
         later_late = schedule.fires_between(scheduled_us, now_us - misfire.grace_us - 1, misfire.max_catch_up)
         if len(later_late) < misfire.max_catch_up:
             return QUEUED, ""

@@ -10,8 +10,8 @@ import logging
 import random
 
 from scheduler.core.commands import AdvanceTime, ExpireLeases, Expiry, LeaseRef
-from scheduler.core.execution import DEADLINE_PASSED, LEASE_EXPIRED
 from scheduler.core.model import SECOND_US
+from scheduler.core.vocabulary import ExpiryReason, RejectionCode
 from scheduler.leader.lifecycle import LeaderTerm
 from scheduler.replication import RaftLog, ReplicationError
 
@@ -30,9 +30,9 @@ def overdue(state, now_us: int) -> tuple[list[Expiry], int]:
     for run in state.leased():  # leased runs only: the queued backlog may be far larger
         lease = LeaseRef(run.job_id, run.scheduled_us, run.fencing_token)
         if run.deadline_us <= now_us:
-            expiries.append(Expiry(lease, DEADLINE_PASSED, random.randrange(1_000_000)))
+            expiries.append(Expiry(lease, ExpiryReason.TIMED_OUT, random.randrange(1_000_000)))
         elif run.lease_expires_us <= now_us:
-            expiries.append(Expiry(lease, LEASE_EXPIRED, random.randrange(1_000_000)))
+            expiries.append(Expiry(lease, ExpiryReason.LEASE_EXPIRED, random.randrange(1_000_000)))
         else:
             next_due_us = min(next_due_us, run.deadline_us, run.lease_expires_us)
     return expiries, next_due_us
@@ -82,7 +82,7 @@ class Reaper:
         except ReplicationError as exc:
             log.warning("expiry batch not confirmed: %r", exc)
             return True
-        if not result.accepted and result.rejection.code == "stale_epoch":
+        if not result.accepted and result.rejection.code == RejectionCode.STALE_EPOCH:
             self._term.depose(result.rejection.message)
             return False
         return True

@@ -16,6 +16,7 @@ import msgspec
 from scheduler.core.commands import ApplyJobs, ClaimRuns, SetJobPaused, SlotClaim
 from scheduler.core.model import SECOND_US
 from scheduler.core.results import ClaimOutOfPlan
+from scheduler.core.vocabulary import OutOfPlan, RejectionCode
 from scheduler.leader.due_index import DueIndex
 from scheduler.leader.lifecycle import LeaderTerm
 from scheduler.leader.planner import plan_due_slots
@@ -170,11 +171,11 @@ class TriggerLoop:
                 self._term.stopping.wait(0.05)
                 continue
             if not result.accepted:
-                if result.rejection.code == "stale_epoch":
+                if result.rejection.code == RejectionCode.STALE_EPOCH:
                     self._term.depose(result.rejection.message)
                     return
                 log.error("claim batch rejected: %s", result.rejection.message)
-            not_due += sum(isinstance(e, ClaimOutOfPlan) and e.reason == "not_due_yet" for e in result.events)
+            not_due += sum(isinstance(e, ClaimOutOfPlan) and e.reason == OutOfPlan.NOT_DUE_YET for e in result.events)
         if not_due:
             # The core judged these slots early (its time is behind this clock): look again shortly, not at once.
             log.warning("%d claims not due yet in replicated time; retrying shortly", not_due)

@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 from scheduler.core import results as ev
 from scheduler.core.commands import CompleteRuns, ExpireLeases, ExtendLeases
 from scheduler.core.model import QUEUED, RUN_STATUSES, SECOND_US
+from scheduler.core.vocabulary import RunKind, RunStatus
 from scheduler.membership import members_view
 from scheduler.observability.tally import RunTally
 from scheduler.replication.journal import SYNC_BUCKETS_S
@@ -121,7 +122,7 @@ class ApplyObserver:
             elif kind is ev.LeaseFenced:
                 self.fenced[(_FENCED_OPS.get(type(command), "other"), event.reason)] += 1
             elif kind is ev.RunSucceeded:
-                self.outcomes["succeeded"] += 1
+                self.outcomes[RunStatus.SUCCEEDED] += 1
             elif kind is ev.RunEnded:
                 self.outcomes[event.status] += 1
             elif kind is ev.RunRetryScheduled:
@@ -143,7 +144,7 @@ class ApplyObserver:
         counted; manual and backfill runs are left out (their slot is not a schedule's).
         """
         run = state.get_run(event.job_id, event.scheduled_us)
-        if run is not None and run.kind == "scheduled":
+        if run is not None and run.kind == RunKind.SCHEDULED:
             self.lateness.observe(max(0, run.claimed_us - run.scheduled_us) / SECOND_US)
 
 

@@ -29,6 +29,8 @@ from itertools import islice
 from typing import Iterator, NamedTuple
 from zoneinfo import ZoneInfo
 
+from scheduler.core.vocabulary import DstGap, DstRepeat
+
 from .cron_fields import CronFields, parse_cron
 from .errors import ScheduleError
 from .timeconv import US_PER_SECOND, from_us
@@ -43,13 +45,8 @@ from .wall_clock import (
 )
 from .zones import fixed_offset_seconds, gap_end_seconds, load_zone, offset_seconds, slot_offsets
 
-GAP_RUN_AT_END = "run_at_end"
-GAP_SKIP = "skip"
-REPEAT_FIRST = "first"
-REPEAT_SECOND = "second"
-REPEAT_BOTH = "both"
-GAP_POLICIES = (GAP_RUN_AT_END, GAP_SKIP)
-REPEAT_POLICIES = (REPEAT_FIRST, REPEAT_SECOND, REPEAT_BOTH)
+GAP_POLICIES = tuple(DstGap)
+REPEAT_POLICIES = tuple(DstRepeat)
 
 ADJUSTMENT_NONE = ""
 ADJUSTMENT_GAP_SHIFTED = "dst_gap_shifted"
@@ -125,16 +122,16 @@ class Schedule:
         if self.fixed_offset_s is not None:
             dst_text = "no DST in this zone"
         else:
-            gap_text = {
-                GAP_RUN_AT_END: "a slot in a skipped hour fires when the gap ends",
-                GAP_SKIP: "a slot in a skipped hour is skipped",
-            }[self.dst_gap]
-            repeat_text = {
-                REPEAT_FIRST: "a slot in a repeated hour fires at its first occurrence",
-                REPEAT_SECOND: "a slot in a repeated hour fires at its second occurrence",
-                REPEAT_BOTH: "a slot in a repeated hour fires at both occurrences",
-            }[self.dst_repeat]
-            dst_text = f"{gap_text}; {repeat_text}"
+            gap_texts: dict[str, str] = {
+                DstGap.RUN_AT_END: "a slot in a skipped hour fires when the gap ends",
+                DstGap.SKIP: "a slot in a skipped hour is skipped",
+            }
+            repeat_texts: dict[str, str] = {
+                DstRepeat.FIRST: "a slot in a repeated hour fires at its first occurrence",
+                DstRepeat.SECOND: "a slot in a repeated hour fires at its second occurrence",
+                DstRepeat.BOTH: "a slot in a repeated hour fires at both occurrences",
+            }
+            dst_text = f"{gap_texts[self.dst_gap]}; {repeat_texts[self.dst_repeat]}"
         kind = "fixed-time" if self.is_fixed_time else "wildcard"
         return f"cron '{self.expr}' in {self.timezone}, {kind} ({dst_text})"
 
@@ -211,9 +208,9 @@ class Schedule:
                     (slot_wall_s - second_offset_s) * US_PER_SECOND,
                     nominal, ADJUSTMENT_REPEAT_SECOND, second_offset_s,
                 )
-                if repeat_policy == REPEAT_FIRST:
+                if repeat_policy == DstRepeat.FIRST:
                     fires = [first]
-                elif repeat_policy == REPEAT_SECOND:
+                elif repeat_policy == DstRepeat.SECOND:
                     fires = [second]
                 else:
                     fires = [first, second]
@@ -225,7 +222,7 @@ class Schedule:
                 )
                 primary_us = gap_end_s * US_PER_SECOND
                 fires = []
-                if gap_policy == GAP_RUN_AT_END:
+                if gap_policy == DstGap.RUN_AT_END:
                     fires = [Fire(primary_us, nominal, ADJUSTMENT_GAP_SHIFTED, second_offset_s)]
                 # Every later slot before the wall time at the gap's end is in the same gap and
                 # would collapse onto the same instant (or be skipped): jump over them.
@@ -272,9 +269,9 @@ def _compile(expr: str, timezone: str, dst_gap: str | None, dst_repeat: str | No
             f"month and day-of-week fields",
         )
     if fields.is_fixed_time:
-        gap_default, repeat_default = GAP_RUN_AT_END, REPEAT_FIRST
+        gap_default, repeat_default = DstGap.RUN_AT_END, DstRepeat.FIRST
     else:
-        gap_default, repeat_default = GAP_SKIP, REPEAT_BOTH
+        gap_default, repeat_default = DstGap.SKIP, DstRepeat.BOTH
     return Schedule(
         expr=expr.strip(),
         timezone=timezone,

@@ -22,6 +22,7 @@ from scheduler.core import Command, Result, State, apply, decode_command, decode
 from scheduler.core.codec import CodecError, NewerLogFormat, encode_snapshot
 from scheduler.core.log_format import LOG_FORMAT, required_log_format
 from scheduler.core.results import rejected
+from scheduler.core.vocabulary import RejectionCode
 from scheduler.replication.digest import CHILD_NICENESS, digest_at
 from scheduler.replication.errors import (
     EntryTooLarge,
@@ -180,7 +181,7 @@ def apply_encoded(state: State, data: bytes, index: int, max_log_format: int = L
         return command, apply(state, command, index)
     except Exception:  # a raise here would wedge every replica on this entry
         log.critical("core raised on entry %d; recorded as a rejection", index, exc_info=True)
-        return command, rejected(index, "internal_error", "the core failed on this command")
+        return command, rejected(index, RejectionCode.INTERNAL_ERROR, "the core failed on this command")
 
 
 class _CoreConsumer(SyncObjConsumer):

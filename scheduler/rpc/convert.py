@@ -6,22 +6,38 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from scheduler.core import model
+from scheduler.core.vocabulary import CompletionKind, LeaseOutcome, Overlap, RunStatus, TargetKind
 from scheduler.planning import format_us, parse_iso_to_us
 from worker.api.v1 import common_pb2 as pb
+from worker.api.v1 import worker_pb2 as wpb
 
-_OVERLAP_TO_PB = {"allow": pb.ALLOW, "forbid": pb.FORBID, "queue": pb.QUEUE, "replace": pb.REPLACE}
-_OVERLAP_FROM_PB = {v: k for k, v in _OVERLAP_TO_PB.items()}
+# Each vocabulary with a proto enum, both ways (tests/unit/core/test_vocabulary.py: every member).
+OVERLAP_TO_PB = {Overlap.ALLOW: pb.ALLOW, Overlap.FORBID: pb.FORBID, Overlap.QUEUE: pb.QUEUE, Overlap.REPLACE: pb.REPLACE}
+OVERLAP_FROM_PB = {v: k for k, v in OVERLAP_TO_PB.items()}
 STATUS_TO_PB = {
-    model.QUEUED: pb.QUEUED,
-    model.LEASED: pb.LEASED,
-    model.SUCCEEDED: pb.SUCCEEDED,
-    model.FAILED: pb.FAILED,
-    model.TIMED_OUT: pb.TIMED_OUT,
-    model.SKIPPED: pb.SKIPPED,
-    model.MISSED: pb.MISSED,
-    model.CANCELLED: pb.CANCELLED,
+    RunStatus.QUEUED: pb.QUEUED,
+    RunStatus.LEASED: pb.LEASED,
+    RunStatus.SUCCEEDED: pb.SUCCEEDED,
+    RunStatus.FAILED: pb.FAILED,
+    RunStatus.TIMED_OUT: pb.TIMED_OUT,
+    RunStatus.SKIPPED: pb.SKIPPED,
+    RunStatus.MISSED: pb.MISSED,
+    RunStatus.CANCELLED: pb.CANCELLED,
 }
 STATUS_FROM_PB = {v: k for k, v in STATUS_TO_PB.items()}
+COMPLETION_TO_PB = {
+    CompletionKind.SUCCESS: wpb.SUCCESS,
+    CompletionKind.FAILURE: wpb.FAILURE,
+    CompletionKind.RETRY_LATER: wpb.RETRY_LATER,
+}
+COMPLETION_FROM_PB = {v: k for k, v in COMPLETION_TO_PB.items()}
+LEASE_OUTCOME_TO_PB = {
+    LeaseOutcome.OK: wpb.OK,
+    LeaseOutcome.FENCED: wpb.FENCED,
+    LeaseOutcome.NOT_FOUND: wpb.NOT_FOUND,
+    LeaseOutcome.RUN_CANCELLED: wpb.RUN_CANCELLED,
+}
+LEASE_OUTCOME_FROM_PB = {v: k for k, v in LEASE_OUTCOME_TO_PB.items()}
 
 
 def printable_run_key(job_id: str, scheduled_us: int) -> str:
@@ -71,7 +87,7 @@ def spec_from_pb(spec: pb.JobSpec) -> model.JobSpec:
         grace_us=duration_us(spec.misfire, "grace", misfire_defaults.grace_us),
         max_catch_up=spec.misfire.max_catch_up if spec.HasField("misfire") else misfire_defaults.max_catch_up,
     )
-    kind = spec.target.WhichOneof("kind") or "handler"
+    kind = spec.target.WhichOneof("kind") or TargetKind.HANDLER
     return model.JobSpec(
         id=spec.id,
         schedule=spec.schedule,
@@ -88,7 +104,7 @@ def spec_from_pb(spec: pb.JobSpec) -> model.JobSpec:
         dst_gap=spec.dst.gap,
         dst_repeat=spec.dst.repeat,
         jitter=spec.jitter or "auto",
-        overlap=_OVERLAP_FROM_PB.get(spec.overlap, "allow"),
+        overlap=OVERLAP_FROM_PB.get(spec.overlap, Overlap.ALLOW),
         paused=spec.paused,
         uses=tuple(spec.uses),
         history=history_from_pb(spec.history),
@@ -144,7 +160,7 @@ def spec_to_pb(spec: model.JobSpec) -> pb.JobSpec:
             within=duration(spec.retry.within_us) if spec.retry.within_us else None,
         ),
         priority=spec.priority,
-        overlap=_OVERLAP_TO_PB.get(spec.overlap, pb.OVERLAP_UNSPECIFIED),
+        overlap=OVERLAP_TO_PB.get(spec.overlap, pb.OVERLAP_UNSPECIFIED),
         uses=list(spec.uses),
         history=history_to_pb(spec.history),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 
 from scheduler.core.results import Rejection
+from scheduler.core.vocabulary import RejectionCode
 from scheduler.replication import (
     EntryTooLarge,
     LogFormatNotEnabled,
@@ -17,17 +18,25 @@ from scheduler.replication import (
 )
 from worker.api.v1.metadata import OUTCOME_UNKNOWN
 
-REJECTION_CODES: dict[str, grpc.StatusCode] = {
-    "invalid": grpc.StatusCode.INVALID_ARGUMENT,
-    "not_found": grpc.StatusCode.NOT_FOUND,
-    "version_conflict": grpc.StatusCode.ABORTED,
-    "stale_plan": grpc.StatusCode.ABORTED,
-    "stale_epoch": grpc.StatusCode.FAILED_PRECONDITION,
-    "overlap_forbid": grpc.StatusCode.FAILED_PRECONDITION,
-    "class_killed": grpc.StatusCode.FAILED_PRECONDITION,
-    "stale_term": grpc.StatusCode.FAILED_PRECONDITION,
-    "internal_error": grpc.StatusCode.INTERNAL,
-    "bad_command": grpc.StatusCode.INTERNAL,
+# Total over RejectionCode, with no fallback (tests/unit/core/test_vocabulary.py checks it): every
+# code reaches callers under a status someone chose for it.
+REJECTION_CODES: dict[RejectionCode, grpc.StatusCode] = {
+    RejectionCode.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
+    RejectionCode.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    RejectionCode.VERSION_CONFLICT: grpc.StatusCode.ABORTED,
+    RejectionCode.STALE_PLAN: grpc.StatusCode.ABORTED,
+    RejectionCode.STALE_EPOCH: grpc.StatusCode.FAILED_PRECONDITION,
+    RejectionCode.STALE_TERM: grpc.StatusCode.FAILED_PRECONDITION,
+    RejectionCode.OVERLAP_FORBID: grpc.StatusCode.FAILED_PRECONDITION,
+    RejectionCode.CLASS_KILLED: grpc.StatusCode.FAILED_PRECONDITION,
+    # The statuses the five below had from a fallback, before the table was total.
+    RejectionCode.MEMBER_EXISTS: grpc.StatusCode.FAILED_PRECONDITION,
+    RejectionCode.STALE_CLUSTER_VERSION: grpc.StatusCode.FAILED_PRECONDITION,
+    RejectionCode.UNSUPPORTED_CLUSTER_VERSION: grpc.StatusCode.FAILED_PRECONDITION,
+    RejectionCode.INDEX_NOT_INCREASING: grpc.StatusCode.FAILED_PRECONDITION,
+    RejectionCode.UNKNOWN_COMMAND: grpc.StatusCode.FAILED_PRECONDITION,
+    RejectionCode.INTERNAL_ERROR: grpc.StatusCode.INTERNAL,
+    RejectionCode.BAD_COMMAND: grpc.StatusCode.INTERNAL,
 }
 
 # Most specific first: ReplicationTimeout is an OutcomeUnknown.
@@ -55,7 +64,7 @@ def submit_or_abort(raftlog, command, timeout_s: float, context: grpc.ServicerCo
 
 
 def abort_rejected(context: grpc.ServicerContext, rejection: Rejection) -> None:
-    code = REJECTION_CODES.get(rejection.code, grpc.StatusCode.FAILED_PRECONDITION)
+    code = REJECTION_CODES[rejection.code]
     context.abort(code, f"{rejection.code}: {rejection.message}")
 
 

@@ -25,6 +25,7 @@ from itertools import accumulate
 import grpc
 from google.protobuf.message import Message
 
+from scheduler.core.vocabulary import TargetKind
 from scheduler.rpc.convert import parse_run_key
 from scheduler.rpc.limits import DEFAULT_LIMITS, MAX_INSTANT_S, RpcLimits
 from scheduler.security.safetext import stored_text
@@ -216,9 +217,9 @@ def _spec(found: _Found, spec: pb.JobSpec, at: str) -> None:
     found.text(f"{at}.dst.repeat", spec.dst.repeat, limits.max_policy_chars)
     found.enum(f"{at}.overlap", spec.overlap, pb.OverlapPolicy)
     kind = spec.target.WhichOneof("kind")
-    if kind == "shell":
+    if kind == TargetKind.SHELL:
         found.blob(f"{at}.target.shell", spec.target.shell, limits.max_shell_bytes)
-    elif kind == "handler":
+    elif kind == TargetKind.HANDLER:
         found.text(f"{at}.target.handler", spec.target.handler, limits.max_id_chars)
     if found.count(f"{at}.uses", spec.uses, limits.max_uses_per_job):
         for position, name in enumerate(spec.uses):

@@ -10,12 +10,21 @@ import grpc
 
 from scheduler.core import results as ev
 from scheduler.core.commands import CompleteRuns, Completion, ExtendLeases, LeaseRef, ReadBarrier
-from scheduler.core.execution import OUTCOME_FAILURE, OUTCOME_RETRY_LATER, OUTCOME_SUCCESS
 from scheduler.core.model import SECOND_US
+from scheduler.core.vocabulary import FenceReason, LeaseOutcome
 from scheduler.leader.dispatch import Dispatcher, Granted, NotLeading, target_key
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.replication.coalescer import Coalescer, RejectedBatch, Submission
-from scheduler.rpc.convert import duration, duration_us, printable_run_key, target_to_pb, timestamp, timestamp_us
+from scheduler.rpc.convert import (
+    COMPLETION_FROM_PB,
+    LEASE_OUTCOME_TO_PB,
+    duration,
+    duration_us,
+    printable_run_key,
+    target_to_pb,
+    timestamp,
+    timestamp_us,
+)
 from scheduler.rpc.errors import abort_replication
 from scheduler.rpc.forwarding import LeaderForwarder, forward_timeout_s
 from scheduler.security.interceptor import current_principal, require
@@ -25,8 +34,12 @@ from worker.api.v1 import worker_pb2_grpc
 
 MAX_RUNS_PER_LEASE = 1000
 MAX_LEASES_PER_HEARTBEAT = 10_000
-_KINDS = {wpb.SUCCESS: OUTCOME_SUCCESS, wpb.FAILURE: OUTCOME_FAILURE, wpb.RETRY_LATER: OUTCOME_RETRY_LATER}
-_FENCE_OUTCOMES = {"not_found": wpb.NOT_FOUND, "cancelled": wpb.RUN_CANCELLED}
+# A fence reason not named here answers FENCED.
+_FENCE_OUTCOMES = {
+    FenceReason.NOT_FOUND: LEASE_OUTCOME_TO_PB[LeaseOutcome.NOT_FOUND],
+    FenceReason.CANCELLED: LEASE_OUTCOME_TO_PB[LeaseOutcome.RUN_CANCELLED],
+}
+_FENCED = LEASE_OUTCOME_TO_PB[LeaseOutcome.FENCED]
 _LEASE = wpb.DESCRIPTOR.services_by_name["WorkerService"].methods_by_name["Lease"]
 
 
@@ -35,7 +48,7 @@ def _lease_ref(ref: wpb.LeaseRef) -> LeaseRef:
 
 
 def _fenced_outcome(event) -> int:
-    return _FENCE_OUTCOMES.get(event.reason, wpb.FENCED)
+    return _FENCE_OUTCOMES.get(event.reason, _FENCED)
 
 
 def _grant_to_pb(granted: Granted) -> wpb.LeaseGrant:
@@ -193,7 +206,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         return wpb.HeartbeatResponse(results=results)
 
     def Complete(self, request: wpb.CompleteRequest, context):
-        if request.kind not in _KINDS:
+        if request.kind not in COMPLETION_FROM_PB:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "kind must be SUCCESS, FAILURE or RETRY_LATER")
         if refused := self._refused([request.lease], context):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, refused[0][1])
@@ -202,7 +215,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
 
     def CompleteMany(self, request: wpb.CompleteManyRequest, context):
         """Every completion goes to the coalescer at once: usually one entry for the whole call."""
-        if any(item.kind not in _KINDS for item in request.completions):
+        if any(item.kind not in COMPLETION_FROM_PB for item in request.completions):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "every kind must be SUCCESS, FAILURE or RETRY_LATER")
         refused = self._refused((item.lease for item in request.completions), context)
         if refused and len(refused) == len(request.completions):
@@ -232,7 +245,7 @@ def _completion(request: wpb.CompleteRequest) -> Completion:
     return Completion(
         lease=_lease_ref(request.lease),
         worker_id=lease_holder(current_principal(), request.worker_id),
-        outcome=_KINDS[request.kind],
+        outcome=COMPLETION_FROM_PB[request.kind],
         exit_code=request.exit_code,
         error=request.error[:4096],
         output_tail=request.output_tail[-4096:],

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 
+from scheduler.core.vocabulary import TargetKind
 from scheduler.security.principals import (
     ADMIN,
     HOLDER_SEPARATOR,
@@ -135,7 +136,7 @@ LEGACY_SUBMITTER_TARGETS = (HANDLER_PREFIX + "*",)
 def canonical_target(kind: str, target: str, owner: str) -> str:
     """The name a submitter's `targets` patterns match: `handler:NAME`, or `shell:OWNER` for a
     shell command (the command text is no authority: `pg_dump *` would match `pg_dump x; rm -rf /`)."""
-    return SHELL_PREFIX + owner if kind == "shell" else HANDLER_PREFIX + target
+    return SHELL_PREFIX + owner if kind == TargetKind.SHELL else HANDLER_PREFIX + target
 
 
 def target_denial(principal: Principal, job_id: str, owner: str, kind: str, target: str) -> str | None:
@@ -152,7 +153,7 @@ def target_denial(principal: Principal, job_id: str, owner: str, kind: str, targ
     return (
         f"{principal.name} may not use target {name!r} for job {job_id!r}: its targets are "
         f"{list(principal.targets or LEGACY_SUBMITTER_TARGETS)}"
-        + ("; a shell target needs a pattern starting with 'shell:'" if kind == "shell" else "")
+        + ("; a shell target needs a pattern starting with 'shell:'" if kind == TargetKind.SHELL else "")
     )
 
 

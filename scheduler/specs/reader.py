@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import yaml
 
 from scheduler.core.model import HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
+from scheduler.core.vocabulary import TargetKind
 from scheduler.planning.durations import DurationError, format_duration_us, parse_duration_us, type_name
 from scheduler.specs.payload import _canonical, _PayloadProblem
 from scheduler.specs.problems import SpecError, SpecProblem, _short, _suggestion
@@ -297,7 +298,7 @@ def _read_job(entry: object, position: int) -> tuple[str, JobSpec | None, list[t
         args["uses"] = tuple(uses) if isinstance(uses, list) else uses
     if "history" in fields:
         args["history"] = _read_history(reader, fields["history"])
-    args.setdefault("target_kind", "handler")
+    args.setdefault("target_kind", TargetKind.HANDLER)
     args.setdefault("target", "")
     spec = JobSpec(**args)  # type: ignore[arg-type]  # values are checked by validate_spec
     found = reader.problems + [p for p in _spec_problems(spec) if not reader.suppressed(p[0])]
@@ -307,7 +308,7 @@ def _read_job(entry: object, position: int) -> tuple[str, JobSpec | None, list[t
 
 def _read_target(reader: _Reader, target: object) -> dict[str, object]:
     if isinstance(target, str):
-        return {"target_kind": "handler", "target": target}
+        return {"target_kind": TargetKind.HANDLER, "target": target}
     if isinstance(target, dict):
         known = reader.mapping(target, "target", TARGET_KINDS)
         if len(known) == 1:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from scheduler.core.model import JobSpec, MisfirePolicy, RetryPolicy
+from scheduler.core.vocabulary import TargetKind
 from scheduler.planning.durations import format_duration_us
 from scheduler.specs.rules import (
     _DEFAULT,
@@ -17,19 +18,25 @@ from scheduler.specs.rules import (
 )
 
 
+def _plain(value: str) -> str:
+    """A vocabulary member as its plain string: a document is plain data, and YAML's safe dumper
+    refuses a str subclass."""
+    return str(value)
+
+
 def spec_to_document(spec: JobSpec, full: bool = False) -> dict[str, object]:
     """The job mapping that parses back to `spec`: non-default fields only, or all with `full`."""
     document: dict[str, object] = {"id": spec.id, "schedule": spec.schedule}
 
     def put(key: str, value: object, default: object) -> None:
         if full or value != default:
-            document[key] = value
+            document[key] = _plain(value) if isinstance(value, str) else value
 
     put("timezone", spec.timezone, _DEFAULT.timezone)
-    if spec.target_kind == "handler":
+    if spec.target_kind == TargetKind.HANDLER:
         document["target"] = spec.target
     else:
-        document["target"] = {spec.target_kind: spec.target}
+        document["target"] = {_plain(spec.target_kind): spec.target}
     put("owner", spec.owner, _DEFAULT.owner)
     put("class", spec.job_class, _DEFAULT.job_class)
     put("timeout", format_duration_us(spec.timeout_us), format_duration_us(_DEFAULT.timeout_us))
@@ -42,7 +49,7 @@ def spec_to_document(spec: JobSpec, full: bool = False) -> dict[str, object]:
     misfire = _misfire_document(spec.misfire, full)
     if misfire:
         document["misfire"] = misfire
-    dst = {"gap": spec.dst_gap, "repeat": spec.dst_repeat}
+    dst = {"gap": _plain(spec.dst_gap), "repeat": _plain(spec.dst_repeat)}
     dst = {key: value for key, value in dst.items() if full or value}
     if dst:
         document["dst"] = dst
@@ -64,7 +71,7 @@ def spec_to_document(spec: JobSpec, full: bool = False) -> dict[str, object]:
 def _misfire_document(misfire: MisfirePolicy, full: bool) -> dict[str, object]:
     document: dict[str, object] = {}
     if full or misfire.policy != _DEFAULT_MISFIRE.policy:
-        document["policy"] = misfire.policy
+        document["policy"] = _plain(misfire.policy)
     if full or misfire.grace_us != _DEFAULT_MISFIRE.grace_us:
         document["grace"] = format_duration_us(misfire.grace_us)
     if full or misfire.max_catch_up != _DEFAULT_MISFIRE.max_catch_up:

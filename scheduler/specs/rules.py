@@ -10,6 +10,7 @@ import re
 import unicodedata
 
 from scheduler.core.model import HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
+from scheduler.core.vocabulary import DstGap, DstRepeat, Misfire, Overlap, TargetKind
 from scheduler.planning import ScheduleError, compile_schedule
 from scheduler.planning.durations import (
     DAY,
@@ -33,11 +34,11 @@ MAX_WITHIN_US = 365 * DAY
 MAX_GRACE_US = 7 * DAY
 MAX_JITTER_US = DAY
 
-TARGET_KINDS = ("handler", "shell")
-MISFIRE_POLICIES = ("fire_late", "skip", "catch_up")
-DST_GAP_RULES = ("run_at_end", "skip")
-DST_REPEAT_RULES = ("first", "second", "both")
-OVERLAP_RULES = ("allow", "forbid", "queue", "replace")
+TARGET_KINDS = tuple(TargetKind)
+MISFIRE_POLICIES = tuple(Misfire)
+DST_GAP_RULES = tuple(DstGap)
+DST_REPEAT_RULES = tuple(DstRepeat)
+OVERLAP_RULES = tuple(Overlap)
 
 # Run history retention (see scheduler/core/retention.py): YAML key -> HistoryPolicy field.
 _HISTORY_KEYS = {
@@ -51,7 +52,7 @@ MAX_USES = 16
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-")
 
-_DEFAULT = JobSpec(id="", schedule="", target_kind="handler", target="")
+_DEFAULT = JobSpec(id="", schedule="", target_kind=TargetKind.HANDLER, target="")
 _DEFAULT_RETRY = RetryPolicy()
 _DEFAULT_HISTORY = HistoryPolicy()
 _DEFAULT_MISFIRE = MisfirePolicy()
@@ -73,9 +74,9 @@ def _spec_problems(spec: JobSpec) -> list[tuple[str, str]]:
     check("id", _name_problem(spec.id))
     check("schedule", _string_problem(spec.schedule, allow_empty=False, max_chars=MAX_SCHEDULE_CHARS))
     check("timezone", _string_problem(spec.timezone, allow_empty=False, max_chars=MAX_TIMEZONE_CHARS))
-    if spec.target_kind == "handler":
+    if spec.target_kind == TargetKind.HANDLER:
         check("target", _name_problem(spec.target, what="handler name "))
-    elif spec.target_kind == "shell":
+    elif spec.target_kind == TargetKind.SHELL:
         check("target", _shell_problem(spec.target))
     else:
         check("target", f"kind must be one of {_choices(TARGET_KINDS, spec.target_kind)}")
