@@ -24,7 +24,7 @@ from concurrent.futures import Future
 import msgspec
 
 from scheduler.core import Result, State, apply
-from scheduler.core.clock import bounded_now_us
+from scheduler.core.clock import MAX_TIME_US, bounded_now_us
 from scheduler.core.codec import encode_snapshot
 from scheduler.core.commands import (
     EPOCH_COMMANDS,
@@ -140,9 +140,10 @@ def _restarted(state: State, command: Command) -> dict[str, int]:
 def apply_checking_time(state: State, command: Command, index: int) -> Result:
     """apply(), asserting the rules of replicated time on the way.
 
-    Time never decreases. Only an accepted ClaimLeadership (max(now, issued_at); the epoch
-    clock anchored there, nothing ignored) and an accepted command of the current epoch
-    (issued_at, clamped to the bound of the leader's monotonic clock) move it; every other
+    Time never decreases and never passes MAX_TIME_US. Only an accepted ClaimLeadership
+    (max(now, issued_at); the epoch clock anchored there, nothing ignored) and an accepted
+    command of the current epoch (issued_at, clamped to the bound of the leader's monotonic
+    clock) move it; every other
     command leaves the clock alone. A rejected command changes nothing but its log position
     (and the request memory, when a final rejection is remembered under its request id):
     not time, not the clock's anchor, not what was ignored, nothing else.
@@ -156,10 +157,11 @@ def apply_checking_time(state: State, command: Command, index: int) -> Result:
     before_us, anchor_now_us, anchor_mono_us, _ = before
     before_bytes = _all_but_position(state)
     requests = (dict(state.request_results), list(state.request_fifo))
-    bound_us = bounded_now_us(state, command.monotonic_us) if isinstance(command, EPOCH_COMMANDS) else 0
+    bound_us = min(bounded_now_us(state, command.monotonic_us), MAX_TIME_US) if isinstance(command, EPOCH_COMMANDS) else 0
     result = apply(state, command, index)
     name = type(command).__name__
     assert state.now_us >= before_us, f"{name} moved replicated time backwards"
+    assert state.now_us <= max(before_us, MAX_TIME_US), f"{name} moved replicated time past year 9999"
     if not result.accepted:
         assert clock_of(state) == before, f"{name} rejected ({result.rejection.code}) but changed the clock"
         remembered = msgspec.structs.replace(state, request_results=requests[0], request_fifo=requests[1])
@@ -167,7 +169,7 @@ def apply_checking_time(state: State, command: Command, index: int) -> Result:
             f"{name} rejected ({result.rejection.code}) but changed more than its log position"
         )
     elif isinstance(command, ClaimLeadership):
-        now_us = max(before_us, command.issued_at_us)
+        now_us = max(before_us, min(command.issued_at_us, MAX_TIME_US))
         assert clock_of(state) == (now_us, now_us, command.monotonic_us, 0), f"{name}: clock {clock_of(state)}"
     elif isinstance(command, EPOCH_COMMANDS):
         moved_us = max(before_us, min(command.issued_at_us, bound_us))

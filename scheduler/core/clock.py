@@ -14,11 +14,15 @@ from scheduler.core.state import State
 # NTP slews a clock by at most 500 ppm; allow twice that before calling it a jump.
 MAX_DRIFT_PPM = 1_000
 SLACK_US = 50_000
+# 9999-12-31T23:59:59.999999Z, the last instant a schedule can name. Any u64 decodes as a
+# command's time: a clock read past this is taken as this, so every instant derived from
+# replicated time (lease expiries, deadlines) still fits the snapshot's 64-bit integers.
+MAX_TIME_US = 253_402_300_799_999_999
 
 
 def open_epoch_clock(state: State, issued_at_us: int, monotonic_us: int) -> None:
     """A new leader's wall clock is accepted as is (never backwards) and anchors the epoch."""
-    state.now_us = max(state.now_us, issued_at_us)
+    state.now_us = max(state.now_us, min(issued_at_us, MAX_TIME_US))
     state.clock_anchor_now_us = state.now_us
     state.clock_anchor_mono_us = monotonic_us
     state.clock_ignored_us = 0
@@ -40,7 +44,7 @@ def bounded_now_us(state: State, monotonic_us: int) -> int:
 
 
 def advance_epoch_clock(state: State, issued_at_us: int, monotonic_us: int) -> None:
-    bound_us = bounded_now_us(state, monotonic_us)
+    bound_us = min(bounded_now_us(state, monotonic_us), MAX_TIME_US)
     accepted_us = min(issued_at_us, bound_us)
     state.now_us = max(state.now_us, accepted_us)
     if issued_at_us > bound_us:

@@ -34,6 +34,7 @@ from scheduler.core.vocabulary import (
 )
 
 _COMPLETION_KINDS = frozenset(CompletionKind)
+MAX_LEASE_TTL_US = 365 * 86_400 * SECOND_US
 _EXPIRY_REASONS = frozenset(ExpiryReason)
 
 
@@ -98,6 +99,8 @@ def _record_start(state: State, name: str) -> None:
 def grant_leases(state: State, cmd: GrantLeases, index: int) -> Result:
     if cmd.lease_ttl_us <= 0:
         return rejected(index, RejectionCode.INVALID, "lease TTL must be positive")
+    if cmd.lease_ttl_us > MAX_LEASE_TTL_US:  # an expiry must fit 64 bits past any replicated time
+        return rejected(index, RejectionCode.INVALID, "lease TTL must be at most a year")
     deadlines: dict[int, int] = {}
     return Result(index=index, events=tuple(_grant_one(state, ref, cmd, index, deadlines) for ref in cmd.grants))
 

@@ -1053,3 +1053,16 @@ def test_live_index_is_exact_and_replicas_agree_after_any_execution_sequence(dat
     # A replica restored from a snapshot has the same index, and goes on agreeing.
     restored = decode_snapshot(encode_snapshot(leader))
     assert restored.live_runs == leader.live_runs and state_digest(restored) == state_digest(leader)
+
+
+def test_a_leader_clock_past_year_9999_is_read_as_the_last_instant_a_snapshot_holds(core: Core) -> None:
+    # Found by test_apply_never_raises_for_a_decodable_command: every u64 decodes, and a new
+    # leader's clock near 2**64 us pushed live lease expiries past what a snapshot can encode.
+    from scheduler.core.clock import MAX_TIME_US
+    from scheduler.core.codec import decode_snapshot, encode_snapshot
+
+    grant_a(core, slot(1))
+    assert core.lead("n2", term=2, issued_at_us=2**64 - 1).accepted
+    assert core.state.now_us == MAX_TIME_US
+    restored = decode_snapshot(encode_snapshot(core.state))
+    assert restored.now_us == MAX_TIME_US and restored.get_run("a", slot(1)).lease_expires_us > MAX_TIME_US
