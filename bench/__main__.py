@@ -33,7 +33,11 @@ def run_all(argv: list[str]) -> int:
         except KeyboardInterrupt:
             statuses[name] = 130
             break
-        print(f"=== bench {name}: exit {statuses[name]} after {time.monotonic() - started:.0f}s ===", file=sys.stderr, flush=True)
+        print(
+            f"=== bench {name}: exit {statuses[name]} after {time.monotonic() - started:.0f}s ===",
+            file=sys.stderr,
+            flush=True,
+        )
     print("\nbench all: " + ", ".join(f"{k}={v}" for k, v in statuses.items()), file=sys.stderr)
     return 130 if 130 in statuses.values() else max(statuses.values(), default=0)
 

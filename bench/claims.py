@@ -181,7 +181,9 @@ def run_trigger(
         "raft_sync": raft_sync_mode(),
     }
     cluster = LocalCluster(
-        root / f"{variant}-{port_base}", nodes=3, port_base=port_base,
+        root / f"{variant}-{port_base}",
+        nodes=3,
+        port_base=port_base,
         overrides=with_raft_sync_mode({"claim_batch_size": batch_size}),
     )
     client = poll_client = None
@@ -402,8 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     raise_on_sigterm()
     root = Path(tempfile.mkdtemp(prefix="raftcron-bench-claims-"))
     ports = PortAllocator(args.port_base, step=10, limit=200)
-    report = new_report("claims", args.quick, jobs=n, reps=reps, cap_s=args.cap, raw={},
-                        trigger={v: [] for v in variants})
+    report = new_report(
+        "claims", args.quick, jobs=n, reps=reps, cap_s=args.cap, raw={}, trigger={v: [] for v in variants}
+    )
     interrupted = False
     try:
         log(f"claims: N={n:,}, {reps} repetition(s), data under {root}")

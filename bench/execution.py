@@ -62,8 +62,14 @@ COMMIT_COMMANDS = ("GrantLeases", "CompleteRuns")
 
 def specs(prefix: str, n: int, schedule: str, target: str, payload: str = "") -> list[JobSpec]:
     return [
-        JobSpec(id=f"{prefix}-{i:06d}", schedule=schedule, target_kind="handler", target=target, jitter="pinned",
-                payload_json=payload)
+        JobSpec(
+            id=f"{prefix}-{i:06d}",
+            schedule=schedule,
+            target_kind="handler",
+            target=target,
+            jitter="pinned",
+            payload_json=payload,
+        )
         for i in range(n)
     ]
 
@@ -85,8 +91,14 @@ def raw_unary(port: int, duration_s: float, reps: int) -> list[float]:
 
 # -- cycles ---------------------------------------------------------------------------------------
 def run_cycles(root: Path, port_base: int, n: int, reps: int, procs: int, concurrency: int, cap_s: float) -> dict:
-    out: dict = {"jobs": n, "workers": procs, "concurrency": concurrency, "reps": [], "problems": [],
-                 "load_before": load_average()}
+    out: dict = {
+        "jobs": n,
+        "workers": procs,
+        "concurrency": concurrency,
+        "reps": [],
+        "problems": [],
+        "load_before": load_average(),
+    }
     with bench_cluster(root, port_base, out=out, name="cycles", metrics=True) as cluster:
         client = cluster.client(timeout_s=60.0)
         fleet = WorkerFleet(cluster, root / f"cycles-workers-{port_base}")
@@ -201,12 +213,18 @@ def analyse_cycles(runs: list, n: int, T: float, completes: list[float]) -> dict
         "done_per_second": dict(sorted(per_sec.items())),
         "worker_completes": len(completes),
         "worker_peak_per_s": max(worker_sec.values()) if worker_sec else None,
-        "grant_to_done_ms": {"p50": percentile(cycle_ms, 50), "p99": percentile(cycle_ms, 99), "max": max(cycle_ms, default=None)},
+        "grant_to_done_ms": {
+            "p50": percentile(cycle_ms, 50),
+            "p99": percentile(cycle_ms, 99),
+            "max": max(cycle_ms, default=None),
+        },
     }
 
 
 # -- heartbeats -----------------------------------------------------------------------------------
-def _driver(cluster_addresses: list[str], worker_id: str, hold: int, start_at: float, duration_s: float, results) -> None:
+def _driver(
+    cluster_addresses: list[str], worker_id: str, hold: int, start_at: float, duration_s: float, results
+) -> None:
     """Lease `hold` runs of bench.hold, then heartbeat them back to back from `start_at` for `duration_s`."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
@@ -222,7 +240,9 @@ def _driver(cluster_addresses: list[str], worker_id: str, hold: int, start_at: f
     try:
         lease_until = time.time() + 60
         while len(refs) < hold and time.time() < lease_until:
-            request = wpb.LeaseRequest(worker_id=worker_id, targets=["bench.hold"], max_runs=min(1000, hold - len(refs)))
+            request = wpb.LeaseRequest(
+                worker_id=worker_id, targets=["bench.hold"], max_runs=min(1000, hold - len(refs))
+            )
             request.wait.FromSeconds(2)
             try:
                 response = client.lease(request, timeout_s=30)
@@ -230,8 +250,10 @@ def _driver(cluster_addresses: list[str], worker_id: str, hold: int, start_at: f
                 out["errors"] += 1
                 time.sleep(0.2)
                 continue
-            refs += [wpb.LeaseRef(job_id=g.job_id, scheduled_at=g.scheduled_at, fencing_token=g.fencing_token)
-                     for g in response.leases]
+            refs += [
+                wpb.LeaseRef(job_id=g.job_id, scheduled_at=g.scheduled_at, fencing_token=g.fencing_token)
+                for g in response.leases
+            ]
             if refs:
                 client.heartbeat(worker_id=worker_id, leases=refs, timeout_s=30)  # keep the first ones alive meanwhile
         out["leased"] = len(refs)
@@ -292,8 +314,14 @@ def _driver(cluster_addresses: list[str], worker_id: str, hold: int, start_at: f
 
 
 def run_heartbeats(root: Path, port_base: int, drivers: int, hold: int, duration_s: float, reps: int) -> dict:
-    out: dict = {"drivers": drivers, "hold_per_driver": hold, "duration_s": duration_s, "reps": [], "problems": [],
-                 "load_before": load_average()}
+    out: dict = {
+        "drivers": drivers,
+        "hold_per_driver": hold,
+        "duration_s": duration_s,
+        "reps": [],
+        "problems": [],
+        "load_before": load_average(),
+    }
     n = drivers * hold
     with bench_cluster(root, port_base, out=out, name="heartbeats") as cluster:
         client = cluster.client(timeout_s=60.0)
@@ -308,8 +336,14 @@ def run_heartbeats(root: Path, port_base: int, drivers: int, hold: int, duration
                 ctx = multiprocessing.get_context("spawn")
                 results = ctx.Queue()
                 start_at = time.time() + 8.0 + 0.002 * n
-                procs = [ctx.Process(target=_driver, args=(cluster.addresses, f"hb{rep}-{i}", hold, start_at, duration_s, results),
-                                     daemon=True) for i in range(drivers)]
+                procs = [
+                    ctx.Process(
+                        target=_driver,
+                        args=(cluster.addresses, f"hb{rep}-{i}", hold, start_at, duration_s, results),
+                        daemon=True,
+                    )
+                    for i in range(drivers)
+                ]
                 leader = cluster.leader() or out["leader_at_start"]
                 try:
                     for p in procs:
@@ -381,16 +415,24 @@ def summarize(report: dict) -> list[list]:
     def add(label, values, ratio=False):
         values = [v for v in values if v is not None]
         value = median(values)
-        rows.append([label, value, " ".join(fmt(v) for v in values), f"{value / raw:.1%}" if ratio and value and raw else ""])
+        rows.append(
+            [label, value, " ".join(fmt(v) for v in values), f"{value / raw:.1%}" if ratio and value and raw else ""]
+        )
 
     add(f"raw unary gRPC calls/s ({RAW_PROCS} procs x {RAW_THREADS} threads, before+after)", report["raw_unary_per_s"])
     cyc = report.get("cycles", {})
     reps = cyc.get("reps", [])
     if reps:
         w = f"{cyc['workers']} workers x {cyc['concurrency']}"
-        add(f"completed runs/s, lease->noop->complete ({w}, N={cyc['jobs']:,})", [r["cycles_per_s"] for r in reps], True)
+        add(
+            f"completed runs/s, lease->noop->complete ({w}, N={cyc['jobs']:,})", [r["cycles_per_s"] for r in reps], True
+        )
         add("  completes/s peak second (run records)", [r.get("done_per_s_peak") for r in reps], True)
-        add("  completes/s median full second (run records)", [r.get("done_per_s_median_full_seconds") for r in reps], True)
+        add(
+            "  completes/s median full second (run records)",
+            [r.get("done_per_s_median_full_seconds") for r in reps],
+            True,
+        )
         add("  Complete answered OK/s peak second (at workers)", [r.get("worker_peak_per_s") for r in reps], True)
         add("  s from T to first grant", [r.get("T_to_first_grant_s") for r in reps])
         add("  s from T to last claim pass start", [r.get("T_to_last_claim_s") for r in reps])
@@ -401,13 +443,18 @@ def summarize(report: dict) -> list[list]:
         add("  Lease call ms p50, at workers (calls that got runs)", [r.get("lease_call_ms_p50") for r in reps])
         add("  runs granted per Lease call", [r.get("grants_per_lease_call") for r in reps])
         for command in COMMIT_COMMANDS:
-            add(f"  leader propose -> apply ms p50 (bucket bound), {command}",
-                [r.get("commit_ms_p50_bucket", {}).get(command) for r in reps])
+            add(
+                f"  leader propose -> apply ms p50 (bucket bound), {command}",
+                [r.get("commit_ms_p50_bucket", {}).get(command) for r in reps],
+            )
     hb = report.get("heartbeats", {})
     reps = hb.get("reps", [])
     if reps:
-        add(f"heartbeat: leases kept alive/s ({hb['drivers']} drivers x {hb['hold_per_driver']:,} leases, back to back)",
-            [r["leases_per_s"] for r in reps], True)
+        add(
+            f"heartbeat: leases kept alive/s ({hb['drivers']} drivers x {hb['hold_per_driver']:,} leases, back to back)",
+            [r["leases_per_s"] for r in reps],
+            True,
+        )
         add("  Heartbeat calls/s", [r["heartbeat_calls"] / hb["duration_s"] for r in reps], True)
         add("  Heartbeat call ms p50", [r["heartbeat_rtt_ms"]["p50"] for r in reps])
         add("  Heartbeat call ms p99", [r["heartbeat_rtt_ms"]["p99"] for r in reps])
@@ -449,7 +496,9 @@ def main(argv: list[str] | None = None) -> int:
             with_metrics = ports.take(lambda base: local_cluster_ports(base) + [base + 200 + i for i in (1, 2, 3)])
             report["cycles"] = run_cycles(root, with_metrics, n, reps, args.workers, args.concurrency, args.cap)
         if "heartbeats" in phases:
-            report["heartbeats"] = run_heartbeats(root, ports.take(local_cluster_ports), drivers, hold, hb_s, 1 if quick else 2)
+            report["heartbeats"] = run_heartbeats(
+                root, ports.take(local_cluster_ports), drivers, hold, hb_s, 1 if quick else 2
+            )
         report["raw_unary_per_s"] += raw_unary(raw_port, raw_s, 1 if quick else 2)
     except KeyboardInterrupt:
         interrupted = True
@@ -460,8 +509,9 @@ def main(argv: list[str] | None = None) -> int:
     for part in ("cycles", "heartbeats"):
         report["problems"] += report.get(part, {}).get("problems", [])
     rows = summarize(report)
-    report["table"] = print_table(["figure", "median", "runs", "vs raw unary"], rows,
-                                  title="execution: 3 nodes + worker processes on loopback")
+    report["table"] = print_table(
+        ["figure", "median", "runs", "vs raw unary"], rows, title="execution: 3 nodes + worker processes on loopback"
+    )
     report["summary"] = {r[0]: r[1] for r in rows}
     return finish("execution", report, root, interrupted, args.keep)
 

@@ -71,8 +71,12 @@ def run(root: Path, port_base: int, jobs: int, kills: int, workers: int, concurr
         client = cluster.client(timeout_s=30.0)
         fleet = WorkerFleet(cluster, root / f"failover-workers-{port_base}")
         try:
-            specs = [JobSpec(id=f"fo-{i:04d}", schedule="* * * * * *", target_kind="handler", target="bench.noop",
-                             jitter="1s") for i in range(jobs)]
+            specs = [
+                JobSpec(
+                    id=f"fo-{i:04d}", schedule="* * * * * *", target_kind="handler", target="bench.noop", jitter="1s"
+                )
+                for i in range(jobs)
+            ]
             apply_specs(client, specs)
             fleet.start(workers, concurrency, "bench.noop", max_life_s=60 + kills * 30)
             fleet.wait_ready(60)
@@ -134,8 +138,10 @@ def kill_once(cluster, rep: int) -> dict:
     finally:
         for poller in pollers.values():
             poller.stop()
-    log(f"failover rep {rep}: killed {leader}; {result['new_leader']} raft leader after {fmt(result['s_to_raft_leader'])}s, "
-        f"ready after {fmt(result['s_to_ready'])}s; restarted node caught up in {fmt(result['s_restart_to_caught_up'])}s")
+    log(
+        f"failover rep {rep}: killed {leader}; {result['new_leader']} raft leader after {fmt(result['s_to_raft_leader'])}s, "
+        f"ready after {fmt(result['s_to_ready'])}s; restarted node caught up in {fmt(result['s_restart_to_caught_up'])}s"
+    )
     return result
 
 
@@ -151,10 +157,18 @@ def analyse(client, out: dict) -> None:
     lost = sum(max(0, expected - len(set(v))) for v in by_job.values()) + expected * (out["jobs"] - len(by_job))
     doubled = sum(len(v) - len(set(v)) for v in by_job.values())
     statuses = Counter(common_pb2.RunStatus.Name(r.status) for r in runs)
-    out.update(runs_checked=len(runs), slots_expected=expected * out["jobs"], slots_lost=lost, slots_doubled=doubled,
-               statuses=dict(statuses), multi_attempt_runs=sum(1 for r in runs if len(r.attempts) > 1))
+    out.update(
+        runs_checked=len(runs),
+        slots_expected=expected * out["jobs"],
+        slots_lost=lost,
+        slots_doubled=doubled,
+        statuses=dict(statuses),
+        multi_attempt_runs=sum(1 for r in runs if len(r.attempts) > 1),
+    )
     if lost or doubled:
-        out["problems"].append(f"failover: {lost} slots without a run, {doubled} doubled, in {since:%H:%M:%S}-{until:%H:%M:%S}Z")
+        out["problems"].append(
+            f"failover: {lost} slots without a run, {doubled} doubled, in {since:%H:%M:%S}-{until:%H:%M:%S}Z"
+        )
     grants = [(ts_s(a.started_at), a.fencing_token) for r in runs for a in r.attempts]
     claims = [(ts_s(r.claimed_at), r.claim_index) for r in runs]
     grant_times = [t for t, _ in grants]
@@ -176,8 +190,10 @@ def analyse(client, out: dict) -> None:
         gap, gap_at = longest_gap(grant_times, K - 5, K + 10)
         rep["longest_fire_gap_s"] = gap
         rep["gap_starts_s_after_K"] = gap_at - K if gap_at else None
-        log(f"failover rep {rep['rep']}: first claim {fmt(rep.get('s_to_first_claim'))}s, first lease "
-            f"{fmt(rep.get('s_to_first_lease'))}s, longest gap in firing {fmt(gap)}s")
+        log(
+            f"failover rep {rep['rep']}: first claim {fmt(rep.get('s_to_first_claim'))}s, first lease "
+            f"{fmt(rep.get('s_to_first_lease'))}s, longest gap in firing {fmt(gap)}s"
+        )
 
 
 def summarize(out: dict) -> list[list]:
@@ -222,13 +238,18 @@ def main(argv: list[str] | None = None) -> int:
         report["problems"].append(f"failover: {exc!r}")
         log(traceback.format_exc())
     rows = summarize(report.get("result", {}))
-    report["table"] = print_table(["figure", "median", "max", "runs"], rows,
-                                  title=f"failover: SIGKILL the leader x{kills}, {jobs} every-second jobs, 2 workers x 64")
+    report["table"] = print_table(
+        ["figure", "median", "max", "runs"],
+        rows,
+        title=f"failover: SIGKILL the leader x{kills}, {jobs} every-second jobs, 2 workers x 64",
+    )
     report["summary"] = {r[0]: {"median": r[1], "max": r[2]} for r in rows}
     res = report.get("result", {})
     if res:
-        print(f"slots checked {res.get('runs_checked')}: lost {res.get('slots_lost')}, doubled {res.get('slots_doubled')}, "
-              f"runs with more than one attempt {res.get('multi_attempt_runs')}")
+        print(
+            f"slots checked {res.get('runs_checked')}: lost {res.get('slots_lost')}, doubled {res.get('slots_doubled')}, "
+            f"runs with more than one attempt {res.get('multi_attempt_runs')}"
+        )
     return finish("failover", report, root, interrupted, args.keep)
 
 

@@ -58,8 +58,13 @@ from scheduler.core.model import JobSpec
 
 
 def stats_ms(values: list[float]) -> dict:
-    return {"p50": percentile(values, 50), "p99": percentile(values, 99), "max": max(values, default=None),
-            "min": min(values, default=None), "count": len(values)}
+    return {
+        "p50": percentile(values, 50),
+        "p99": percentile(values, 99),
+        "max": max(values, default=None),
+        "min": min(values, default=None),
+        "count": len(values),
+    }
 
 
 def lateness_of(runs: list, poller: StatusPoller) -> tuple[list[float], int]:
@@ -78,8 +83,16 @@ def lateness_of(runs: list, poller: StatusPoller) -> tuple[list[float], int]:
 # -- raftcron ---------------------------------------------------------------------------------------
 def run_steady(cluster, client, poller, window_s: float) -> dict:
     out: dict = {"jobs": 1000, "window_s": window_s, "problems": []}
-    specs = [JobSpec(id=f"steady-{i:04d}", schedule=f"{i % 60} * * * * *", target_kind="handler", target="bench.noop",
-                     jitter="pinned") for i in range(1000)]
+    specs = [
+        JobSpec(
+            id=f"steady-{i:04d}",
+            schedule=f"{i % 60} * * * * *",
+            target_kind="handler",
+            target="bench.noop",
+            jitter="pinned",
+        )
+        for i in range(1000)
+    ]
     apply_specs(client, specs)
     start = instant_ahead(3.0)
     end = start + timedelta(seconds=window_s)
@@ -93,17 +106,22 @@ def run_steady(cluster, client, poller, window_s: float) -> dict:
         out["problems"].append(f"steady: {len(runs)} runs in the window, expected {expected} (one per slot)")
     values, unmapped = lateness_of(runs, poller)
     out.update(runs=len(runs), expected=expected, unmapped=unmapped, lateness_ms=stats_ms(values))
-    log(f"steady: {len(runs)} slots: commit - scheduled p50/p99/max {fmt(out['lateness_ms']['p50'])}/"
-        f"{fmt(out['lateness_ms']['p99'])}/{fmt(out['lateness_ms']['max'])} ms")
+    log(
+        f"steady: {len(runs)} slots: commit - scheduled p50/p99/max {fmt(out['lateness_ms']['p50'])}/"
+        f"{fmt(out['lateness_ms']['p99'])}/{fmt(out['lateness_ms']['max'])} ms"
+    )
     return out
 
 
 def run_herd(cluster, client, poller, n: int, rep: int) -> dict:
     out: dict = {"jobs": n, "rep": rep, "problems": []}
     far = instant_ahead(180 * 86400)
+
     def specs(schedule: str) -> list[JobSpec]:
-        return [JobSpec(id=f"herd-{i:06d}", schedule=schedule, target_kind="handler", target="bench.noop",
-                        jitter="pinned") for i in range(n)]
+        return [
+            JobSpec(id=f"herd-{i:06d}", schedule=schedule, target_kind="handler", target="bench.noop", jitter="pinned")
+            for i in range(n)
+        ]
 
     apply_s = apply_specs(client, specs(yearly_schedule(far)))
     at = instant_ahead(max(5.0, 2 * apply_s + 3))
@@ -120,17 +138,30 @@ def run_herd(cluster, client, poller, n: int, rep: int) -> dict:
     if len(runs) != n or len(ids) != n:
         out["problems"].append(f"herd rep {rep}: {len(runs)} runs for {n} jobs ({len(ids)} distinct)")
     values, unmapped = lateness_of(runs, poller)
-    out.update(runs=len(runs), unmapped=unmapped, lateness_ms=stats_ms(values),
-               claim_entries=len({r.claim_index for r in runs}),
-               claimed_at_minus_T_ms=stats_ms([(ts_s(r.claimed_at) - at.timestamp()) * 1000 for r in runs]))
+    out.update(
+        runs=len(runs),
+        unmapped=unmapped,
+        lateness_ms=stats_ms(values),
+        claim_entries=len({r.claim_index for r in runs}),
+        claimed_at_minus_T_ms=stats_ms([(ts_s(r.claimed_at) - at.timestamp()) * 1000 for r in runs]),
+    )
     out["s_to_last_key"] = out["lateness_ms"]["max"] / 1000 if values else None
-    log(f"herd rep {rep}: commit - T p50/p99/max {fmt(out['lateness_ms']['p50'])}/{fmt(out['lateness_ms']['p99'])}/"
-        f"{fmt(out['lateness_ms']['max'])} ms in {out['claim_entries']} entries")
+    log(
+        f"herd rep {rep}: commit - T p50/p99/max {fmt(out['lateness_ms']['p50'])}/{fmt(out['lateness_ms']['p99'])}/"
+        f"{fmt(out['lateness_ms']['max'])} ms in {out['claim_entries']} entries"
+    )
     return out
 
 
-def run_raftcron(root: Path, port_base: int, n: int, reps: int, steady_s: float, overrides: dict | None = None,
-                 name: str = "lateness") -> dict:
+def run_raftcron(
+    root: Path,
+    port_base: int,
+    n: int,
+    reps: int,
+    steady_s: float,
+    overrides: dict | None = None,
+    name: str = "lateness",
+) -> dict:
     out: dict = {"problems": [], "herd": [], "load_before": load_average(), "overrides": overrides or {}}
     with bench_cluster(root, port_base, overrides=overrides, out=out, name=name) as cluster:
         client = cluster.client(timeout_s=60.0)
@@ -141,8 +172,20 @@ def run_raftcron(root: Path, port_base: int, n: int, reps: int, steady_s: float,
             out["steady"] = run_steady(cluster, client, poller, steady_s)
             out["problems"] += out["steady"].pop("problems")
             # Pause the steady jobs (their slots are then recorded as missed) so the herd has the cluster.
-            apply_specs(client, [JobSpec(id=f"steady-{i:04d}", schedule=f"{i % 60} * * * * *", target_kind="handler",
-                                         target="bench.noop", jitter="pinned", paused=True) for i in range(1000)])
+            apply_specs(
+                client,
+                [
+                    JobSpec(
+                        id=f"steady-{i:04d}",
+                        schedule=f"{i % 60} * * * * *",
+                        target_kind="handler",
+                        target="bench.noop",
+                        jitter="pinned",
+                        paused=True,
+                    )
+                    for i in range(1000)
+                ],
+            )
             for rep in range(1, reps + 1):
                 result = run_herd(cluster, client, poller, n, rep)
                 out["problems"] += result.pop("problems")
@@ -194,8 +237,14 @@ def _aps_main(n: int, at_ts: float, grace, results) -> None:
         time.sleep(0.05)
     time.sleep(0.5)
     scheduler.shutdown(wait=False)
-    results.put({"started": started, "missed": missed[0], "add_s": add_s,
-                 "defaults": scheduler._job_defaults if hasattr(scheduler, "_job_defaults") else {}})
+    results.put(
+        {
+            "started": started,
+            "missed": missed[0],
+            "add_s": add_s,
+            "defaults": scheduler._job_defaults if hasattr(scheduler, "_job_defaults") else {},
+        }
+    )
 
 
 def run_apscheduler(n: int, grace: str) -> dict:
@@ -211,11 +260,20 @@ def run_apscheduler(n: int, grace: str) -> dict:
         if process.is_alive():
             process.kill()
     values = [(t - at.timestamp()) * 1000 for t in got["started"]]
-    out = {"grace": grace, "jobs": n, "ran": len(values), "missed_events": got["missed"],
-           "silently_missed": n - len(values), "lateness_ms": stats_ms(values), "add_s": got["add_s"],
-           "defaults": {k: str(v) for k, v in got["defaults"].items()}}
-    log(f"APScheduler grace={grace}: ran {len(values)}/{n} (missed {got['missed']}); start - T p50/p99/max "
-        f"{fmt(out['lateness_ms']['p50'])}/{fmt(out['lateness_ms']['p99'])}/{fmt(out['lateness_ms']['max'])} ms")
+    out = {
+        "grace": grace,
+        "jobs": n,
+        "ran": len(values),
+        "missed_events": got["missed"],
+        "silently_missed": n - len(values),
+        "lateness_ms": stats_ms(values),
+        "add_s": got["add_s"],
+        "defaults": {k: str(v) for k, v in got["defaults"].items()},
+    }
+    log(
+        f"APScheduler grace={grace}: ran {len(values)}/{n} (missed {got['missed']}); start - T p50/p99/max "
+        f"{fmt(out['lateness_ms']['p50'])}/{fmt(out['lateness_ms']['p99'])}/{fmt(out['lateness_ms']['max'])} ms"
+    )
     return out
 
 
@@ -226,27 +284,60 @@ def summarize(report: dict) -> list[list]:
     st = rc.get("steady")
     if st:
         lm = st["lateness_ms"]
-        rows.append([f"raftcron steady ({st['runs']} slots, 1,000 jobs over a minute): commit - scheduled ms",
-                     lm["p50"], lm["p99"], lm["max"], "", "0"])
+        rows.append(
+            [
+                f"raftcron steady ({st['runs']} slots, 1,000 jobs over a minute): commit - scheduled ms",
+                lm["p50"],
+                lm["p99"],
+                lm["max"],
+                "",
+                "0",
+            ]
+        )
     periodic = report.get("periodic", {}).get("steady")
     if periodic:
         lm = periodic["lateness_ms"]
-        rows.append([f"  same, periodic appends (raft.eager_append false; {periodic['runs']} slots)",
-                     lm["p50"], lm["p99"], lm["max"], "", "0"])
+        rows.append(
+            [
+                f"  same, periodic appends (raft.eager_append false; {periodic['runs']} slots)",
+                lm["p50"],
+                lm["p99"],
+                lm["max"],
+                "",
+                "0",
+            ]
+        )
     herd = rc.get("herd", [])
     if herd:
         n = herd[0]["jobs"]
         med = lambda key: median([h["lateness_ms"][key] for h in herd])  # noqa: E731
-        rows.append([f"raftcron herd ({n:,} pinned, median of {len(herd)}): commit - T ms", med("p50"), med("p99"),
-                     med("max"), " ".join(fmt(h["lateness_ms"]["p99"]) for h in herd),
-                     str(sum(n - h["runs"] for h in herd))])
-    for key, label in (("default", "APScheduler 3.x default grace (1 s)"), ("unlimited", "APScheduler 3.x grace unlimited")):
+        rows.append(
+            [
+                f"raftcron herd ({n:,} pinned, median of {len(herd)}): commit - T ms",
+                med("p50"),
+                med("p99"),
+                med("max"),
+                " ".join(fmt(h["lateness_ms"]["p99"]) for h in herd),
+                str(sum(n - h["runs"] for h in herd)),
+            ]
+        )
+    for key, label in (
+        ("default", "APScheduler 3.x default grace (1 s)"),
+        ("unlimited", "APScheduler 3.x grace unlimited"),
+    ):
         reps = report.get("apscheduler", {}).get(key, [])
         if reps:
             med = lambda k: median([r["lateness_ms"][k] for r in reps])  # noqa: E731
-            rows.append([f"{label} ({reps[0]['jobs']:,} jobs, median of {len(reps)}): job start - T ms",
-                         med("p50"), med("p99"), med("max"), " ".join(fmt(r["lateness_ms"]["p99"]) for r in reps),
-                         " ".join(str(r["silently_missed"]) for r in reps)])
+            rows.append(
+                [
+                    f"{label} ({reps[0]['jobs']:,} jobs, median of {len(reps)}): job start - T ms",
+                    med("p50"),
+                    med("p99"),
+                    med("max"),
+                    " ".join(fmt(r["lateness_ms"]["p99"]) for r in reps),
+                    " ".join(str(r["silently_missed"]) for r in reps),
+                ]
+            )
     return rows
 
 
@@ -276,8 +367,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report["raftcron"] = run_raftcron(root, ports.take(local_cluster_ports), n, reps, steady_s)
         report["problems"] += report["raftcron"]["problems"]
-        report["periodic"] = run_raftcron(root, ports.take(local_cluster_ports), n, 0, steady_s,
-                                          overrides={"raft": {"eager_append": False}}, name="periodic")
+        report["periodic"] = run_raftcron(
+            root,
+            ports.take(local_cluster_ports),
+            n,
+            0,
+            steady_s,
+            overrides={"raft": {"eager_append": False}},
+            name="periodic",
+        )
         report["problems"] += report["periodic"]["problems"]
         if "apscheduler_version" in report:
             for _ in range(aps_reps):
@@ -290,8 +388,11 @@ def main(argv: list[str] | None = None) -> int:
         report["problems"].append(f"fire_lateness: {exc!r}")
         log(traceback.format_exc())
     rows = summarize(report)
-    report["table"] = print_table(["figure", "p50", "p99", "max", "p99 per run", "missed"], rows,
-                                  title="fire_lateness: 3 nodes on loopback vs APScheduler 3.x in one process")
+    report["table"] = print_table(
+        ["figure", "p50", "p99", "max", "p99 per run", "missed"],
+        rows,
+        title="fire_lateness: 3 nodes on loopback vs APScheduler 3.x in one process",
+    )
     herd = report.get("raftcron", {}).get("herd", [])
     aps = report["apscheduler"].get("default", [])
     if herd and aps:
@@ -299,8 +400,10 @@ def main(argv: list[str] | None = None) -> int:
         theirs = median([r["lateness_ms"]["p99"] for r in aps])
         if ours and theirs:
             report["herd_p99_vs_apscheduler_default_p99"] = ours / theirs
-            print(f"herd p99: raftcron / APScheduler (default grace) = {ours / theirs:.2f} "
-                  f"(target: 0.33 or less, and every key within 1,000 ms)")
+            print(
+                f"herd p99: raftcron / APScheduler (default grace) = {ours / theirs:.2f} "
+                f"(target: 0.33 or less, and every key within 1,000 ms)"
+            )
     return finish("fire_lateness", report, root, interrupted, args.keep)
 
 

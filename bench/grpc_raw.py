@@ -24,8 +24,14 @@ from bench._harness.report import bench_parser, log, new_report
 STREAM_MESSAGES = 50_000
 
 
-def run(port: int, reps: int, duration_s: float, configs: list[tuple[int, int]], stream_procs: list[int],
-        stream_messages: int) -> dict:
+def run(
+    port: int,
+    reps: int,
+    duration_s: float,
+    configs: list[tuple[int, int]],
+    stream_procs: list[int],
+    stream_messages: int,
+) -> dict:
     address = f"127.0.0.1:{port}"
     out: dict = {"address": address, "unary": {}, "stream": {}, "problems": [], "load_before": load_average()}
     server = EchoServer(address)
@@ -56,8 +62,13 @@ def rows_of(result: dict) -> list[list]:
     for key, reps in result["unary"].items():
         procs, threads = key.split("x")
         values = [r["per_s"] for r in reps]
-        rows.append([f"unary calls/s ({procs} client procs x {threads} threads)", median(values),
-                     " ".join(fmt(v) for v in values)])
+        rows.append(
+            [
+                f"unary calls/s ({procs} client procs x {threads} threads)",
+                median(values),
+                " ".join(fmt(v) for v in values),
+            ]
+        )
     for key, reps in result["stream"].items():
         values = [r["per_s"] for r in reps]
         rows.append([f"server-stream messages/s ({key} stream(s))", median(values), " ".join(fmt(v) for v in values)])
@@ -76,14 +87,18 @@ def main(argv: list[str] | None = None) -> int:
     report = new_report("grpc_raw", args.quick)
     interrupted = False
     try:
-        report["result"] = run(port, reps, duration_s, [(1, 8), (4, 16)], [1, 4],
-                               STREAM_MESSAGES if not args.quick else 20_000)
+        report["result"] = run(
+            port, reps, duration_s, [(1, 8), (4, 16)], [1, 4], STREAM_MESSAGES if not args.quick else 20_000
+        )
     except KeyboardInterrupt:
         interrupted = True
         report["result"] = {"unary": {}, "stream": {}, "problems": ["interrupted"]}
     rows = rows_of(report["result"])
-    report["table"] = print_table(["figure", "median", "runs"], rows,
-                                  title=f"grpc_raw: trivial servicer on 127.0.0.1, {SERVER_THREADS} server threads, median of {reps}")
+    report["table"] = print_table(
+        ["figure", "median", "runs"],
+        rows,
+        title=f"grpc_raw: trivial servicer on 127.0.0.1, {SERVER_THREADS} server threads, median of {reps}",
+    )
     report["summary"] = {row[0]: row[1] for row in rows}
     problems = report["result"]["problems"]
     report["problems"] = problems

@@ -63,18 +63,40 @@ BUDGET_SLEEP_S = 0.4
 
 def make_specs(prefix: str, n: int, schedule: str, target: str, jitter: str, uses=(), payload="") -> list[JobSpec]:
     return [
-        JobSpec(id=f"{prefix}-{i:06d}", schedule=schedule, target_kind="handler", target=target, jitter=jitter,
-                uses=tuple(uses), payload_json=payload)
+        JobSpec(
+            id=f"{prefix}-{i:06d}",
+            schedule=schedule,
+            target_kind="handler",
+            target=target,
+            jitter=jitter,
+            uses=tuple(uses),
+            payload_json=payload,
+        )
         for i in range(n)
     ]
 
 
-def run_variant(cluster, client, fleet, poller, variant: str, n: int, jitter: str, target: str, uses=(), payload="",
-                resources=(), cap_s: float = 240.0, expect_s: float = 0.0) -> dict:
+def run_variant(
+    cluster,
+    client,
+    fleet,
+    poller,
+    variant: str,
+    n: int,
+    jitter: str,
+    target: str,
+    uses=(),
+    payload="",
+    resources=(),
+    cap_s: float = 240.0,
+    expect_s: float = 0.0,
+) -> dict:
     """Apply n jobs due at a near T, wait for every run to succeed, read the records back."""
     out: dict = {"variant": variant, "jobs": n, "jitter": jitter, "problems": []}
     far = instant_ahead(180 * 86400)
-    apply_s = apply_specs(client, make_specs(variant, n, yearly_schedule(far), target, jitter, uses, payload), list(resources))
+    apply_s = apply_specs(
+        client, make_specs(variant, n, yearly_schedule(far), target, jitter, uses, payload), list(resources)
+    )
     at = instant_ahead(max(5.0, 2 * apply_s + 3))
     apply_specs(client, make_specs(variant, n, yearly_schedule(at), target, jitter, uses, payload))
     T = at.timestamp()
@@ -103,15 +125,23 @@ def run_variant(cluster, client, fleet, poller, variant: str, n: int, jitter: st
         # The leader's own apply counters (every node applies the same entries) over the variant.
         after_counters = node_counters(cluster, leader, BUDGET_COUNTERS)
         grew = {key: value - counters_before.get(key, 0) for key, value in after_counters.items()}
-        out["grant_entries"] = sum(v for k, v in grew.items() if k.startswith("raftcron_applied_entries{command=GrantLeases"))
-        out["grants_refused_for_budget"] = sum(v for k, v in grew.items()
-                                               if k.startswith("raftcron_lease_refusals{reason=resource_"))
+        out["grant_entries"] = sum(
+            v for k, v in grew.items() if k.startswith("raftcron_applied_entries{command=GrantLeases")
+        )
+        out["grants_refused_for_budget"] = sum(
+            v for k, v in grew.items() if k.startswith("raftcron_lease_refusals{reason=resource_")
+        )
     runs = list_runs(client, at, at + timedelta(seconds=1))
     ids = Counter(r.job_id for r in runs)
     statuses = Counter(common_pb2.RunStatus.Name(r.status) for r in runs)
     attempts = Counter(len(r.attempts) for r in runs)
-    out.update(runs=len(runs), distinct_jobs=len(ids), statuses=dict(statuses), attempts=dict(attempts),
-               fired_once=sum(1 for r in runs if len(r.attempts) == 1 and r.status == common_pb2.SUCCEEDED))
+    out.update(
+        runs=len(runs),
+        distinct_jobs=len(ids),
+        statuses=dict(statuses),
+        attempts=dict(attempts),
+        fired_once=sum(1 for r in runs if len(r.attempts) == 1 and r.status == common_pb2.SUCCEEDED),
+    )
     if len(runs) != n or len(ids) != n or set(statuses) != {"SUCCEEDED"} or set(attempts) != {1}:
         out["problems"].append(
             f"{variant}: {len(runs)} runs for {n} jobs ({len(ids)} distinct), statuses {dict(statuses)}, "
@@ -131,11 +161,17 @@ def run_variant(cluster, client, fleet, poller, variant: str, n: int, jitter: st
     lateness = [(s - (ts_s(r.effective_at) or T)) * 1000 for s, r in zip(starts, runs)]
     out["fire_after_effective_ms_p50"] = median(lateness)
     if uses:
-        intervals = [(ts_s(r.attempts[0].started_at), ts_s(r.attempts[0].finished_at)) for r in runs
-                     if r.attempts and r.attempts[0].finished_at.seconds]
+        intervals = [
+            (ts_s(r.attempts[0].started_at), ts_s(r.attempts[0].finished_at))
+            for r in runs
+            if r.attempts and r.attempts[0].finished_at.seconds
+        ]
         out["budget_max_concurrent"] = max_concurrent(intervals)
         out["budget_max_starts_any_1s"] = max_in_window(starts, 1.0)
-        if out["budget_max_concurrent"] > BUDGET.max_concurrent or out["budget_max_starts_any_1s"] > BUDGET.max_starts_per_s:
+        if (
+            out["budget_max_concurrent"] > BUDGET.max_concurrent
+            or out["budget_max_starts_any_1s"] > BUDGET.max_starts_per_s
+        ):
             out["problems"].append(
                 f"{variant}: budget exceeded: {out['budget_max_concurrent']} concurrent (max {BUDGET.max_concurrent}), "
                 f"{out['budget_max_starts_any_1s']} starts in one second (max {BUDGET.max_starts_per_s})"
@@ -143,13 +179,18 @@ def run_variant(cluster, client, fleet, poller, variant: str, n: int, jitter: st
     log(
         f"{variant}: all claimed {fmt(out['s_T_to_all_claimed'])}s after T; peak {out['peak_fires_per_s']} fires/s; "
         f"last fire {fmt(out['s_T_to_last_fire'])}s after T; {out['raft_entries']} Raft entries"
-        + (f"; budget: max {out['budget_max_concurrent']} concurrent, {out['budget_max_starts_any_1s']} starts/1s" if uses else "")
+        + (
+            f"; budget: max {out['budget_max_concurrent']} concurrent, {out['budget_max_starts_any_1s']} starts/1s"
+            if uses
+            else ""
+        )
     )
     return out
 
 
-def run_cluster(root: Path, port_base: int, name: str, plans: list[dict], max_life_s: float,
-                metrics: bool = False) -> dict:
+def run_cluster(
+    root: Path, port_base: int, name: str, plans: list[dict], max_life_s: float, metrics: bool = False
+) -> dict:
     result: dict = {"problems": [], "variants": [], "load_before": load_average()}
     with bench_cluster(root, port_base, out=result, name=name, metrics=metrics) as cluster:
         client = cluster.client(timeout_s=60.0)
@@ -200,7 +241,9 @@ def plot(report: dict, path: Path) -> str | None:
         ax.bar(xs, ys, width=1.0, align="edge", color="tab:blue")
         title = f"{kind}: {v['jobs']:,} jobs, jitter {v['jitter']}, peak {v['peak_fires_per_s']}/s"
         if "budget_max_concurrent" in v:
-            title += f", budget 20 concurrent / 50 per s: max {v['budget_max_concurrent']} / {v['budget_max_starts_any_1s']}"
+            title += (
+                f", budget 20 concurrent / 50 per s: max {v['budget_max_concurrent']} / {v['budget_max_starts_any_1s']}"
+            )
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("seconds after the nominal instant T")
         ax.set_ylabel("fires (leases granted) / s")
@@ -238,9 +281,18 @@ def main(argv: list[str] | None = None) -> int:
             plans = [dict(variant="spread", n=n, jitter=window, target="bench.noop", expect_s=window_s)]
             report["clusters"].append(run_cluster(root, ports.take(local_cluster_ports), "spread", plans, 900))
         if "budget" in variants:
-            plans = [dict(variant="budget", n=nb, jitter="pinned", target="bench.sleep", uses=["db"],
-                          payload=f'{{"sleep_s": {BUDGET_SLEEP_S}}}', resources=[BUDGET],
-                          expect_s=nb / BUDGET.max_starts_per_s)]
+            plans = [
+                dict(
+                    variant="budget",
+                    n=nb,
+                    jitter="pinned",
+                    target="bench.sleep",
+                    uses=["db"],
+                    payload=f'{{"sleep_s": {BUDGET_SLEEP_S}}}',
+                    resources=[BUDGET],
+                    expect_s=nb / BUDGET.max_starts_per_s,
+                )
+            ]
             with_metrics = ports.take(lambda base: local_cluster_ports(base) + [base + 200 + i for i in (1, 2, 3)])
             report["clusters"].append(run_cluster(root, with_metrics, "budget", plans, 900, metrics=True))
     except KeyboardInterrupt:
@@ -252,8 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     for part in report["clusters"]:
         report["problems"] += part["problems"]
     rows = summarize(report)
-    report["table"] = print_table(["figure", "median", "runs"], rows,
-                                  title=f"herd: 3 nodes + {WORKERS} workers x {CONCURRENCY} on loopback")
+    report["table"] = print_table(
+        ["figure", "median", "runs"], rows, title=f"herd: 3 nodes + {WORKERS} workers x {CONCURRENCY} on loopback"
+    )
     report["summary"] = {r[0]: r[1] for r in rows}
     if not quick and report["clusters"]:
         png = Path(__file__).resolve().parent / "out" / "herd.png"
@@ -277,7 +330,9 @@ def summarize(report: dict) -> list[list]:
             rows.append([label, median(values), " ".join(fmt(x) for x in values)])
 
     for kind, vs in by_kind.items():
-        head = f"{kind} (N={vs[0]['jobs']:,}, jitter {vs[0]['jitter']}" + (", uses db" if kind == "budget" else "") + ")"
+        head = (
+            f"{kind} (N={vs[0]['jobs']:,}, jitter {vs[0]['jitter']}" + (", uses db" if kind == "budget" else "") + ")"
+        )
         rows.append([head, "", ""])
         add("  s from T to every run key claimed", "s_T_to_all_claimed", kind)
         add("  ms from T to first claim", "ms_T_to_first_claim", kind)

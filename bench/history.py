@@ -60,8 +60,15 @@ def backfill(client, runs: int, now: datetime, out: dict) -> int:
         request_id = f"bench-history-{start:%Y%m%d%H%M%S}"
         for _ in range(5):  # a leader change aborts the call: retried with the same request id
             try:
-                response = client.backfill_job(job_id=JOB_ID, author="bench", max_runs=count, rate_per_s=100_000.0,
-                                               to=ts(chunk_end), request_id=request_id, **{"from": ts(start)})
+                response = client.backfill_job(
+                    job_id=JOB_ID,
+                    author="bench",
+                    max_runs=count,
+                    rate_per_s=100_000.0,
+                    to=ts(chunk_end),
+                    request_id=request_id,
+                    **{"from": ts(start)},
+                )
                 break
             except grpc.RpcError as exc:
                 out.setdefault("backfill_retries", []).append(exc.code().name)
@@ -105,8 +112,19 @@ def cli_env(cluster, address: str) -> dict:
 def measure(cluster, runs: int, quick: bool) -> dict:
     out: dict = {"runs_wanted": runs, "rows": []}
     client = cluster.client(timeout_s=120.0)
-    apply_specs(client, [JobSpec(id=JOB_ID, schedule="* * * * * *", target_kind="handler", target="bench.none",
-                                 jitter="pinned", history=KEEP_ALL)])
+    apply_specs(
+        client,
+        [
+            JobSpec(
+                id=JOB_ID,
+                schedule="* * * * * *",
+                target_kind="handler",
+                target="bench.none",
+                jitter="pinned",
+                history=KEEP_ALL,
+            )
+        ],
+    )
     now = datetime.now(timezone.utc).replace(microsecond=0)
     started = time.monotonic()
     out["runs_created"] = backfill(client, runs, now, out)
@@ -128,21 +146,44 @@ def measure(cluster, runs: int, quick: bool) -> dict:
         with cluster.client(node_id, timeout_s=30.0) as node_client:
             for label, fields in variants:
                 seconds, smallest = time_rpc(node_client, runs_pb2.ListRunsRequest(**fields), 30)
-                out["rows"].append({"what": f"ListRuns RPC, {label}", "node": node_name, "median_s": median(seconds),
-                                    "p99_s": percentile(seconds, 99), "runs_per_answer": smallest})
+                out["rows"].append(
+                    {
+                        "what": f"ListRuns RPC, {label}",
+                        "node": node_name,
+                        "median_s": median(seconds),
+                        "p99_s": percentile(seconds, 99),
+                        "runs_per_answer": smallest,
+                    }
+                )
         env = cli_env(cluster, cluster.member(node_id).grpc_address)
         base = [sys.executable, "-m", "scheduler.cli"]
-        command = time_command([*base, "runs", JOB_ID, "--since", since.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                                "--oldest-first", "--limit", "50"], env, 7)
+        command = time_command(
+            [*base, "runs", JOB_ID, "--since", since.strftime("%Y-%m-%dT%H:%M:%SZ"), "--oldest-first", "--limit", "50"],
+            env,
+            7,
+        )
         baseline = time_command([*base, "--help"], env, 7)
-        out["rows"].append({"what": "raftcron runs JOB --since ... (new process)", "node": node_name,
-                            "median_s": median(command), "p99_s": max(command), "baseline_help_median_s": median(baseline)})
+        out["rows"].append(
+            {
+                "what": "raftcron runs JOB --since ... (new process)",
+                "node": node_name,
+                "median_s": median(command),
+                "p99_s": max(command),
+                "baseline_help_median_s": median(baseline),
+            }
+        )
     return out
 
 
 def summarize(report: dict) -> list[list]:
     measured = report.get("measured", {})
-    rows = [["runs of the job", f"{measured.get('runs_created', 0):,}", f"backfilled in {fmt(measured.get('backfill_s'))} s"]]
+    rows = [
+        [
+            "runs of the job",
+            f"{measured.get('runs_created', 0):,}",
+            f"backfilled in {fmt(measured.get('backfill_s'))} s",
+        ]
+    ]
     for row in measured.get("rows", []):
         detail = f"p99 {fmt(row['p99_s'])} s"
         if "runs_per_answer" in row:
@@ -178,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
         report["problems"].append(f"history: {exc!r}")
         log(traceback.format_exc())
     rows = summarize(report)
-    report["table"] = print_table(["figure", "median", "detail"], rows, title="history: one job's runs, 3 nodes on loopback")
+    report["table"] = print_table(
+        ["figure", "median", "detail"], rows, title="history: one job's runs, 3 nodes on loopback"
+    )
     return finish("history", report, root, interrupted, args.keep)
 
 

@@ -81,26 +81,48 @@ def _write_load(client, writers: int, duration_s: float) -> dict:
     for thread in threads:
         thread.join()
     elapsed = time.monotonic() - started
-    return {"writers": writers, "acknowledged": len(latencies), "elapsed_s": elapsed,
-            "writes_per_s": len(latencies) / elapsed, "errors": len(errors),
-            "latency_p50_ms": 1000 * (percentile(latencies, 50) or 0), "latency_p99_ms": 1000 * (percentile(latencies, 99) or 0)}
+    return {
+        "writers": writers,
+        "acknowledged": len(latencies),
+        "elapsed_s": elapsed,
+        "writes_per_s": len(latencies) / elapsed,
+        "errors": len(errors),
+        "latency_p50_ms": 1000 * (percentile(latencies, 50) or 0),
+        "latency_p99_ms": 1000 * (percentile(latencies, 99) or 0),
+    }
 
 
-def measure_mode(root: Path, port_base: int, sync: bool, writer_counts: list[int], duration_s: float, report: dict) -> list[dict]:
+def measure_mode(
+    root: Path, port_base: int, sync: bool, writer_counts: list[int], duration_s: float, report: dict
+) -> list[dict]:
     name = "sync-on" if sync else "sync-off"
     phases = []
-    with bench_cluster(root, port_base, overrides={"raft": {"sync": sync}}, out=report.setdefault(name, {}),
-                       name=name, metrics=True) as cluster:
+    with bench_cluster(
+        root, port_base, overrides={"raft": {"sync": sync}}, out=report.setdefault(name, {}), name=name, metrics=True
+    ) as cluster:
         leader = cluster.wait_for_leader(60)
         client = cluster.client(leader, timeout_s=20.0)
-        specs = [JobSpec(id=f"journal-{i:03d}", schedule="0 0 1 1 *", target_kind="handler", target="bench.noop",
-                         jitter="pinned", overlap="allow") for i in range(MANUAL_JOBS)]
+        specs = [
+            JobSpec(
+                id=f"journal-{i:03d}",
+                schedule="0 0 1 1 *",
+                target_kind="handler",
+                target="bench.noop",
+                jitter="pinned",
+                overlap="allow",
+            )
+            for i in range(MANUAL_JOBS)
+        ]
         apply_specs(client, specs)
         nodes = [m.node_id for m in cluster.members]
         for writers in writer_counts:
-            before = {n: (_syncs(cluster, n), _sync_histogram(cluster, n), cluster.status(n).commit_index) for n in nodes}
+            before = {
+                n: (_syncs(cluster, n), _sync_histogram(cluster, n), cluster.status(n).commit_index) for n in nodes
+            }
             load = _write_load(client, writers, duration_s)
-            after = {n: (_syncs(cluster, n), _sync_histogram(cluster, n), cluster.status(n).commit_index) for n in nodes}
+            after = {
+                n: (_syncs(cluster, n), _sync_histogram(cluster, n), cluster.status(n).commit_index) for n in nodes
+            }
             per_node = {}
             for n in nodes:
                 syncs = after[n][0] - before[n][0]
@@ -114,7 +136,9 @@ def measure_mode(root: Path, port_base: int, sync: bool, writer_counts: list[int
                     "sync_p99_ms": 1000 * (bucket_quantile(before[n][1], after[n][1], 0.99) or 0),
                 }
             phases.append({"mode": name, **load, "nodes": per_node})
-            log(f"{name}, {writers} writer(s): {load['writes_per_s']:.0f} writes/s, p50 {load['latency_p50_ms']:.1f} ms")
+            log(
+                f"{name}, {writers} writer(s): {load['writes_per_s']:.0f} writes/s, p50 {load['latency_p50_ms']:.1f} ms"
+            )
         client.close()
     return phases
 
@@ -125,13 +149,19 @@ def summarize(phases: list[dict]) -> list[list]:
         nodes = phase["nodes"].values()
         leader = next(v for v in nodes if v["role"] == "leader")
         followers = [v for v in nodes if v["role"] == "follower"]
-        rows.append([
-            phase["mode"], phase["writers"], fmt(phase["writes_per_s"], 0), fmt(phase["latency_p50_ms"], 1),
-            fmt(phase["latency_p99_ms"], 1), fmt(leader["entries_per_s"], 0),
-            f"{leader['syncs_per_s']:.0f} / {median(f['syncs_per_s'] for f in followers):.0f}",
-            f"{leader['syncs_per_entry']:.2f} / {median(f['syncs_per_entry'] for f in followers):.2f}",
-            f"{leader['sync_p50_ms']:.2f} / {leader['sync_p99_ms']:.2f}",
-        ])
+        rows.append(
+            [
+                phase["mode"],
+                phase["writers"],
+                fmt(phase["writes_per_s"], 0),
+                fmt(phase["latency_p50_ms"], 1),
+                fmt(phase["latency_p99_ms"], 1),
+                fmt(leader["entries_per_s"], 0),
+                f"{leader['syncs_per_s']:.0f} / {median(f['syncs_per_s'] for f in followers):.0f}",
+                f"{leader['syncs_per_entry']:.2f} / {median(f['syncs_per_entry'] for f in followers):.2f}",
+                f"{leader['sync_p50_ms']:.2f} / {leader['sync_p99_ms']:.2f}",
+            ]
+        )
     return rows
 
 
@@ -149,10 +179,14 @@ def main(argv: list[str] | None = None) -> int:
     ports = PortAllocator(args.port_base, step=10, limit=100)
     try:
         for sync in (True, False):
-            report["phases"] += measure_mode(root, ports.take(local_cluster_ports), sync, writer_counts, duration_s, report)
+            report["phases"] += measure_mode(
+                root, ports.take(local_cluster_ports), sync, writer_counts, duration_s, report
+            )
         for phase in report["phases"]:
             if phase["errors"]:
-                report["problems"].append(f"{phase['mode']}, {phase['writers']} writers: {phase['errors']} failed writes")
+                report["problems"].append(
+                    f"{phase['mode']}, {phase['writers']} writers: {phase['errors']} failed writes"
+                )
             if phase["mode"] == "sync-on" and any(v["syncs_per_s"] == 0 for v in phase["nodes"].values()):
                 report["problems"].append(f"sync-on, {phase['writers']} writers: a node made no journal sync")
     except KeyboardInterrupt:
@@ -162,9 +196,19 @@ def main(argv: list[str] | None = None) -> int:
         log(traceback.format_exc())
     rows = summarize(report["phases"])
     report["table"] = print_table(
-        ["mode", "writers", "writes/s", "p50 ms", "p99 ms", "entries/s", "syncs/s leader / follower",
-         "syncs per entry leader / follower", "leader sync p50 / p99 ms"],
-        rows, title="journal: acknowledged writes and journal syncs, 3 nodes on loopback",
+        [
+            "mode",
+            "writers",
+            "writes/s",
+            "p50 ms",
+            "p99 ms",
+            "entries/s",
+            "syncs/s leader / follower",
+            "syncs per entry leader / follower",
+            "leader sync p50 / p99 ms",
+        ],
+        rows,
+        title="journal: acknowledged writes and journal syncs, 3 nodes on loopback",
     )
     return finish("journal", report, root, interrupted, args.keep)
 

@@ -75,14 +75,22 @@ def measure(jobs: int) -> dict:
         whole = page_through(state, query, one_hold=True)
         ordered = [key for page in chunked["keys"] for key in page]
         expected = sorted(ordered, reverse=query.newest_first)
-        if any(len(page) != PAGE for page in chunked["keys"]) or ordered != expected or len(set(ordered)) != len(ordered):
+        if (
+            any(len(page) != PAGE for page in chunked["keys"])
+            or ordered != expected
+            or len(set(ordered)) != len(ordered)
+        ):
             out["problems"].append(f"{label}: pages not full, out of order or repeated")
         if chunked["keys"] != whole["keys"]:
             out["problems"].append(f"{label}: the chunked pages differ from the one-hold pages")
-        out["queries"][label] = {"chunked": {k: v for k, v in chunked.items() if k != "keys"},
-                                 "one_hold": {k: v for k, v in whole.items() if k != "keys"}}
-        log(f"{label}: {fmt(median(chunked['page_ms']))} ms per page, longest hold "
-            f"{fmt(chunked['longest_hold_ms'])} ms (one hold: {fmt(whole['longest_hold_ms'])} ms)")
+        out["queries"][label] = {
+            "chunked": {k: v for k, v in chunked.items() if k != "keys"},
+            "one_hold": {k: v for k, v in whole.items() if k != "keys"},
+        }
+        log(
+            f"{label}: {fmt(median(chunked['page_ms']))} ms per page, longest hold "
+            f"{fmt(chunked['longest_hold_ms'])} ms (one hold: {fmt(whole['longest_hold_ms'])} ms)"
+        )
     return out
 
 
@@ -94,12 +102,26 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for label, figures in measured["queries"].items():
         chunked, whole = figures["chunked"], figures["one_hold"]
-        rows.append([label, fmt(median(chunked["page_ms"])), fmt(chunked["longest_hold_ms"]),
-                     fmt(whole["longest_hold_ms"]), f"{chunked['longest_hold_ms'] / whole['longest_hold_ms']:.2f}"])
+        rows.append(
+            [
+                label,
+                fmt(median(chunked["page_ms"])),
+                fmt(chunked["longest_hold_ms"]),
+                fmt(whole["longest_hold_ms"]),
+                f"{chunked['longest_hold_ms'] / whole['longest_hold_ms']:.2f}",
+            ]
+        )
     report = new_report("listing", args.quick, measured=measured, problems=measured["problems"])
     report["table"] = print_table(
-        ["pages of 1,000 runs, no job id", "ms per page (median of 5)", "longest hold ms", "one hold: longest ms", "ratio"],
-        rows, title=f"listing: {jobs:,} jobs x 3 runs, in-process",
+        [
+            "pages of 1,000 runs, no job id",
+            "ms per page (median of 5)",
+            "longest hold ms",
+            "one hold: longest ms",
+            "ratio",
+        ],
+        rows,
+        title=f"listing: {jobs:,} jobs x 3 runs, in-process",
     )
     return finish_in_process("listing", report)
 

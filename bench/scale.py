@@ -93,7 +93,9 @@ class DumpWatcher:
                 elif not exists and node in open_since:
                     began = open_since.pop(node)
                     size = self._dumps[node].stat().st_size if self._dumps[node].exists() else None
-                    self.events.append({"node": node, "start": began, "end": now, "seconds": now - began, "bytes": size})
+                    self.events.append(
+                        {"node": node, "start": began, "end": now, "seconds": now - began, "bytes": size}
+                    )
             self._stop.wait(0.005)
 
     def stop(self) -> None:
@@ -117,13 +119,21 @@ def max_mib(values: dict) -> float | None:
 
 def job_specs(n: int) -> list[JobSpec]:
     return [
-        JobSpec(id=f"scale-{i:06d}", schedule=f"{i % 60} {(i // 60) % 24} 29 2 *", timezone=ZONES[i % len(ZONES)],
-                target_kind="handler", target="bench.noop", jitter="pinned")
+        JobSpec(
+            id=f"scale-{i:06d}",
+            schedule=f"{i % 60} {(i // 60) % 24} 29 2 *",
+            timezone=ZONES[i % len(ZONES)],
+            target_kind="handler",
+            target="bench.noop",
+            jitter="pinned",
+        )
         for i in range(n)
     ]
 
 
-def run_cluster_phases(root: Path, port_base: int, n_jobs: int, bf_jobs: int, quick: bool, finish_runs: bool = True) -> dict:
+def run_cluster_phases(
+    root: Path, port_base: int, n_jobs: int, bf_jobs: int, quick: bool, finish_runs: bool = True
+) -> dict:
     out: dict = {"jobs": n_jobs, "backfill_jobs": bf_jobs, "problems": [], "load_before": load_average()}
     overrides = {"raft": {"compaction_min_entries": COMPACTION_MIN_ENTRIES}}
     with bench_cluster(root, port_base, overrides=overrides, out=out, name="scale") as cluster:
@@ -141,11 +151,15 @@ def run_cluster_phases(root: Path, port_base: int, n_jobs: int, bf_jobs: int, qu
             out["rss_jobs_kib"] = node_rss(cluster)
             out["terms_after_apply"] = terms(cluster)
             out["leader_at_jobs_rss"] = cluster.leader()
-            log(f"scale: {n_jobs:,} jobs applied in {out['apply_s']:.1f}s; RSS per node {fmt(mib(out['rss_jobs_kib']))} MiB, "
+            log(
+                f"scale: {n_jobs:,} jobs applied in {out['apply_s']:.1f}s; RSS per node {fmt(mib(out['rss_jobs_kib']))} MiB, "
                 f"largest {fmt(max_mib(out['rss_jobs_kib']))} (idle {fmt(mib(out['rss_idle_kib']))} MiB); "
-                f"leader {out['leader_at_jobs_rss']}")
+                f"leader {out['leader_at_jobs_rss']}"
+            )
             # 2. compaction (with the jobs)
-            out["compaction"] = provoke_compaction(cluster, client, watcher, cluster.leader() or out["leader_at_start"], quick)
+            out["compaction"] = provoke_compaction(
+                cluster, client, watcher, cluster.leader() or out["leader_at_start"], quick
+            )
             # 3. restart a follower (its journal was just compacted)
             leader = cluster.leader() or out["leader_at_start"]
             follower = next(m.node_id for m in cluster.members if m.node_id != leader)
@@ -165,21 +179,34 @@ def run_cluster_phases(root: Path, port_base: int, n_jobs: int, bf_jobs: int, qu
                     if applied and s.ready:
                         ready = now_t
                 time.sleep(0.02)
-            out["restart"] = {"node": follower, "target_index": target,
-                              "s_to_grpc": answered - t0 if answered else None,
-                              "s_to_applied": applied - t0 if applied else None,
-                              "s_to_ready": ready - t0 if ready else None,
-                              "journal_bytes": journal_size(cluster, follower)}
-            log(f"scale: restarted {follower}: gRPC after {fmt(out['restart']['s_to_grpc'])}s, caught up after "
-                f"{fmt(out['restart']['s_to_applied'])}s, ready after {fmt(out['restart']['s_to_ready'])}s")
+            out["restart"] = {
+                "node": follower,
+                "target_index": target,
+                "s_to_grpc": answered - t0 if answered else None,
+                "s_to_applied": applied - t0 if applied else None,
+                "s_to_ready": ready - t0 if ready else None,
+                "journal_bytes": journal_size(cluster, follower),
+            }
+            log(
+                f"scale: restarted {follower}: gRPC after {fmt(out['restart']['s_to_grpc'])}s, caught up after "
+                f"{fmt(out['restart']['s_to_applied'])}s, ready after {fmt(out['restart']['s_to_ready'])}s"
+            )
             if ready is None:
                 out["problems"].append(f"scale: restarted {follower} not ready within 180s")
             # 4. runs
             # Targets a worker serves (none runs before phase 5) and histories long enough to
             # retain every backfilled run once it has finished.
-            bf = [JobSpec(id=f"bf-{i:04d}", schedule="* * * * * *", target_kind="handler", target="bench.noop",
-                          jitter="pinned", history=HistoryPolicy(keep_runs=BACKFILL_RUNS_PER_JOB))
-                  for i in range(bf_jobs)]
+            bf = [
+                JobSpec(
+                    id=f"bf-{i:04d}",
+                    schedule="* * * * * *",
+                    target_kind="handler",
+                    target="bench.noop",
+                    jitter="pinned",
+                    history=HistoryPolicy(keep_runs=BACKFILL_RUNS_PER_JOB),
+                )
+                for i in range(bf_jobs)
+            ]
             apply_specs(client, bf)
             time.sleep(1.5)
             now = datetime.now(timezone.utc).replace(microsecond=0)
@@ -190,17 +217,24 @@ def run_cluster_phases(root: Path, port_base: int, n_jobs: int, bf_jobs: int, qu
             backfill_deadline = time.monotonic() + 120
             for spec in bf:
                 if time.monotonic() > backfill_deadline or len(out["backfill_retries"]) >= 20:
-                    out["backfill_stopped"] = (f"stopped after {created:,} runs: {len(out['backfill_retries'])} calls "
-                                               f"aborted by leader changes, {time.monotonic() - started:.0f}s spent")
+                    out["backfill_stopped"] = (
+                        f"stopped after {created:,} runs: {len(out['backfill_retries'])} calls "
+                        f"aborted by leader changes, {time.monotonic() - started:.0f}s spent"
+                    )
                     log(f"scale: backfill {out['backfill_stopped']}")
                     break
                 request_id = f"bench-backfill-{spec.id}-{now:%H%M%S}"
                 for attempt in range(5):  # a leader change aborts the call: retried with the same id
                     try:
-                        response = client.backfill_job(job_id=spec.id, author="bench", max_runs=BACKFILL_RUNS_PER_JOB,
-                                                       rate_per_s=1000.0, to=ts(now - timedelta(seconds=1)),
-                                                       request_id=request_id,
-                                                       **{"from": ts(now - timedelta(seconds=BACKFILL_RUNS_PER_JOB))})
+                        response = client.backfill_job(
+                            job_id=spec.id,
+                            author="bench",
+                            max_runs=BACKFILL_RUNS_PER_JOB,
+                            rate_per_s=1000.0,
+                            to=ts(now - timedelta(seconds=1)),
+                            request_id=request_id,
+                            **{"from": ts(now - timedelta(seconds=BACKFILL_RUNS_PER_JOB))},
+                        )
                         break
                     except grpc.RpcError as exc:
                         out["backfill_retries"].append(f"{spec.id}: {exc.code().name} at {time.time():.1f}")
@@ -220,21 +254,31 @@ def run_cluster_phases(root: Path, port_base: int, n_jobs: int, bf_jobs: int, qu
             out["leader"] = leader
             per_run = None
             if out["run_count"]:
-                grown = [out["rss_runs_kib"][k] - out["rss_jobs_kib"][k] for k in out["rss_runs_kib"]
-                         if out["rss_runs_kib"][k] and out["rss_jobs_kib"].get(k)]
+                grown = [
+                    out["rss_runs_kib"][k] - out["rss_jobs_kib"][k]
+                    for k in out["rss_runs_kib"]
+                    if out["rss_runs_kib"][k] and out["rss_jobs_kib"].get(k)
+                ]
                 per_run = median(grown) * 1024 / created if grown and created else None
             out["bytes_per_run"] = per_run
-            log(f"scale: {created:,} runs backfilled in {out['backfill_s']:.1f}s; run_count {out['run_count']:,}; "
+            log(
+                f"scale: {created:,} runs backfilled in {out['backfill_s']:.1f}s; run_count {out['run_count']:,}; "
                 f"RSS per node {fmt(mib(out['rss_runs_kib']))} MiB (leader {fmt((out['rss_runs_kib'][leader] or 0) / 1024)} MiB); "
-                f"{fmt(per_run)} B per run")
+                f"{fmt(per_run)} B per run"
+            )
             # 5. the same runs executed: retained as finished runs, one attempt each
             if finish_runs and created:
                 finish_backfilled_runs(cluster, root, port_base, created, out, quick)
         finally:
             watcher.stop()
             out["compactions"] = watcher.events
-            out["elections"] = [line.split(" INFO ")[0] + " " + m.node_id for m in cluster.members if m.log_path.exists()
-                                for line in m.log_path.read_text(errors="replace").splitlines() if "candidate -> leader" in line]
+            out["elections"] = [
+                line.split(" INFO ")[0] + " " + m.node_id
+                for m in cluster.members
+                if m.log_path.exists()
+                for line in m.log_path.read_text(errors="replace").splitlines()
+                if "candidate -> leader" in line
+            ]
             client.close()
     out["load_after"] = load_average()
     return out
@@ -267,8 +311,10 @@ def finish_backfilled_runs(cluster, root: Path, port_base: int, created: int, ou
     status = cluster.status(leader)
     out["run_count_finished"] = status.run_count if status else None
     out["rss_finished_kib"] = node_rss(cluster)
-    log(f"scale: {done:,} runs executed in {out['finish_s']:.1f}s; run_count {out['run_count_finished']:,}; "
-        f"RSS per node {fmt(mib(out['rss_finished_kib']))} MiB (leader {fmt((out['rss_finished_kib'][leader] or 0) / 1024)} MiB)")
+    log(
+        f"scale: {done:,} runs executed in {out['finish_s']:.1f}s; run_count {out['run_count_finished']:,}; "
+        f"RSS per node {fmt(mib(out['rss_finished_kib']))} MiB (leader {fmt((out['rss_finished_kib'][leader] or 0) / 1024)} MiB)"
+    )
 
 
 def terms(cluster) -> dict[str, int | None]:
@@ -341,17 +387,22 @@ def provoke_compaction(cluster, client, watcher: DumpWatcher, leader: str, quick
         during.append(max(window, default=None))
     outside = [d * 1000 for t, d in probes if not any(e["start"] - 0.2 <= t <= e["end"] for e in events)]
     out["probes"] = [(round(t - probes[0][0], 3), round(d * 1000, 1)) for t, d in probes] if probes else []
-    out["events_relative"] = [(e["node"], round(e["start"] - probes[0][0], 3), round(e["end"] - probes[0][0], 3))
-                              for e in events] if probes else []
+    out["events_relative"] = (
+        [(e["node"], round(e["start"] - probes[0][0], 3), round(e["end"] - probes[0][0], 3)) for e in events]
+        if probes
+        else []
+    )
     out["probe_max_ms_during_compaction"] = max([x for x in during if x is not None], default=None)
     out["probe_max_ms_outside"] = max(outside, default=None)
     leader_events = [e for e in events if e["node"] == leader]
     out["leader_compaction_s"] = leader_events[0]["seconds"] if leader_events else None
     out["compaction_s_median"] = median([e["seconds"] for e in events])
     out["dump_bytes"] = median([e["bytes"] for e in events if e["bytes"]])
-    log(f"scale: compaction on {len(events)} node(s): {fmt(out['compaction_s_median'])}s median, dump "
+    log(
+        f"scale: compaction on {len(events)} node(s): {fmt(out['compaction_s_median'])}s median, dump "
         f"{fmt((out['dump_bytes'] or 0) / 1e6)} MB; election: {out['election']}; probe commit max "
-        f"{fmt(out['probe_max_ms_during_compaction'])} ms during vs {fmt(out['probe_max_ms_outside'])} ms outside")
+        f"{fmt(out['probe_max_ms_during_compaction'])} ms during vs {fmt(out['probe_max_ms_outside'])} ms outside"
+    )
     return out
 
 
@@ -389,7 +440,9 @@ def run_planning(n: int, sample: int) -> list[dict]:
     results = []
     for kind, zone in combos:
         expr_of = KINDS[kind]
-        specs = [JobSpec(id=f"p{i}", schedule=expr_of(i), timezone=zone, target_kind="handler", target="x") for i in range(n)]
+        specs = [
+            JobSpec(id=f"p{i}", schedule=expr_of(i), timezone=zone, target_kind="handler", target="x") for i in range(n)
+        ]
         clear_caches()
         t0 = time.perf_counter()
         ours = [first_due_after(spec, now_us) for spec in specs]
@@ -397,15 +450,28 @@ def run_planning(n: int, sample: int) -> list[dict]:
         tz = ZoneInfo(zone)
         t0 = time.perf_counter()
         six = len(specs[0].schedule.split()) == 6  # raftcron's 6-field form has seconds first
-        theirs = [croniter(specs[i].schedule, now.astimezone(tz), second_at_beginning=six).get_next(datetime)
-                  for i in range(sample)]
+        theirs = [
+            croniter(specs[i].schedule, now.astimezone(tz), second_at_beginning=six).get_next(datetime)
+            for i in range(sample)
+        ]
         cron_s = (time.perf_counter() - t0) * n / sample
         agree = sum(1 for i in range(sample) if int(theirs[i].timestamp() * 1_000_000) == ours[i])
-        results.append({"kind": kind, "zone": zone, "jobs": n, "distinct_expressions": len({s.schedule for s in specs}),
-                        "raftcron_s": ours_s, "croniter_s_scaled": cron_s, "croniter_sample": sample,
-                        "agree_in_sample": agree})
-        log(f"planning {kind} {zone}: raftcron {ours_s:.2f}s, croniter {cron_s:.2f}s (scaled from {sample:,}); "
-            f"{agree}/{sample} agree")
+        results.append(
+            {
+                "kind": kind,
+                "zone": zone,
+                "jobs": n,
+                "distinct_expressions": len({s.schedule for s in specs}),
+                "raftcron_s": ours_s,
+                "croniter_s_scaled": cron_s,
+                "croniter_sample": sample,
+                "agree_in_sample": agree,
+            }
+        )
+        log(
+            f"planning {kind} {zone}: raftcron {ours_s:.2f}s, croniter {cron_s:.2f}s (scaled from {sample:,}); "
+            f"{agree}/{sample} agree"
+        )
     return results
 
 
@@ -415,22 +481,53 @@ def summarize(report: dict) -> list[list]:
     c = report.get("cluster", {})
     if c.get("rss_jobs_kib"):
         rows.append(["RSS per node, idle (MiB, median of 3)", mib(c["rss_idle_kib"]), ""])
-        rows.append([f"RSS per node with {c['jobs']:,} jobs (MiB)", mib(c["rss_jobs_kib"]),
-                     " ".join(fmt((v or 0) / 1024) for v in c["rss_jobs_kib"].values())])
-        rows.append([f"  the largest node with {c['jobs']:,} jobs (MiB)", max_mib(c["rss_jobs_kib"]),
-                     f"leader {c.get('leader_at_jobs_rss')}; the client writes through the first node that answers"])
+        rows.append(
+            [
+                f"RSS per node with {c['jobs']:,} jobs (MiB)",
+                mib(c["rss_jobs_kib"]),
+                " ".join(fmt((v or 0) / 1024) for v in c["rss_jobs_kib"].values()),
+            ]
+        )
+        rows.append(
+            [
+                f"  the largest node with {c['jobs']:,} jobs (MiB)",
+                max_mib(c["rss_jobs_kib"]),
+                f"leader {c.get('leader_at_jobs_rss')}; the client writes through the first node that answers",
+            ]
+        )
         rows.append([f"  apply {c['jobs']:,} jobs (s)", c.get("apply_s"), ""])
     if c.get("rss_runs_kib"):
-        rows.append([f"RSS per node with + {c.get('runs_created', 0):,} queued runs (MiB)", mib(c["rss_runs_kib"]),
-                     " ".join(fmt((v or 0) / 1024) for v in c["rss_runs_kib"].values())])
+        rows.append(
+            [
+                f"RSS per node with + {c.get('runs_created', 0):,} queued runs (MiB)",
+                mib(c["rss_runs_kib"]),
+                " ".join(fmt((v or 0) / 1024) for v in c["rss_runs_kib"].values()),
+            ]
+        )
         rows.append(["  bytes of RSS per run (median node growth / runs)", c.get("bytes_per_run"), ""])
-        rows.append(["  backfill calls aborted by a leader change", len(c.get("backfill_retries", [])), c.get("backfill_stopped", "")[:40]])
+        rows.append(
+            [
+                "  backfill calls aborted by a leader change",
+                len(c.get("backfill_retries", [])),
+                c.get("backfill_stopped", "")[:40],
+            ]
+        )
         rows.append([f"  backfill {c.get('runs_created', 0):,} runs (s)", c.get("backfill_s"), ""])
     if c.get("rss_finished_kib"):
-        rows.append([f"RSS per node with the runs finished and retained, {c.get('run_count_finished') or 0:,} runs (MiB)",
-                     mib(c["rss_finished_kib"]), " ".join(fmt((v or 0) / 1024) for v in c["rss_finished_kib"].values())])
-        rows.append([f"  {c.get('runs_finished', 0):,} runs executed by {FINISH_WORKERS} workers x {FINISH_CONCURRENCY} (s)",
-                     c.get("finish_s"), ""])
+        rows.append(
+            [
+                f"RSS per node with the runs finished and retained, {c.get('run_count_finished') or 0:,} runs (MiB)",
+                mib(c["rss_finished_kib"]),
+                " ".join(fmt((v or 0) / 1024) for v in c["rss_finished_kib"].values()),
+            ]
+        )
+        rows.append(
+            [
+                f"  {c.get('runs_finished', 0):,} runs executed by {FINISH_WORKERS} workers x {FINISH_CONCURRENCY} (s)",
+                c.get("finish_s"),
+                "",
+            ]
+        )
     r = c.get("restart")
     if r:
         rows.append(["restart a follower (after the compaction): s to gRPC", r["s_to_grpc"], ""])
@@ -438,35 +535,67 @@ def summarize(report: dict) -> list[list]:
         rows.append(["  s to ready", r["s_to_ready"], ""])
     comp = c.get("compaction")
     if comp:
-        rows.append(["compaction (forked child), s per node", comp.get("compaction_s_median"),
-                     " ".join(fmt(e["seconds"]) for e in comp["events"])])
+        rows.append(
+            [
+                "compaction (forked child), s per node",
+                comp.get("compaction_s_median"),
+                " ".join(fmt(e["seconds"]) for e in comp["events"]),
+            ]
+        )
         rows.append(["  snapshot file (MB)", (comp.get("dump_bytes") or 0) / 1e6, ""])
         every = c.get("compactions", [])
-        rows.append([f"  every compaction of the run ({len(every)}), s", median([e["seconds"] for e in every]),
-                     " ".join(f"{e['node']}:{e['seconds']:.0f}" for e in every)[:60]])
+        rows.append(
+            [
+                f"  every compaction of the run ({len(every)}), s",
+                median([e["seconds"] for e in every]),
+                " ".join(f"{e['node']}:{e['seconds']:.0f}" for e in every)[:60],
+            ]
+        )
         rows.append(["  election during the provoked compaction", "yes" if comp.get("election") else "no", ""])
         rows.append(["  slowest probe commit during compaction (ms)", comp.get("probe_max_ms_during_compaction"), ""])
         rows.append(["  slowest probe commit outside compaction (ms)", comp.get("probe_max_ms_outside"), ""])
     if c.get("elections") is not None:
-        rows.append(["leader elections during the run (1 = the first one)", len(c["elections"]), " ".join(c["elections"])[:60]])
+        rows.append(
+            ["leader elections during the run (1 = the first one)", len(c["elections"]), " ".join(c["elections"])[:60]]
+        )
     if stalls := c.get("tick_stalls"):
-        rows.append(["Raft ticks 0.25 s or more late, all nodes", sum(v["count"] for v in stalls.values()),
-                     " ".join(f"{node}:{v['count']}" for node, v in stalls.items())])
-        rows.append(["  longest Raft tick gap (s)", max(v["longest_s"] for v in stalls.values()),
-                     " ".join(f"{node}:{v['longest_s']:.2f}" for node, v in stalls.items())])
+        rows.append(
+            [
+                "Raft ticks 0.25 s or more late, all nodes",
+                sum(v["count"] for v in stalls.values()),
+                " ".join(f"{node}:{v['count']}" for node, v in stalls.items()),
+            ]
+        )
+        rows.append(
+            [
+                "  longest Raft tick gap (s)",
+                max(v["longest_s"] for v in stalls.values()),
+                " ".join(f"{node}:{v['longest_s']:.2f}" for node, v in stalls.items()),
+            ]
+        )
     for p in report.get("planning", []):
-        rows.append([f"next fire x{p['jobs']:,}: {p['kind']}, {p['zone']} (s)", p["raftcron_s"],
-                     f"croniter {fmt(p['croniter_s_scaled'])} s ({p['croniter_s_scaled'] / p['raftcron_s']:.0f}x)"])
+        rows.append(
+            [
+                f"next fire x{p['jobs']:,}: {p['kind']}, {p['zone']} (s)",
+                p["raftcron_s"],
+                f"croniter {fmt(p['croniter_s_scaled'])} s ({p['croniter_s_scaled'] / p['raftcron_s']:.0f}x)",
+            ]
+        )
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = bench_parser("scale", __doc__, port_base=7980)
     parser.add_argument("--jobs", type=int, help="jobs (100,000; 20,000 with --quick)")
-    parser.add_argument("--backfill-jobs", type=int, help="jobs backfilled with 10,000 runs each (100; 10 with --quick)")
+    parser.add_argument(
+        "--backfill-jobs", type=int, help="jobs backfilled with 10,000 runs each (100; 10 with --quick)"
+    )
     parser.add_argument("--phases", default="cluster,planning")
-    parser.add_argument("--no-finish", action="store_true",
-                        help="leave the backfilled runs queued (skip phase 5, the workers executing them)")
+    parser.add_argument(
+        "--no-finish",
+        action="store_true",
+        help="leave the backfilled runs queued (skip phase 5, the workers executing them)",
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     n_jobs = args.jobs or (20_000 if quick else 100_000)
@@ -476,7 +605,8 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="raftcron-bench-scale-"))
     ports = PortAllocator(args.port_base, step=10, limit=100)
     report = new_report(
-        "scale", quick,
+        "scale",
+        quick,
         not_done=[
             "the provoked compaction's own tick stall is inferred from a probe's commit latency; the nodes' "
             "tick watch (tick_stalls) covers the whole run",
@@ -485,8 +615,9 @@ def main(argv: list[str] | None = None) -> int:
     interrupted = False
     try:
         if "cluster" in phases:
-            report["cluster"] = run_cluster_phases(root, ports.take(local_cluster_ports), n_jobs, bf_jobs, quick,
-                                                   finish_runs=not args.no_finish)
+            report["cluster"] = run_cluster_phases(
+                root, ports.take(local_cluster_ports), n_jobs, bf_jobs, quick, finish_runs=not args.no_finish
+            )
             report["problems"] += report["cluster"]["problems"]
         if "planning" in phases:
             report["planning"] = run_planning(100_000 if not quick else 20_000, 10_000 if not quick else 2_000)
@@ -497,7 +628,9 @@ def main(argv: list[str] | None = None) -> int:
         report["problems"].append(f"scale: {exc!r}")
         log(traceback.format_exc())
     rows = summarize(report)
-    report["table"] = print_table(["figure", "value", "detail"], rows, title="scale: 3 nodes on loopback; planning in-process")
+    report["table"] = print_table(
+        ["figure", "value", "detail"], rows, title="scale: 3 nodes on loopback; planning in-process"
+    )
     report["summary"] = {r[0]: r[1] for r in rows}
     return finish("scale", report, root, interrupted, args.keep)
 

@@ -60,14 +60,21 @@ class Replica:
 
 
 def job_spec(n: int, schedule: str | None = None) -> JobSpec:
-    return JobSpec(id=f"job-{n:06d}", schedule=schedule or f"{n % 60} {n // 60 % 24} * * *",
-                   target_kind="handler", target=f"team{n % 50}.task", timezone=ZONES[n % len(ZONES)],
-                   owner=f"team{n % 50}", job_class="batch", jitter="pinned")
+    return JobSpec(
+        id=f"job-{n:06d}",
+        schedule=schedule or f"{n % 60} {n // 60 % 24} * * *",
+        target_kind="handler",
+        target=f"team{n % 50}.task",
+        timezone=ZONES[n % len(ZONES)],
+        owner=f"team{n % 50}",
+        job_class="batch",
+        jitter="pinned",
+    )
 
 
 def add_jobs(replica: Replica, specs: list[JobSpec], next_due_us: int) -> None:
     for start in range(0, len(specs), 2_000):
-        upserts = tuple(JobUpsert(spec, 0, next_due_us) for spec in specs[start:start + 2_000])
+        upserts = tuple(JobUpsert(spec, 0, next_due_us) for spec in specs[start : start + 2_000])
         replica.apply(ApplyJobs(issued_at_us=replica.state.now_us, author="bench", request_id="", upserts=upserts))
 
 
@@ -80,10 +87,20 @@ def run_jobs(replica: Replica, job_ids: list[str], runs_each: int) -> None:
         replica.apply(ClaimRuns(issued_at_us=slot_us, epoch=epoch, claims=claims, monotonic_us=slot_us))
         grant_index = replica.index + 1
         refs = tuple(RunRef(job_id, slot_us) for job_id in job_ids)
-        replica.apply(GrantLeases(issued_at_us=slot_us + 1, epoch=epoch, grants=refs, worker_id="w1",
-                                  lease_ttl_us=10 * SECOND_US, monotonic_us=slot_us + 1))
-        completions = tuple(Completion(lease=LeaseRef(job_id, slot_us, grant_index), worker_id="w1", outcome="success")
-                            for job_id in job_ids)
+        replica.apply(
+            GrantLeases(
+                issued_at_us=slot_us + 1,
+                epoch=epoch,
+                grants=refs,
+                worker_id="w1",
+                lease_ttl_us=10 * SECOND_US,
+                monotonic_us=slot_us + 1,
+            )
+        )
+        completions = tuple(
+            Completion(lease=LeaseRef(job_id, slot_us, grant_index), worker_id="w1", outcome="success")
+            for job_id in job_ids
+        )
         replica.apply(CompleteRuns(issued_at_us=slot_us + 2, completions=completions))
 
 
@@ -127,15 +144,26 @@ def main(argv: list[str] | None = None) -> int:
     n_jobs, run_jobs_count = (20_000, 200) if args.quick else (100_000, 1_000)
     measured = measure(n_jobs, run_jobs_count, 1_000)
     rows = [
-        [f"state of {n_jobs:,} jobs (MiB)", fmt(measured["kib_jobs"] / 1024),
-         f"{measured['kib_jobs'] * 1024 / n_jobs:,.0f} B per job"],
-        [f"+ {measured['runs']:,} finished runs, one attempt each (MiB)", fmt(measured["kib_runs"] / 1024),
-         f"{measured['kib_runs'] * 1024 / max(1, measured['runs']):,.0f} B per run"],
-        ["snapshot, encoded, before pysyncobj gzips it (MB)", fmt(measured["snapshot_bytes"] / 1e6),
-         f"encoded in {fmt(measured['snapshot_encode_s'])} s"],
+        [
+            f"state of {n_jobs:,} jobs (MiB)",
+            fmt(measured["kib_jobs"] / 1024),
+            f"{measured['kib_jobs'] * 1024 / n_jobs:,.0f} B per job",
+        ],
+        [
+            f"+ {measured['runs']:,} finished runs, one attempt each (MiB)",
+            fmt(measured["kib_runs"] / 1024),
+            f"{measured['kib_runs'] * 1024 / max(1, measured['runs']):,.0f} B per run",
+        ],
+        [
+            "snapshot, encoded, before pysyncobj gzips it (MB)",
+            fmt(measured["snapshot_bytes"] / 1e6),
+            f"encoded in {fmt(measured['snapshot_encode_s'])} s",
+        ],
     ]
     report = new_report("state_memory", args.quick, measured=measured, problems=measured["problems"])
-    report["table"] = print_table(["figure", "value", "detail"], rows, title="state_memory: one replica's state, in-process")
+    report["table"] = print_table(
+        ["figure", "value", "detail"], rows, title="state_memory: one replica's state, in-process"
+    )
     return finish_in_process("state_memory", report)
 
 

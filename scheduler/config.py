@@ -202,8 +202,12 @@ def _validate(config: NodeConfig) -> None:
             "it could change jobs and lease runs. Set tls.cert_file, tls.key_file and principals_file (see the "
             "README, Security), or insecure: true to accept that on a network you trust."
         )
-    if config.metrics_address and not _is_loopback(config.metrics_address) and not config.principals_file \
-            and not config.insecure_dashboard:
+    if (
+        config.metrics_address
+        and not _is_loopback(config.metrics_address)
+        and not config.principals_file
+        and not config.insecure_dashboard
+    ):
         raise ConfigError(
             f"refusing to serve the dashboard on {config.metrics_address} without bearer tokens: anyone who can "
             "reach it could read every job, run and alert. Set principals_file (its pages then want a token "
@@ -226,13 +230,17 @@ def _validate(config: NodeConfig) -> None:
     if not 0 < tuning.append_entries_period_s * 3 < tuning.election_timeout_min_s < tuning.election_timeout_max_s:
         raise ConfigError("need 3 x append_entries_period_s < election_timeout_min_s < election_timeout_max_s")
     if not 0 < tuning.keepalive_period_s < max(3.5, tuning.election_timeout_max_s) / 2:
-        raise ConfigError("keepalive_period_s must be positive and under half of pysyncobj's connection timeout "
-                          "(3.5 s, or election_timeout_max_s if larger)")
+        raise ConfigError(
+            "keepalive_period_s must be positive and under half of pysyncobj's connection timeout "
+            "(3.5 s, or election_timeout_max_s if larger)"
+        )
     if not isinstance(tuning.eager_append, bool):
         raise ConfigError(f"raft.eager_append must be true or false, got {tuning.eager_append!r}")
     if not isinstance(tuning.sync, bool):
-        raise ConfigError(f"raft.sync must be true or false, got {tuning.sync!r} (false: acknowledged writes "
-                          "survive killed processes, not a power loss of a majority)")
+        raise ConfigError(
+            f"raft.sync must be true or false, got {tuning.sync!r} (false: acknowledged writes "
+            "survive killed processes, not a power loss of a majority)"
+        )
 
 
 def serving_refusal(config: NodeConfig) -> str | None:
@@ -359,8 +367,14 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
     if unknown := set(raft_doc) - known:
         raise ConfigError(f"unknown raft settings {sorted(unknown)}; known: {sorted(known)}")
     tunables = (
-        "claim_batch_size", "trigger_max_sleep_s", "propose_timeout_s", "lease_ttl_s", "max_lease_wait_s",
-        "herd_window_s", "alert_routes", "grpc_threads",
+        "claim_batch_size",
+        "trigger_max_sleep_s",
+        "propose_timeout_s",
+        "lease_ttl_s",
+        "max_lease_wait_s",
+        "herd_window_s",
+        "alert_routes",
+        "grpc_threads",
     )
     insecure = _flag(pick(None, "RAFTCRON_INSECURE", "insecure", False), "insecure")
     insecure_grpc = _flag(pick(None, "RAFTCRON_INSECURE_GRPC", "insecure_grpc", False), "insecure_grpc")
@@ -377,10 +391,18 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
         log_level=str(pick(args.log_level, "RAFTCRON_LOG_LEVEL", "log_level", "INFO")).upper(),
         log_format=str(pick(args.log_format, "RAFTCRON_LOG_FORMAT", "log_format", "text")).lower(),
         join=_flag(pick(getattr(args, "join", None), "RAFTCRON_JOIN", "join", False), "join"),
-        tls_cert_file=str(pick(getattr(args, "tls_cert", None), "RAFTCRON_TLS_CERT_FILE", "", tls_doc.get("cert_file", "")) or ""),
-        tls_key_file=str(pick(getattr(args, "tls_key", None), "RAFTCRON_TLS_KEY_FILE", "", tls_doc.get("key_file", "")) or ""),
-        tls_ca_file=str(pick(getattr(args, "tls_ca", None), "RAFTCRON_TLS_CA_FILE", "", tls_doc.get("ca_file", "")) or ""),
-        tls_client_auth=_flag(pick(None, "RAFTCRON_TLS_CLIENT_AUTH", "", tls_doc.get("client_auth", False)), "tls.client_auth"),
+        tls_cert_file=str(
+            pick(getattr(args, "tls_cert", None), "RAFTCRON_TLS_CERT_FILE", "", tls_doc.get("cert_file", "")) or ""
+        ),
+        tls_key_file=str(
+            pick(getattr(args, "tls_key", None), "RAFTCRON_TLS_KEY_FILE", "", tls_doc.get("key_file", "")) or ""
+        ),
+        tls_ca_file=str(
+            pick(getattr(args, "tls_ca", None), "RAFTCRON_TLS_CA_FILE", "", tls_doc.get("ca_file", "")) or ""
+        ),
+        tls_client_auth=_flag(
+            pick(None, "RAFTCRON_TLS_CLIENT_AUTH", "", tls_doc.get("client_auth", False)), "tls.client_auth"
+        ),
         principals_file=str(
             pick(getattr(args, "principals_file", None), "RAFTCRON_PRINCIPALS_FILE", "principals_file", "") or ""
         ),
@@ -400,8 +422,9 @@ def _quotas_from(doc) -> QuotaLimits:
     if unknown := set(doc) - known:
         raise ConfigError(f"unknown quotas settings {sorted(unknown)}; quotas takes {', '.join(sorted(known))}")
     try:
-        return QuotaLimits(**{**doc, "owners": dict(doc.get("owners") or {}),
-                              "principals": dict(doc.get("principals") or {})})
+        return QuotaLimits(
+            **{**doc, "owners": dict(doc.get("owners") or {}), "principals": dict(doc.get("principals") or {})}
+        )
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
 

@@ -54,9 +54,9 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = {
-            "ts": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds").replace(
-                "+00:00", "Z"
-            ),
+            "ts": datetime.fromtimestamp(record.created, timezone.utc)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
             "level": record.levelname,
             "logger": record.name,
             "node": self._node_id,
@@ -94,7 +94,9 @@ class TextFormatter(logging.Formatter):
 
 def _text_value(value) -> str:
     text = str(value)
-    return json.dumps(text) if (not text or any(c.isspace() or c in '"=' or not c.isprintable() for c in text)) else text
+    return (
+        json.dumps(text) if (not text or any(c.isspace() or c in '"=' or not c.isprintable() for c in text)) else text
+    )
 
 
 def configure_logging(level: str | int = "INFO", fmt: str = "text", node_id: str = "", stream: TextIO | None = None):

@@ -80,9 +80,7 @@ def add_refusal(
     return None
 
 
-def remove_refusal(
-    voters: frozenset[str], connected: frozenset[str], target: Peer
-) -> Refusal | None:
+def remove_refusal(voters: frozenset[str], connected: frozenset[str], target: Peer) -> Refusal | None:
     """Whether `target` may leave: the voters left, that are up now, must be a majority of what is left."""
     if target.raft_address not in voters:
         return None  # pysyncobj no longer counts it: only the table is left to update

@@ -76,7 +76,12 @@ class Node:
     def _trigger_loop(self, term: LeaderTerm) -> TriggerLoop:
         c = self.config
         return TriggerLoop(
-            term, self.raftlog, c.claim_batch_size, c.trigger_max_sleep_s, c.propose_timeout_s, int(c.herd_window_s * 1e6)
+            term,
+            self.raftlog,
+            c.claim_batch_size,
+            c.trigger_max_sleep_s,
+            c.propose_timeout_s,
+            int(c.herd_window_s * 1e6),
         )
 
     def _dispatcher(self, term: LeaderTerm) -> Dispatcher:
@@ -140,7 +145,9 @@ class Node:
             self.config.max_lease_wait_s,
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.workers, server)
-        ops_pb2_grpc.add_OpsServiceServicer_to_server(OpsServicer(self.raftlog, reader, self.clock_us, timeout_s), server)
+        ops_pb2_grpc.add_OpsServiceServicer_to_server(
+            OpsServicer(self.raftlog, reader, self.clock_us, timeout_s), server
+        )
         self.health = add_health(server, self)
         address = self.config.me.grpc_address
         port = server.add_secure_port(address, tls.server_credentials()) if tls else server.add_insecure_port(address)

@@ -157,7 +157,9 @@ def apply_checking_time(state: State, command: Command, index: int) -> Result:
     before_us, anchor_now_us, anchor_mono_us, _ = before
     before_bytes = _all_but_position(state)
     requests = (dict(state.request_results), list(state.request_fifo))
-    bound_us = min(bounded_now_us(state, command.monotonic_us), MAX_TIME_US) if isinstance(command, EPOCH_COMMANDS) else 0
+    bound_us = (
+        min(bounded_now_us(state, command.monotonic_us), MAX_TIME_US) if isinstance(command, EPOCH_COMMANDS) else 0
+    )
     result = apply(state, command, index)
     name = type(command).__name__
     assert state.now_us >= before_us, f"{name} moved replicated time backwards"

@@ -71,7 +71,10 @@ class FailureLog:
             self._reminded_at = now
             self._log.warning(
                 "%s still failing after %d attempts over %.0fs (%s)",
-                self._what, self._failures, now - self._first_at, describe_rpc_error(error),
+                self._what,
+                self._failures,
+                now - self._first_at,
+                describe_rpc_error(error),
             )
         else:
             self._log.debug("%s failed again (%s)", self._what, describe_rpc_error(error))
@@ -80,6 +83,8 @@ class FailureLog:
         if self._failures:
             self._log.info(
                 "%s works again after %d failed attempts over %.1fs",
-                self._what, self._failures, time.monotonic() - self._first_at,
+                self._what,
+                self._failures,
+                time.monotonic() - self._first_at,
             )
         self._failures = 0

@@ -107,9 +107,7 @@ def _check_address(address: str) -> str:
     else:
         host, sep, port = address.rpartition(":")
         if ":" in host:
-            raise ValueError(
-                f"invalid address {address!r}: write an IPv6 host in brackets, e.g. '[::1]:7100'"
-            )
+            raise ValueError(f"invalid address {address!r}: write an IPv6 host in brackets, e.g. '[::1]:7100'")
     if not sep or not host:
         raise ValueError(f"invalid address {address!r}: expected 'host:port'")
     if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
@@ -211,8 +209,11 @@ class Credentials:
                 first = address not in _warned_plaintext
                 _warned_plaintext.add(address)
             if first:
-                log.warning("sending a bearer token without TLS to %s (loopback: readable by local users "
-                            "who can capture it); set RAFTCRON_CA to use TLS", address)
+                log.warning(
+                    "sending a bearer token without TLS to %s (loopback: readable by local users "
+                    "who can capture it); set RAFTCRON_CA to use TLS",
+                    address,
+                )
 
     def channel(self, address: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel:
         self.check_address(address)
@@ -223,7 +224,9 @@ class Credentials:
         credentials = grpc.ssl_channel_credentials(
             root_certificates=_read_file(self.ca_file, "CA certificate") if self.ca_file else None,
             private_key=_read_file(self.client_key_file, "client key") if self.client_key_file else None,
-            certificate_chain=_read_file(self.client_cert_file, "client certificate") if self.client_cert_file else None,
+            certificate_chain=_read_file(self.client_cert_file, "client certificate")
+            if self.client_cert_file
+            else None,
         )
         return grpc.secure_channel(address, credentials, options=options)
 
@@ -257,9 +260,7 @@ class ClusterClient:
         """`outcome_retries`: how many times a write whose outcome is unknown is sent again
         with its request id (0: the caller decides; see the module docstring)."""
         if isinstance(addresses, str):
-            raise TypeError(
-                "addresses must be a list of 'host:port' strings; use parse_cluster() for 'a:1,b:2'"
-            )
+            raise TypeError("addresses must be a list of 'host:port' strings; use parse_cluster() for 'a:1,b:2'")
         self._addresses = tuple(_check_address(a) for a in addresses)
         if not self._addresses:
             raise ValueError("at least one node address is required")
@@ -303,14 +304,10 @@ class ClusterClient:
     ) -> jobs_pb2.ApplyJobsResponse:
         return self._call("JobService", "ApplyJobs", request, fields)
 
-    def get_job(
-        self, request: jobs_pb2.GetJobRequest | None = None, /, **fields: Any
-    ) -> jobs_pb2.GetJobResponse:
+    def get_job(self, request: jobs_pb2.GetJobRequest | None = None, /, **fields: Any) -> jobs_pb2.GetJobResponse:
         return self._call("JobService", "GetJob", request, fields)
 
-    def list_jobs(
-        self, request: jobs_pb2.ListJobsRequest | None = None, /, **fields: Any
-    ) -> jobs_pb2.ListJobsResponse:
+    def list_jobs(self, request: jobs_pb2.ListJobsRequest | None = None, /, **fields: Any) -> jobs_pb2.ListJobsResponse:
         return self._call("JobService", "ListJobs", request, fields)
 
     def delete_job(
@@ -318,9 +315,7 @@ class ClusterClient:
     ) -> jobs_pb2.DeleteJobResponse:
         return self._call("JobService", "DeleteJob", request, fields)
 
-    def pause_job(
-        self, request: jobs_pb2.PauseJobRequest | None = None, /, **fields: Any
-    ) -> jobs_pb2.PauseJobResponse:
+    def pause_job(self, request: jobs_pb2.PauseJobRequest | None = None, /, **fields: Any) -> jobs_pb2.PauseJobResponse:
         return self._call("JobService", "PauseJob", request, fields)
 
     def resume_job(
@@ -333,7 +328,9 @@ class ClusterClient:
     ) -> jobs_pb2.TriggerJobResponse:
         return self._call("JobService", "TriggerJob", request, fields)
 
-    def kill_class(self, request: ops_pb2.KillClassRequest | None = None, /, **fields: Any) -> ops_pb2.KillClassResponse:
+    def kill_class(
+        self, request: ops_pb2.KillClassRequest | None = None, /, **fields: Any
+    ) -> ops_pb2.KillClassResponse:
         return self._call("OpsService", "KillClass", request, fields)
 
     def revive_class(
@@ -341,7 +338,9 @@ class ClusterClient:
     ) -> ops_pb2.ReviveClassResponse:
         return self._call("OpsService", "ReviveClass", request, fields)
 
-    def list_kills(self, request: ops_pb2.ListKillsRequest | None = None, /, **fields: Any) -> ops_pb2.ListKillsResponse:
+    def list_kills(
+        self, request: ops_pb2.ListKillsRequest | None = None, /, **fields: Any
+    ) -> ops_pb2.ListKillsResponse:
         return self._call("OpsService", "ListKills", request, fields)
 
     def list_alerts(
@@ -355,14 +354,10 @@ class ClusterClient:
         return self._call("JobService", "BackfillJob", request, fields)
 
     # RunService
-    def list_runs(
-        self, request: runs_pb2.ListRunsRequest | None = None, /, **fields: Any
-    ) -> runs_pb2.ListRunsResponse:
+    def list_runs(self, request: runs_pb2.ListRunsRequest | None = None, /, **fields: Any) -> runs_pb2.ListRunsResponse:
         return self._call("RunService", "ListRuns", request, fields)
 
-    def get_run(
-        self, request: runs_pb2.GetRunRequest | None = None, /, **fields: Any
-    ) -> runs_pb2.GetRunResponse:
+    def get_run(self, request: runs_pb2.GetRunRequest | None = None, /, **fields: Any) -> runs_pb2.GetRunResponse:
         return self._call("RunService", "GetRun", request, fields)
 
     # ClusterService
@@ -377,7 +372,12 @@ class ClusterClient:
         return self._call("ClusterService", "AddMember", request, fields, timeout_s=timeout_s)
 
     def remove_member(
-        self, request: cluster_pb2.RemoveMemberRequest | None = None, /, *, timeout_s: float | None = None, **fields: Any
+        self,
+        request: cluster_pb2.RemoveMemberRequest | None = None,
+        /,
+        *,
+        timeout_s: float | None = None,
+        **fields: Any,
     ) -> cluster_pb2.MembershipResponse:
         """Remove a member, dead or alive (a leader hands over first); admin only."""
         return self._call("ClusterService", "RemoveMember", request, fields, timeout_s=timeout_s)
@@ -400,7 +400,11 @@ class ClusterClient:
         return self._call("WorkerService", "Complete", request, fields, timeout_s=timeout_s)
 
     def complete_many(
-        self, request: worker_pb2.CompleteManyRequest | None = None, /, *, timeout_s: float | None = None,
+        self,
+        request: worker_pb2.CompleteManyRequest | None = None,
+        /,
+        *,
+        timeout_s: float | None = None,
         **fields: Any,
     ) -> worker_pb2.CompleteManyResponse:
         return self._call("WorkerService", "CompleteMany", request, fields, timeout_s=timeout_s)
@@ -447,8 +451,15 @@ class ClusterClient:
             except grpc.RpcError as error:
                 if attempt == retries or not _outcome_unknown(error):
                     raise
-                log.warning("%s.%s: outcome unknown (%s); sending it again with request id %s (%d of %d)",
-                            service, method, error.details(), request.request_id, attempt + 1, retries)
+                log.warning(
+                    "%s.%s: outcome unknown (%s); sending it again with request id %s (%d of %d)",
+                    service,
+                    method,
+                    error.details(),
+                    request.request_id,
+                    attempt + 1,
+                    retries,
+                )
                 time.sleep(OUTCOME_RETRY_BACKOFF_S * 2**attempt)
         raise AssertionError("unreachable")
 
@@ -494,9 +505,7 @@ class ClusterClient:
         elif fields:
             raise TypeError(f"{method}: pass a request message or keyword fields, not both")
         elif request.DESCRIPTOR is not input_type:
-            raise TypeError(
-                f"{method} takes {input_type.full_name}, got {request.DESCRIPTOR.full_name}"
-            )
+            raise TypeError(f"{method} takes {input_type.full_name}, got {request.DESCRIPTOR.full_name}")
         if "request_id" in input_type.fields_by_name and not request.request_id:
             filled = type(request)()
             filled.CopyFrom(request)
@@ -504,9 +513,7 @@ class ClusterClient:
             request = filled
         return request
 
-    def _invoke(
-        self, address: str, service: str, method: str, request: _message.Message, timeout_s: float
-    ) -> Any:
+    def _invoke(self, address: str, service: str, method: str, request: _message.Message, timeout_s: float) -> Any:
         rpc = getattr(self._stub(address, service), method)
         return rpc(request, timeout=timeout_s, metadata=self._metadata)
 

@@ -83,8 +83,9 @@ class CompletionBatcher:
     needs no added delay. A node without CompleteMany (UNIMPLEMENTED) gets unary Completes.
     """
 
-    def __init__(self, client: ClusterClient, worker_id: str, call_timeout_s: float,
-                 max_batch: int = 500, senders: int = 2) -> None:
+    def __init__(
+        self, client: ClusterClient, worker_id: str, call_timeout_s: float, max_batch: int = 500, senders: int = 2
+    ) -> None:
         self._client = client
         self._worker_id = worker_id
         self._call_timeout_s = call_timeout_s
@@ -93,8 +94,9 @@ class CompletionBatcher:
         self._cond = threading.Condition()
         self._closed = False
         self._unary_only = False
-        self._threads = [threading.Thread(target=self._send_loop, daemon=True, name=f"raftcron-complete-{i}")
-                         for i in range(senders)]
+        self._threads = [
+            threading.Thread(target=self._send_loop, daemon=True, name=f"raftcron-complete-{i}") for i in range(senders)
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -202,10 +204,16 @@ def report_outcome(
                 log.error(
                     "run %s (token %d): could not report outcome %s after %d attempts (%s); "
                     "its lease will expire and the run be leased again",
-                    lease.run_key, lease.ref.fencing_token, outcome.kind, attempts, describe_rpc_error(error),
+                    lease.run_key,
+                    lease.ref.fencing_token,
+                    outcome.kind,
+                    attempts,
+                    describe_rpc_error(error),
                 )
                 return None
-            log.debug("run %s: Complete failed (%s), retrying in %.2fs", lease.run_key, describe_rpc_error(error), delay_s)
+            log.debug(
+                "run %s: Complete failed (%s), retrying in %.2fs", lease.run_key, describe_rpc_error(error), delay_s
+            )
             give_up.wait(delay_s)
         attempts += 1
         try:
@@ -231,12 +239,19 @@ def _retry_delay_s(error: grpc.RpcError, backoff: Backoff, stop_at: float, give_
 
 def _log_answer(lease: HeldLease, outcome: Outcome, response: worker_pb2.CompleteResponse) -> None:
     if response.outcome == worker_pb2.OK:
-        log.info("run %s (attempt %d): %s%s", lease.run_key, lease.ctx.attempt, outcome.kind,
-                 f": {outcome.error}" if outcome.error else "")
+        log.info(
+            "run %s (attempt %d): %s%s",
+            lease.run_key,
+            lease.ctx.attempt,
+            outcome.kind,
+            f": {outcome.error}" if outcome.error else "",
+        )
     else:
         log.warning(
             "run %s (token %d): outcome %s discarded by the cluster (%s): the lease was no longer current",
-            lease.run_key, lease.ref.fencing_token, outcome.kind,
+            lease.run_key,
+            lease.ref.fencing_token,
+            outcome.kind,
             worker_pb2.LeaseOutcome.Name(response.outcome),
         )
 
@@ -260,8 +275,15 @@ def report_in_background(
 
     def retry(first_error: grpc.RpcError) -> None:
         try:
-            report_outcome(batcher.send, worker_id, lease, outcome, give_up=give_up, first_error=first_error,
-                           retry_for_s=max(0.0, retry_for_s - (time.monotonic() - started)))
+            report_outcome(
+                batcher.send,
+                worker_id,
+                lease,
+                outcome,
+                give_up=give_up,
+                first_error=first_error,
+                retry_for_s=max(0.0, retry_for_s - (time.monotonic() - started)),
+            )
         finally:
             on_done()
 

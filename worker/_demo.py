@@ -31,7 +31,9 @@ def run_payroll(ctx: RunContext) -> None:
     """payroll.run: the kind of job whose effect must happen once per slot."""
     log.info(
         "payroll.run %s: paying with idempotency key %s (fencing token %d)",
-        ctx.run_key, ctx.idempotency_key, ctx.fencing_token,
+        ctx.run_key,
+        ctx.idempotency_key,
+        ctx.fencing_token,
     )
     ctx.cancelled.wait(1.0)
 

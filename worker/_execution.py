@@ -198,6 +198,7 @@ class AsyncLoopThread:
                 task.cancel()
 
         future = asyncio.run_coroutine_threadsafe(main(), loop)
+
         # A run abandoned at shutdown may be cancelled after the loop closed: nothing to do then.
         def cancel_soon() -> None:
             if not loop.is_closed():
@@ -214,9 +215,7 @@ class AsyncLoopThread:
         with self._lock:
             if self._loop is None:
                 self._loop = asyncio.new_event_loop()
-                self._thread = threading.Thread(
-                    target=self._loop.run_forever, daemon=True, name="raftcron-asyncio"
-                )
+                self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="raftcron-asyncio")
                 self._thread.start()
             return self._loop
 
@@ -230,4 +229,3 @@ class AsyncLoopThread:
         thread.join(timeout_s)
         if not thread.is_alive():
             loop.close()
-

@@ -117,7 +117,9 @@ class Heartbeater:
                 if self._table.mark_lost(lease, reason):
                     log.warning(
                         "run %s (token %d): heartbeat answered %s: stopping it, its outcome will not be reported",
-                        lease.run_key, lease.ref.fencing_token, worker_pb2.LeaseOutcome.Name(result.outcome),
+                        lease.run_key,
+                        lease.ref.fencing_token,
+                        worker_pb2.LeaseOutcome.Name(result.outcome),
                     )
         return True
 
@@ -128,5 +130,7 @@ class Heartbeater:
                 log.warning(
                     "run %s (token %d): no heartbeat accepted for its whole lease TTL (%.1fs): "
                     "the lease is lost, stopping the run (the cluster will lease it again)",
-                    lease.run_key, lease.ref.fencing_token, lease.lease_ttl_s,
+                    lease.run_key,
+                    lease.ref.fencing_token,
+                    lease.lease_ttl_s,
                 )

@@ -116,8 +116,12 @@ class Worker:
         self._addresses = parse_cluster(cluster) if isinstance(cluster, str) else list(cluster)
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency!r}")
-        for name, value in (("lease_wait_s", lease_wait_s), ("drain_timeout_s", drain_timeout_s),
-                            ("shell_grace_s", shell_grace_s), ("complete_retry_s", complete_retry_s)):
+        for name, value in (
+            ("lease_wait_s", lease_wait_s),
+            ("drain_timeout_s", drain_timeout_s),
+            ("shell_grace_s", shell_grace_s),
+            ("complete_retry_s", complete_retry_s),
+        ):
             if value < 0:
                 raise ValueError(f"{name} must not be negative, got {value!r}")
         if call_timeout_s <= 0:
@@ -220,8 +224,12 @@ class Worker:
         self._targets = targets
         # A client of its own for leasing, so closing it cancels the long poll without
         # touching the heartbeats and completions that must go on during a drain.
-        self._lease_client = ClusterClient(self._addresses, timeout_s=self.call_timeout_s, metadata=self._metadata, credentials=self._credentials)
-        self._client = ClusterClient(self._addresses, timeout_s=self.call_timeout_s, metadata=self._metadata, credentials=self._credentials)
+        self._lease_client = ClusterClient(
+            self._addresses, timeout_s=self.call_timeout_s, metadata=self._metadata, credentials=self._credentials
+        )
+        self._client = ClusterClient(
+            self._addresses, timeout_s=self.call_timeout_s, metadata=self._metadata, credentials=self._credentials
+        )
         self._heartbeater = Heartbeater(self._client, self.worker_id, self._table)
         self._heartbeater.start()
         self._completions = CompletionBatcher(self._client, self.worker_id, self.call_timeout_s)
@@ -229,7 +237,10 @@ class Worker:
         self._lease_thread.start()
         log.info(
             "worker %s: leasing %s (concurrency %d) from %s",
-            self.worker_id, ", ".join(targets), self.concurrency, ",".join(self._addresses),
+            self.worker_id,
+            ", ".join(targets),
+            self.concurrency,
+            ",".join(self._addresses),
         )
 
     def run(self) -> None:
@@ -240,8 +251,11 @@ class Worker:
             while not self._stop_requested.wait(0.2) and not self._signals:
                 pass
             if self._signals:
-                log.info("worker %s: signal received: draining (up to %.0fs; signal again to stop at once)",
-                         self.worker_id, self.drain_timeout_s)
+                log.info(
+                    "worker %s: signal received: draining (up to %.0fs; signal again to stop at once)",
+                    self.worker_id,
+                    self.drain_timeout_s,
+                )
             self.stop()
         finally:
             for signum, handler in previous.items():
@@ -294,7 +308,8 @@ class Worker:
             rest = self._table.held()
             log.warning(
                 "worker %s: drain timeout: cancelling %d runs, reported RETRY_LATER to be leased again",
-                self.worker_id, len(rest),
+                self.worker_id,
+                len(rest),
             )
             for lease in rest:
                 lease.ctx.cancel(CancelReason.SHUTDOWN)
@@ -429,7 +444,9 @@ class Worker:
             return self._handlers.get(target.handler)
         if kind == "shell" and any(t == SHELL_TARGET or t.startswith(SHELL_TARGET + ":") for t in self._targets):
             # Whose command it is, the cluster decided: it hands out only the `shell:OWNER` asked for.
-            return ShellCommand(target.shell, grace_s=self.shell_grace_s, env_names=self.shell_env, user=self.shell_user)
+            return ShellCommand(
+                target.shell, grace_s=self.shell_grace_s, env_names=self.shell_env, user=self.shell_user
+            )
         return None
 
     # Running and reporting
@@ -445,14 +462,23 @@ class Worker:
     def _finish(self, lease: HeldLease, outcome: Outcome) -> None:
         self._table.handler_ended(lease)  # the next run may start while this outcome is reported
         if lease.lost is not None or not outcome.reportable:
-            log.info("run %s: ended after its lease was %s: outcome not reported", lease.run_key,
-                     lease.lost or outcome.cancel_reason)
+            log.info(
+                "run %s: ended after its lease was %s: outcome not reported",
+                lease.run_key,
+                lease.lost or outcome.cancel_reason,
+            )
         elif lease.claim_report():
             # This thread goes back to the pool; the lease is held until the cluster answers.
             try:
                 report_in_background(
-                    self._completions, self._threads.submit, self.worker_id, lease, outcome,
-                    retry_for_s=self.complete_retry_s, give_up=self._give_up, on_done=lambda: self._table.remove(lease),
+                    self._completions,
+                    self._threads.submit,
+                    self.worker_id,
+                    lease,
+                    outcome,
+                    retry_for_s=self.complete_retry_s,
+                    give_up=self._give_up,
+                    on_done=lambda: self._table.remove(lease),
                 )
                 return
             except BaseException:
@@ -462,7 +488,10 @@ class Worker:
 
     def _report(self, lease: HeldLease, outcome: Outcome, retry_for_s: float | None = None) -> None:
         report_outcome(
-            self._completions.send, self.worker_id, lease, outcome,
+            self._completions.send,
+            self.worker_id,
+            lease,
+            outcome,
             retry_for_s=self.complete_retry_s if retry_for_s is None else retry_for_s,
             give_up=self._give_up,
         )

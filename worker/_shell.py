@@ -84,18 +84,24 @@ def check_env_names(names: Iterable[str]) -> tuple[str, ...]:
         if not name or "=" in name or "\0" in name:
             raise ValueError(f"--shell-env {name!r}: not an environment variable name")
         if name.upper().startswith(RUN_PREFIX):
-            raise ValueError(f"--shell-env {name!r}: RAFTCRON_* variables are the worker's own (its credentials) "
-                             "or set per run; a command never inherits them")
+            raise ValueError(
+                f"--shell-env {name!r}: RAFTCRON_* variables are the worker's own (its credentials) "
+                "or set per run; a command never inherits them"
+            )
     return names
 
 
-def command_environment(ctx: RunContext, environ: Mapping[str, str], extra_names: Iterable[str] = (),
-                        home: str | None = None) -> dict[str, str]:
+def command_environment(
+    ctx: RunContext, environ: Mapping[str, str], extra_names: Iterable[str] = (), home: str | None = None
+) -> dict[str, str]:
     """The whole environment of a command for the run of `ctx`: allow-listed names of `environ`
     (the worker's), then the run's variables. `home` replaces HOME (a separate user's)."""
     wanted = set(INHERITED_NAMES) | set(check_env_names(extra_names))
-    env = {name: value for name, value in environ.items()
-           if (name in wanted or name.startswith("LC_")) and not name.upper().startswith(RUN_PREFIX)}
+    env = {
+        name: value
+        for name, value in environ.items()
+        if (name in wanted or name.startswith("LC_")) and not name.upper().startswith(RUN_PREFIX)
+    }
     env.setdefault("PATH", DEFAULT_PATH)
     if home is not None:
         env["HOME"] = home

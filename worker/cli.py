@@ -36,34 +36,71 @@ def build_parser() -> argparse.ArgumentParser:
         help="gRPC addresses host:port,... of any nodes (env RAFTCRON_CLUSTER; default %(default)s)",
     )
     parser.add_argument(
-        "--handlers", action="extend", nargs="+", default=[], metavar="[NAME=]MODULE:ATTR",
+        "--handlers",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="[NAME=]MODULE:ATTR",
         help="handlers to run: MODULE:ATTR naming a dict {target: handler}, or NAME=MODULE:ATTR naming one",
     )
     parser.add_argument("--demo", action="store_true", help="register the demo handlers of examples/jobs.yaml")
     parser.add_argument("--shell", action="store_true", help="also run {shell: CMD} targets with /bin/sh")
-    parser.add_argument("--shell-owners", nargs="+", metavar="OWNER",
-                        help="run only these owners' shell jobs (default: every owner's)")
-    parser.add_argument("--shell-env", action="extend", nargs="+", default=[], metavar="NAME",
-                        help="also pass these variables of the worker's environment to shell commands "
-                             "(beyond PATH, HOME, LANG, LC_*, TZ; never RAFTCRON_*)")
-    parser.add_argument("--shell-user", metavar="USER",
-                        help="run shell commands as USER, with its primary group only (the worker must run as root)")
-    parser.add_argument("--concurrency", type=int, default=4, help="most handlers running at once (default %(default)s)")
+    parser.add_argument(
+        "--shell-owners", nargs="+", metavar="OWNER", help="run only these owners' shell jobs (default: every owner's)"
+    )
+    parser.add_argument(
+        "--shell-env",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="also pass these variables of the worker's environment to shell commands "
+        "(beyond PATH, HOME, LANG, LC_*, TZ; never RAFTCRON_*)",
+    )
+    parser.add_argument(
+        "--shell-user",
+        metavar="USER",
+        help="run shell commands as USER, with its primary group only (the worker must run as root)",
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=4, help="most handlers running at once (default %(default)s)"
+    )
     parser.add_argument("--worker-id", help="stable id of this worker (default <hostname>-<pid>)")
-    parser.add_argument("--lease-wait", type=float, default=5.0, metavar="S",
-                        help="seconds one Lease call waits for due runs (default %(default)s)")
-    parser.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
-                        help="seconds a stop waits for running attempts (default %(default)s)")
-    parser.add_argument("--shell-grace", type=float, default=5.0, metavar="S",
-                        help="seconds between SIGTERM and SIGKILL of a cancelled command (default %(default)s)")
+    parser.add_argument(
+        "--lease-wait",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds one Lease call waits for due runs (default %(default)s)",
+    )
+    parser.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds a stop waits for running attempts (default %(default)s)",
+    )
+    parser.add_argument(
+        "--shell-grace",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds between SIGTERM and SIGKILL of a cancelled command (default %(default)s)",
+    )
     parser.add_argument("--ca", help="PEM CA of the nodes' certificates; turns TLS on (env RAFTCRON_CA)")
     parser.add_argument("--token-file", help="file holding the worker's bearer token (env RAFTCRON_TOKEN_FILE)")
     parser.add_argument("--client-cert", help="PEM client certificate for mutual TLS (env RAFTCRON_CLIENT_CERT)")
     parser.add_argument("--client-key", help="its PEM private key (env RAFTCRON_CLIENT_KEY)")
-    parser.add_argument("--insecure", action="store_true",
-                        help="send the token without TLS to a non-loopback address (env RAFTCRON_INSECURE=1)")
-    parser.add_argument("--log-level", default=os.environ.get("RAFTCRON_LOG_LEVEL", "INFO"),
-                        help="DEBUG, INFO, WARNING... (env RAFTCRON_LOG_LEVEL; default %(default)s)")
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="send the token without TLS to a non-loopback address (env RAFTCRON_INSECURE=1)",
+    )
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("RAFTCRON_LOG_LEVEL", "INFO"),
+        help="DEBUG, INFO, WARNING... (env RAFTCRON_LOG_LEVEL; default %(default)s)",
+    )
     return parser
 
 
@@ -103,8 +140,12 @@ def build_worker(args: argparse.Namespace) -> Worker:
     if not args.shell and (args.shell_owners or args.shell_env or args.shell_user):
         raise ValueError("--shell-owners, --shell-env and --shell-user need --shell")
     environ = dict(os.environ)
-    for flag, name in (("ca", "RAFTCRON_CA"), ("token_file", "RAFTCRON_TOKEN_FILE"),
-                       ("client_cert", "RAFTCRON_CLIENT_CERT"), ("client_key", "RAFTCRON_CLIENT_KEY")):
+    for flag, name in (
+        ("ca", "RAFTCRON_CA"),
+        ("token_file", "RAFTCRON_TOKEN_FILE"),
+        ("client_cert", "RAFTCRON_CLIENT_CERT"),
+        ("client_key", "RAFTCRON_CLIENT_KEY"),
+    ):
         if getattr(args, flag, None):
             environ[name] = getattr(args, flag)
             if name == "RAFTCRON_TOKEN_FILE":
@@ -135,9 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if not logging.getLogger().handlers:
-            logging.basicConfig(
-                level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-            )
+            logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         worker = build_worker(args)
     except (ValueError, TypeError, ImportError, AttributeError) as exc:
         print(f"raftcron worker: {exc}", file=sys.stderr)

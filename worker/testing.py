@@ -32,6 +32,7 @@ from worker._execution import AsyncLoopThread, Handler, OutcomeKind, arm_deadlin
 
 __all__ = ["HandlerOutcome", "make_context", "run_handler"]
 
+
 @dataclass(frozen=True)
 class HandlerOutcome:
     """What happened to one attempt run by `run_handler`.
@@ -106,8 +107,12 @@ def run_handler(
     context: use this RunContext instead of building one (the other run fields are ignored).
     """
     ctx = context or make_context(
-        payload, job_id=job_id, scheduled_at=scheduled_at, attempt=attempt,
-        fencing_token=fencing_token, deadline_s=deadline_s,
+        payload,
+        job_id=job_id,
+        scheduled_at=scheduled_at,
+        attempt=attempt,
+        fencing_token=fencing_token,
+        deadline_s=deadline_s,
     )
     canceller = None
     if cancel_after_s is not None:

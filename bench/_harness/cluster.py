@@ -70,8 +70,9 @@ def apply_specs(client, specs: list[JobSpec], resources: list[Resource] = ()) ->
         request_id = f"bench-apply-{run_tag}-{first}"
         for attempt in range(1, APPLY_ATTEMPTS + 1):
             try:
-                response = client.apply_jobs(jobs=[spec_to_pb(s) for s in chunk], author="bench",
-                                             request_id=request_id, **extra)
+                response = client.apply_jobs(
+                    jobs=[spec_to_pb(s) for s in chunk], author="bench", request_id=request_id, **extra
+                )
                 break
             except grpc.RpcError as exc:
                 if exc.code() not in APPLY_RETRY_CODES or attempt == APPLY_ATTEMPTS:
@@ -83,8 +84,9 @@ def apply_specs(client, specs: list[JobSpec], resources: list[Resource] = ()) ->
     return time.monotonic() - start
 
 
-def list_runs(client, since: datetime | None = None, until: datetime | None = None, page_size: int = 1000,
-              job_id: str = "") -> list:
+def list_runs(
+    client, since: datetime | None = None, until: datetime | None = None, page_size: int = 1000, job_id: str = ""
+) -> list:
     fields: dict = {"page_size": page_size}
     if since is not None:
         fields["since"] = ts(since)
@@ -103,8 +105,15 @@ def list_runs(client, since: datetime | None = None, until: datetime | None = No
 
 
 @contextlib.contextmanager
-def bench_cluster(root: Path, port_base: int, overrides: dict | None = None, out: dict | None = None,
-                  name: str = "cluster", check: bool = True, metrics: bool = False):
+def bench_cluster(
+    root: Path,
+    port_base: int,
+    overrides: dict | None = None,
+    out: dict | None = None,
+    name: str = "cluster",
+    check: bool = True,
+    metrics: bool = False,
+):
     """Start a 3-node LocalCluster, yield it; compare digests (when `check`), stop, scan logs.
 
     Problems are appended to out["problems"]; the digest goes to out["digest"].
@@ -112,9 +121,13 @@ def bench_cluster(root: Path, port_base: int, overrides: dict | None = None, out
     out = out if out is not None else {}
     out.setdefault("problems", [])
     out["raft_sync"] = raft_sync_mode()
-    cluster = LocalCluster(root / f"{name}-{port_base}", nodes=3, port_base=port_base,
-                           overrides=with_raft_sync_mode(overrides),
-                           metrics=metrics)
+    cluster = LocalCluster(
+        root / f"{name}-{port_base}",
+        nodes=3,
+        port_base=port_base,
+        overrides=with_raft_sync_mode(overrides),
+        metrics=metrics,
+    )
     converged_checked = False
     try:
         cluster.start()
@@ -164,8 +177,10 @@ def _compare_offline(cluster: LocalCluster, out: dict, name: str) -> None:
     try:
         index, digests = common_digests(raft_dirs)
     except (OSError, ValueError) as exc:
-        out["problems"].append(f"{name}: live digests never agreed ({out.get('live_digests')}) and the "
-                               f"stopped nodes could not be compared: {exc}")
+        out["problems"].append(
+            f"{name}: live digests never agreed ({out.get('live_digests')}) and the "
+            f"stopped nodes could not be compared: {exc}"
+        )
         return
     out["offline_digest_index"] = index
     if len(set(digests.values())) == 1:

@@ -225,7 +225,9 @@ def scan_logs(paths: Iterable[Path], markers: Sequence[str] = BAD_LOG_MARKERS, k
     return found[: keep * 10]
 
 
-_STALL = re.compile(r"raft tick stalled ([0-9.]+)s as \w+.*?(?:\((\d+) more since the last warning, the longest ([0-9.]+)s\))?$")
+_STALL = re.compile(
+    r"raft tick stalled ([0-9.]+)s as \w+.*?(?:\((\d+) more since the last warning, the longest ([0-9.]+)s\))?$"
+)
 
 
 def tick_stalls(paths: Iterable[Path]) -> dict[str, dict]:

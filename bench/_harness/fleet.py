@@ -25,19 +25,45 @@ class WorkerFleet:
         self.name = name
         self.processes: list[tuple[str, subprocess.Popen]] = []
 
-    def start(self, count: int, concurrency: int, targets: str = "bench.noop", max_life_s: float = 600.0,
-              lease_wait_s: float = 2.0, cluster_arg: str | None = None) -> None:
+    def start(
+        self,
+        count: int,
+        concurrency: int,
+        targets: str = "bench.noop",
+        max_life_s: float = 600.0,
+        lease_wait_s: float = 2.0,
+        cluster_arg: str | None = None,
+    ) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         for i in range(count):
             worker_id = f"{self.name}{len(self.processes) + 1}"
             log_file = open(self.out_dir / f"{worker_id}.log", "ab")
             try:
                 process = subprocess.Popen(
-                    [sys.executable, "-m", "bench._harness.benchworker", "--cluster", cluster_arg or self.cluster.cluster_arg,
-                     "--worker-id", worker_id, "--concurrency", str(concurrency), "--targets", targets,
-                     "--stats", str(self.out_dir / f"{worker_id}.json"), "--max-life", str(max_life_s),
-                     "--lease-wait", str(lease_wait_s)],
-                    env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True, cwd=str(ROOT),
+                    [
+                        sys.executable,
+                        "-m",
+                        "bench._harness.benchworker",
+                        "--cluster",
+                        cluster_arg or self.cluster.cluster_arg,
+                        "--worker-id",
+                        worker_id,
+                        "--concurrency",
+                        str(concurrency),
+                        "--targets",
+                        targets,
+                        "--stats",
+                        str(self.out_dir / f"{worker_id}.json"),
+                        "--max-life",
+                        str(max_life_s),
+                        "--lease-wait",
+                        str(lease_wait_s),
+                    ],
+                    env=env,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    cwd=str(ROOT),
                 )
             finally:
                 log_file.close()

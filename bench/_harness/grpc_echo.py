@@ -41,9 +41,7 @@ def _server_main(address: str, ready, stop, max_life_s: float) -> None:
             "Stream": grpc.unary_stream_rpc_method_handler(stream),
         },
     )
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=SERVER_THREADS), options=[("grpc.so_reuseport", 0)]
-    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=SERVER_THREADS), options=[("grpc.so_reuseport", 0)])
     server.add_generic_rpc_handlers((handler,))
     if server.add_insecure_port(address) == 0:
         ready.put(f"cannot bind {address}")
@@ -150,7 +148,9 @@ def measure_unary(address: str, processes: int, threads: int, duration_s: float)
     results = ctx.Queue()
     start_at = time.time() + 1.5 + 0.3 * processes  # every process imported grpc and connected
     procs = [
-        ctx.Process(target=_unary_client, args=(address, threads, duration_s, 10_000_000, start_at, results), daemon=True)
+        ctx.Process(
+            target=_unary_client, args=(address, threads, duration_s, 10_000_000, start_at, results), daemon=True
+        )
         for _ in range(processes)
     ]
     got = _gather(procs, results, duration_s + 60)
@@ -163,7 +163,10 @@ def measure_stream(address: str, processes: int, messages: int) -> dict:
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
     start_at = time.time() + 1.5 + 0.3 * processes
-    procs = [ctx.Process(target=_stream_client, args=(address, messages, start_at, results), daemon=True) for _ in range(processes)]
+    procs = [
+        ctx.Process(target=_stream_client, args=(address, messages, start_at, results), daemon=True)
+        for _ in range(processes)
+    ]
     got = _gather(procs, results, 180)
     total = sum(n for n, _ in got)
     longest = max(t for _, t in got)

@@ -45,15 +45,17 @@ def code_info() -> dict:
     return code_revision(scheduler.__file__)
 
 
-def bench_parser(name: str, doc: str, port_base: int | None = None, keep: bool = True,
-                 quick_help: str | None = None) -> argparse.ArgumentParser:
+def bench_parser(
+    name: str, doc: str, port_base: int | None = None, keep: bool = True, quick_help: str | None = None
+) -> argparse.ArgumentParser:
     """The options every benchmark shares: --quick, and for those that start clusters --port-base
     (and --keep); each benchmark adds its own after."""
     parser = argparse.ArgumentParser(prog=f"python -m bench {name}", description=doc.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=quick_help or "smoke mode: smaller and fewer repetitions")
     if port_base is not None:
-        parser.add_argument("--port-base", type=int, default=port_base,
-                            help=f"first loopback port base (default {port_base})")
+        parser.add_argument(
+            "--port-base", type=int, default=port_base, help=f"first loopback port base (default {port_base})"
+        )
     if keep:
         parser.add_argument("--keep", action="store_true", help="keep the data directories (kept anyway on failure)")
     return parser

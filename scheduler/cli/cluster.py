@@ -47,8 +47,11 @@ def _wait_caught_up(client, peer, index: int, wait_s: float) -> None:
             print(f"{peer.node_id} has caught up (applied {applied})")
             return
         time.sleep(0.2)
-    print(f"{peer.node_id} has not caught up within {wait_s:g}s (applied {applied} of {index}); "
-          f"watch `raftcron status --node {peer.grpc_address}`", file=sys.stderr)
+    print(
+        f"{peer.node_id} has not caught up within {wait_s:g}s (applied {applied} of {index}); "
+        f"watch `raftcron status --node {peer.grpc_address}`",
+        file=sys.stderr,
+    )
 
 
 def member_argument(text: str):

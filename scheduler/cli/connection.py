@@ -36,8 +36,12 @@ def cluster_client(args):
     credentials = Credentials.from_env(credential_environ(args))
     # A write cut short by a leader change is sent again with its request id: the cluster applies
     # it once either way, whereas the operator running the command again would trigger twice.
-    return ClusterClient(parse_cluster(args.cluster), timeout_s=args.timeout, credentials=credentials,
-                         outcome_retries=CLI_OUTCOME_RETRIES)
+    return ClusterClient(
+        parse_cluster(args.cluster),
+        timeout_s=args.timeout,
+        credentials=credentials,
+        outcome_retries=CLI_OUTCOME_RETRIES,
+    )
 
 
 def add_credential_flags(parser: argparse.ArgumentParser) -> None:
@@ -47,5 +51,8 @@ def add_credential_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token-file", help="file holding a bearer token (env RAFTCRON_TOKEN_FILE or RAFTCRON_TOKEN)")
     parser.add_argument("--client-cert", help="PEM client certificate for mutual TLS (env RAFTCRON_CLIENT_CERT)")
     parser.add_argument("--client-key", help="its PEM private key (env RAFTCRON_CLIENT_KEY)")
-    parser.add_argument("--insecure", action="store_true",
-                        help="send the token without TLS to a non-loopback address (env RAFTCRON_INSECURE=1)")
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="send the token without TLS to a non-loopback address (env RAFTCRON_INSECURE=1)",
+    )

@@ -62,15 +62,21 @@ def run_dev_cluster(args, run_cli: Callable[[list[str]], int]) -> int:
     try:
         cluster.start()
         for member in cluster.members:
-            print(f"started node {member.node_id} (pid {member.process.pid}), log {member.log_path}, "
-                  f"metrics {member.metrics_url}")
+            print(
+                f"started node {member.node_id} (pid {member.process.pid}), log {member.log_path}, "
+                f"metrics {member.metrics_url}"
+            )
         leader = cluster.wait_for_leader(LEADER_WAIT_S)
         print(f"leader is {leader}")
-        print(f"dashboard {' '.join(f'http://{m.metrics_address}/' for m in cluster.members)} (sign in with any user name "
-              "and the admin token as password)")
+        print(
+            f"dashboard {' '.join(f'http://{m.metrics_address}/' for m in cluster.members)} (sign in with any user name "
+            "and the admin token as password)"
+        )
         admin = credentials.client_env("admin")
-        print("talk to it from another shell after exporting (admin token; submitter.token and worker.token "
-              f"are in {credentials.directory}):")
+        print(
+            "talk to it from another shell after exporting (admin token; submitter.token and worker.token "
+            f"are in {credentials.directory}):"
+        )
         print(f"RAFTCRON_CLUSTER={cluster.cluster_arg}")
         print(f"RAFTCRON_CA={admin['RAFTCRON_CA']}")
         print(f"RAFTCRON_TOKEN_FILE={admin['RAFTCRON_TOKEN_FILE']}", flush=True)
@@ -79,8 +85,10 @@ def run_dev_cluster(args, run_cli: Callable[[list[str]], int]) -> int:
             run_cli(["--cluster", cluster.cluster_arg, *credential_flags, "apply", "-f", args.jobs])
         if not args.no_worker:
             worker = _start_demo_worker(cluster, credentials)
-            print(f"started demo worker (pid {worker.pid}, handlers demo.*, reports.build, payroll.run and shell), "
-                  f"log {data_dir / 'worker.log'}")
+            print(
+                f"started demo worker (pid {worker.pid}, handlers demo.*, reports.build, payroll.run and shell), "
+                f"log {data_dir / 'worker.log'}"
+            )
         print("cluster running; Ctrl-C stops every process it started", flush=True)
         reported: set[str] = set()
         while not stopping.wait(0.5):

@@ -55,8 +55,12 @@ def plan(args) -> str:
         entry = {"job_id": change.job_id, "change": change.change, "version": change.version}
         if spec is not None:
             entry["effective"] = spec_to_document(spec, full=True)
-            fires = preview(spec.schedule, spec.timezone, after, NEXT_FIRES, spec.dst_gap or None, spec.dst_repeat or None)
-            entry["next_fires"] = [fire["at"] + (f" ({fire['adjustment']})" if fire["adjustment"] else "") for fire in fires]
+            fires = preview(
+                spec.schedule, spec.timezone, after, NEXT_FIRES, spec.dst_gap or None, spec.dst_repeat or None
+            )
+            entry["next_fires"] = [
+                fire["at"] + (f" ({fire['adjustment']})" if fire["adjustment"] else "") for fire in fires
+            ]
         entries.append(entry)
     if args.json:
         return json.dumps(entries, indent=2)
@@ -72,8 +76,9 @@ def plan(args) -> str:
 
 def cmd_jobs(args) -> int:
     with connection.cluster_client(args) as client:
-        response = client.list_jobs(owner=args.owner, job_class=args.job_class, page_size=args.limit,
-                                    linearizable=args.linearizable)
+        response = client.list_jobs(
+            owner=args.owner, job_class=args.job_class, page_size=args.limit, linearizable=args.linearizable
+        )
     out.print_jobs(response, args.json)
     return 0
 
@@ -105,8 +110,11 @@ def cmd_backfill(args) -> int:
     from worker.api.v1 import jobs_pb2
 
     request = jobs_pb2.BackfillJobRequest(
-        job_id=args.job, to=timestamp(parse_when(args.to)), max_runs=args.max_runs,
-        rate_per_s=args.rate, author=args.author,
+        job_id=args.job,
+        to=timestamp(parse_when(args.to)),
+        max_runs=args.max_runs,
+        rate_per_s=args.rate,
+        author=args.author,
     )
     getattr(request, "from").CopyFrom(timestamp(parse_when(args.from_)))
     with connection.cluster_client(args) as client:

@@ -12,7 +12,10 @@ def cmd_kill(args) -> int:
 
     with connection.cluster_client(args) as client:
         response = client.kill_class(
-            job_class=args.job_class, reason=args.reason, author=args.author, cancel_running=args.cancel_running,
+            job_class=args.job_class,
+            reason=args.reason,
+            author=args.author,
+            cancel_running=args.cancel_running,
             until=timestamp(parse_when(args.until)) if args.until else None,
         )
     until = f" until {args.until}" if args.until else " until revived"
@@ -65,8 +68,10 @@ def cmd_forecast(args) -> int:
         print(json_module.dumps(to_json(result), indent=2))
         return 0
     series = result.series()
-    print(f"{len(specs)} jobs, {sum(series)} fires in the next {args.hours:g} h "
-          f"(mean {sum(series) / len(series):.1f}/min, max {max(series)}/min)")
+    print(
+        f"{len(specs)} jobs, {sum(series)} fires in the next {args.hours:g} h "
+        f"(mean {sum(series) / len(series):.1f}/min, max {max(series)}/min)"
+    )
     for at, fires in result.peaks():
         print(f"  peak {format_us(at)}  {fires} fires/min")
     for name, counter in sorted(result.by_resource.items()):

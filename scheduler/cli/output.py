@@ -90,8 +90,14 @@ def print_jobs(response, as_json: bool) -> None:
         print(json.dumps(jobs, indent=2))
     else:
         rows = [
-            [j["id"], j["spec"].get("schedule", ""), j["spec"].get("timezone", ""), j["next_due"],
-             j["last_status"], "paused" if j["paused"] else ""]
+            [
+                j["id"],
+                j["spec"].get("schedule", ""),
+                j["spec"].get("timezone", ""),
+                j["next_due"],
+                j["last_status"],
+                "paused" if j["paused"] else "",
+            ]
             for j in jobs
         ]
         _table(rows, ["JOB", "SCHEDULE", "ZONE", "NEXT DUE (UTC)", "LAST", ""])
@@ -99,7 +105,11 @@ def print_jobs(response, as_json: bool) -> None:
 
 
 def print_job(job, as_json: bool) -> None:
-    print(json.dumps(job_dict(job), indent=2) if as_json else shown_text(f"{job.spec.id}: {'paused' if job.paused else 'active'}"))
+    print(
+        json.dumps(job_dict(job), indent=2)
+        if as_json
+        else shown_text(f"{job.spec.id}: {'paused' if job.paused else 'active'}")
+    )
 
 
 def print_changes(response, as_json: bool, dry_run: bool) -> None:
@@ -128,11 +138,15 @@ def status_dict(status) -> dict:
         "run_count": status.run_count,
         "cluster_version": status.cluster_version,
         "log_format": status.log_format,
-        "voter_log_formats": [{"node_id": v.node_id, "raft_address": v.raft_address, "log_format": v.log_format}
-                              for v in status.voter_log_formats],
+        "voter_log_formats": [
+            {"node_id": v.node_id, "raft_address": v.raft_address, "log_format": v.log_format}
+            for v in status.voter_log_formats
+        ],
         "halted": status.halted,
-        "peers": [MessageToDict(p, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
-                  for p in status.peers],
+        "peers": [
+            MessageToDict(p, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+            for p in status.peers
+        ],
         "raft_voters": list(status.raft_voters),
     }
 
@@ -142,47 +156,94 @@ def print_status(status, as_json: bool) -> None:
     if as_json:
         print(json.dumps(info, indent=2))
         return
-    print(f"node {info['node_id']} is {info['role']}; leader {info['leader'] or '(none)'}; "
-          f"term {info['term']}, epoch {info['epoch']}; commit {info['commit_index']}, applied {info['applied_index']}")
-    _table([[p["node_id"], p["raft_address"], p["grpc_address"], "up" if p["connected"] else "DOWN",
-             str(p.get("match_index", 0))] for p in info["peers"]],
-           ["PEER", "RAFT", "GRPC", "LINK", "MATCH"])
+    print(
+        f"node {info['node_id']} is {info['role']}; leader {info['leader'] or '(none)'}; "
+        f"term {info['term']}, epoch {info['epoch']}; commit {info['commit_index']}, applied {info['applied_index']}"
+    )
+    _table(
+        [
+            [
+                p["node_id"],
+                p["raft_address"],
+                p["grpc_address"],
+                "up" if p["connected"] else "DOWN",
+                str(p.get("match_index", 0)),
+            ]
+            for p in info["peers"]
+        ],
+        ["PEER", "RAFT", "GRPC", "LINK", "MATCH"],
+    )
     if info["halted"]:
         print(f"HALTED: {info['halted']}")
-    behind = [f"{v['node_id'] or v['raft_address']} ({v['log_format'] or 'not heard'})"
-              for v in info["voter_log_formats"] if v["log_format"] < info["log_format"]]
-    print(f"cluster version {info['cluster_version']}; this node reads log format {info['log_format']}"
-          + (f"; voters reading less: {', '.join(behind)}" if behind else ""))
+    behind = [
+        f"{v['node_id'] or v['raft_address']} ({v['log_format'] or 'not heard'})"
+        for v in info["voter_log_formats"]
+        if v["log_format"] < info["log_format"]
+    ]
+    print(
+        f"cluster version {info['cluster_version']}; this node reads log format {info['log_format']}"
+        + (f"; voters reading less: {', '.join(behind)}" if behind else "")
+    )
     listed = sorted(p["raft_address"] for p in info["peers"])
     if info["raft_voters"] and sorted(info["raft_voters"]) != listed:
-        print(f"Raft voters {', '.join(info['raft_voters'])} differ from the members listed: a membership "
-              "change is half done; repeat the last `raftcron cluster` command")
+        print(
+            f"Raft voters {', '.join(info['raft_voters'])} differ from the members listed: a membership "
+            "change is half done; repeat the last `raftcron cluster` command"
+        )
 
 
 def print_kills(response, as_json: bool) -> None:
-    active = [{"class": k.job_class, "reason": k.reason, "author": k.author, "killed_at": _iso(k, "killed_at"),
-               "until": _iso(k, "until"), "cancel_running": k.cancel_running} for k in response.active]
-    audit = [{"action": r.action, "class": r.job_class, "author": r.author, "at": _iso(r, "at"), "reason": r.reason}
-             for r in response.audit]
+    active = [
+        {
+            "class": k.job_class,
+            "reason": k.reason,
+            "author": k.author,
+            "killed_at": _iso(k, "killed_at"),
+            "until": _iso(k, "until"),
+            "cancel_running": k.cancel_running,
+        }
+        for k in response.active
+    ]
+    audit = [
+        {"action": r.action, "class": r.job_class, "author": r.author, "at": _iso(r, "at"), "reason": r.reason}
+        for r in response.audit
+    ]
     if as_json:
         print(json.dumps({"active": active, "audit": audit}, indent=2))
         return
-    _table([[k["class"], k["author"], k["killed_at"], k["until"] or "revive", k["reason"]] for k in active],
-           ["CLASS", "BY", "SINCE", "UNTIL", "REASON"])
+    _table(
+        [[k["class"], k["author"], k["killed_at"], k["until"] or "revive", k["reason"]] for k in active],
+        ["CLASS", "BY", "SINCE", "UNTIL", "REASON"],
+    )
     for r in audit[:10]:
         print(shown_text(f"  {r['at']}  {r['action']:6}  {r['class']}  by {r['author']}  {r['reason']}"))
 
 
 def print_alerts(response, as_json: bool) -> None:
-    alerts = [{"id": a.id, "kind": a.kind, "job_id": a.job_id, "owner": a.owner, "scheduled_at": _iso(a, "scheduled_at"),
-               "created_at": _iso(a, "created_at"), "delivered_at": _iso(a, "delivered_at"), "message": a.message}
-              for a in response.alerts]
+    alerts = [
+        {
+            "id": a.id,
+            "kind": a.kind,
+            "job_id": a.job_id,
+            "owner": a.owner,
+            "scheduled_at": _iso(a, "scheduled_at"),
+            "created_at": _iso(a, "created_at"),
+            "delivered_at": _iso(a, "delivered_at"),
+            "message": a.message,
+        }
+        for a in response.alerts
+    ]
     if as_json:
         print(json.dumps({"pending": response.pending, "alerts": alerts}, indent=2))
         return
     print(f"{response.pending} pending")
-    _table([[a["kind"], a["job_id"], a["owner"], a["scheduled_at"], a["delivered_at"] or "PENDING", a["message"][:60]]
-            for a in alerts], ["KIND", "JOB", "OWNER", "SLOT", "DELIVERED", "MESSAGE"])
+    _table(
+        [
+            [a["kind"], a["job_id"], a["owner"], a["scheduled_at"], a["delivered_at"] or "PENDING", a["message"][:60]]
+            for a in alerts
+        ],
+        ["KIND", "JOB", "OWNER", "SLOT", "DELIVERED", "MESSAGE"],
+    )
 
 
 def print_fires(fires: list[dict], as_json: bool) -> None:

@@ -99,7 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
         "add", help="make a node started with `raftcron serve --join` a voting member, and wait until it caught up"
     )
     c.add_argument(
-        "member", type=cluster.member_argument, metavar="ID=RAFT_HOST:PORT/GRPC_HOST:PORT", help="the new node and its addresses"
+        "member",
+        type=cluster.member_argument,
+        metavar="ID=RAFT_HOST:PORT/GRPC_HOST:PORT",
+        help="the new node and its addresses",
     )
     c.add_argument("--wait", type=float, default=120.0, help="seconds to wait for it to catch up; 0: do not wait")
     c.add_argument("--author", default=author)
@@ -182,8 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("forecast", help="fires per minute over the coming hours: see the herd before it happens")
     p.add_argument("--hours", type=float, default=24.0)
     p.add_argument("--start", default="now", help="window start (default now)")
-    p.add_argument("--herd-window", type=float, default=3600.0,
-                   help="the cluster's herd_window_s, for jobs with jitter auto (default %(default)s)")
+    p.add_argument(
+        "--herd-window",
+        type=float,
+        default=3600.0,
+        help="the cluster's herd_window_s, for jobs with jitter auto (default %(default)s)",
+    )
     p.add_argument("--plot", help="also write the histogram as a PNG file (needs matplotlib)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=ops.cmd_forecast)

@@ -86,19 +86,29 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
     job = client.get_job(job_id=job_id).job
     slot_us = _nearest_slot(job.spec, at_us)
     response = client.list_runs(
-        runs_pb2.ListRunsRequest(job_id=job_id, since=timestamp(at_us - WINDOW_US), until=timestamp(at_us + WINDOW_US), page_size=1000)
+        runs_pb2.ListRunsRequest(
+            job_id=job_id, since=timestamp(at_us - WINDOW_US), until=timestamp(at_us + WINDOW_US), page_size=1000
+        )
     )
     runs = [out.run_dict(r) for r in response.runs]
     nearest = min(runs, key=lambda r: abs(parse_when(r["scheduled_at"]) - at_us), default=None)
     cursor_us = timestamp_us(job.cursor)
-    if nearest is not None and (slot_us is None or abs(parse_when(nearest["scheduled_at"]) - at_us) <= abs(slot_us - at_us)):
+    if nearest is not None and (
+        slot_us is None or abs(parse_when(nearest["scheduled_at"]) - at_us) <= abs(slot_us - at_us)
+    ):
         answer = {"slot": nearest["scheduled_at"], "run": nearest, "explanation": _sentence(nearest)}
     elif slot_us is not None and slot_us > cursor_us:
-        answer = {"slot": format_us(slot_us), "explanation": f"slot {format_us(slot_us)} of {job_id} is not due yet"
-                  f" (accounted up to {format_us(cursor_us)}){'; the job is paused' if job.paused else ''}"}
+        answer = {
+            "slot": format_us(slot_us),
+            "explanation": f"slot {format_us(slot_us)} of {job_id} is not due yet"
+            f" (accounted up to {format_us(cursor_us)}){'; the job is paused' if job.paused else ''}",
+        }
     elif slot_us is not None:
-        answer = {"slot": format_us(slot_us), "explanation": f"slot {format_us(slot_us)} of {job_id}: no run is retained"
-                  " (before the job existed or pruned by retention)"}
+        answer = {
+            "slot": format_us(slot_us),
+            "explanation": f"slot {format_us(slot_us)} of {job_id}: no run is retained"
+            " (before the job existed or pruned by retention)",
+        }
     else:
         answer = {"slot": None, "explanation": f"{job_id} has no slot near {at}"}
     answer["job_status"] = STATUS_FROM_PB.get(job.last_status, "")

@@ -80,9 +80,15 @@ def _set_cluster_version(state: State, cmd: SetClusterVersion, index: int) -> Re
     """The cluster version only rises. A node that does not read `cmd.version` never gets here:
     its decoder refuses the entry and the node halts (log_format.required_log_format)."""
     if cmd.version < state.cluster_version:
-        return rejected(index, RejectionCode.STALE_CLUSTER_VERSION, f"cluster version {cmd.version} is below the current {state.cluster_version}")
+        return rejected(
+            index,
+            RejectionCode.STALE_CLUSTER_VERSION,
+            f"cluster version {cmd.version} is below the current {state.cluster_version}",
+        )
     if cmd.version > LOG_FORMAT:
-        return rejected(index, RejectionCode.UNSUPPORTED_CLUSTER_VERSION, f"cluster version {cmd.version} is above {LOG_FORMAT}")
+        return rejected(
+            index, RejectionCode.UNSUPPORTED_CLUSTER_VERSION, f"cluster version {cmd.version} is above {LOG_FORMAT}"
+        )
     if cmd.version == state.cluster_version:
         return Result(index=index)
     previous, state.cluster_version = state.cluster_version, cmd.version

@@ -101,7 +101,9 @@ def decode_command(data: bytes, max_log_format: int = LOG_FORMAT) -> Command:
         raise CodecError(f"undecodable command: {exc}") from None
     needed = required_log_format(command)
     if needed > max_log_format:
-        raise NewerLogFormat(f"{type(command).__name__} needs log format {needed}, this node reads up to {max_log_format}")
+        raise NewerLogFormat(
+            f"{type(command).__name__} needs log format {needed}, this node reads up to {max_log_format}"
+        )
     return command
 
 
@@ -140,9 +142,17 @@ def _presorted(state: State, frame: type[msgspec.Struct]) -> msgspec.Struct:
 # a state whose cluster version is 1 encodes to the bytes (and the digest) it had before.
 _StateV2 = msgspec.defstruct(
     "State",
-    [(f.name, f.type, msgspec.field(default=f.default) if f.default_factory is msgspec.NODEFAULT
-      else msgspec.field(default_factory=f.default_factory))
-     for f in msgspec.structs.fields(State) if f.name != "cluster_version"],
+    [
+        (
+            f.name,
+            f.type,
+            msgspec.field(default=f.default)
+            if f.default_factory is msgspec.NODEFAULT
+            else msgspec.field(default_factory=f.default_factory),
+        )
+        for f in msgspec.structs.fields(State)
+        if f.name != "cluster_version"
+    ],
     forbid_unknown_fields=True,
 )
 
@@ -186,8 +196,10 @@ def decode_snapshot(data: bytes, max_log_format: int = LOG_FORMAT) -> State:
     if version not in READABLE_SNAPSHOT_FORMAT_VERSIONS:
         raise NewerLogFormat(f"not a raftcron snapshot of a known version ({version})")
     if SNAPSHOT_LOG_FORMATS[version] > max_log_format:
-        raise NewerLogFormat(f"snapshot format {version} needs log format {SNAPSHOT_LOG_FORMATS[version]}, "
-                             f"this node reads up to {max_log_format}")
+        raise NewerLogFormat(
+            f"snapshot format {version} needs log format {SNAPSHOT_LOG_FORMATS[version]}, "
+            f"this node reads up to {max_log_format}"
+        )
     try:
         frame = _frame_decoders[version].decode(memoryview(data)[header_len:])
         fields = frame.__struct_fields__
@@ -197,7 +209,9 @@ def decode_snapshot(data: bytes, max_log_format: int = LOG_FORMAT) -> State:
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise CodecError(f"undecodable snapshot: {exc}") from None
     if state.cluster_version > max_log_format:
-        raise NewerLogFormat(f"the snapshot's cluster version is {state.cluster_version}, this node reads up to {max_log_format}")
+        raise NewerLogFormat(
+            f"the snapshot's cluster version is {state.cluster_version}, this node reads up to {max_log_format}"
+        )
     # The live index is derived data: rebuilt so an older snapshot restores like a log replay.
     state.rebuild_live_index()
     return state
@@ -219,12 +233,25 @@ class _JobV1(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     last_scheduled_us: int = 0
 
     def upgraded(self) -> Job:
-        return Job.of(self.spec, self.version, self.author, self.updated_us, self.cursor_us, self.next_due_us,
-                      self.paused, self.paused_by, self.paused_reason, self.last_status, self.last_scheduled_us)
+        return Job.of(
+            self.spec,
+            self.version,
+            self.author,
+            self.updated_us,
+            self.cursor_us,
+            self.next_due_us,
+            self.paused,
+            self.paused_by,
+            self.paused_reason,
+            self.last_status,
+            self.last_scheduled_us,
+        )
 
 
 _job_decoders: dict[int, msgspec.msgpack.Decoder[_JobV1] | msgspec.msgpack.Decoder[Job]] = {
-    1: msgspec.msgpack.Decoder(_JobV1), 2: msgspec.msgpack.Decoder(Job), 3: msgspec.msgpack.Decoder(Job)
+    1: msgspec.msgpack.Decoder(_JobV1),
+    2: msgspec.msgpack.Decoder(Job),
+    3: msgspec.msgpack.Decoder(Job),
 }
 
 

@@ -68,7 +68,10 @@ def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int, deadline
     run.deadline_us = deadlines.get(job.body.timeout_us) or deadlines.setdefault(
         job.body.timeout_us, state.now_us + job.body.timeout_us
     )
-    run.attempts = (*run.attempts, Attempt(number=run.attempt, worker_id=cmd.worker_id, fencing_token=index, started_us=state.now_us))
+    run.attempts = (
+        *run.attempts,
+        Attempt(number=run.attempt, worker_id=cmd.worker_id, fencing_token=index, started_us=state.now_us),
+    )
     return ev.LeaseGranted(ref.job_id, ref.scheduled_us, index, run.attempt, run.lease_expires_us, run.deadline_us)
 
 
@@ -145,7 +148,12 @@ def _complete_one(state: State, item: Completion) -> ev.AnyEvent:
     lease = item.lease
     run, fenced = _current_lease(state, lease)
     if fenced is not None:
-        if run is not None and fenced.reason == FenceReason.NOT_LEASED and run.attempts and run.attempts[-1].outcome == item.outcome:
+        if (
+            run is not None
+            and fenced.reason == FenceReason.NOT_LEASED
+            and run.attempts
+            and run.attempts[-1].outcome == item.outcome
+        ):
             return ev.CompletionRepeated(lease.job_id, lease.scheduled_us, lease.fencing_token)
         if fenced.reason == FenceReason.STALE_TOKEN:
             message = f"worker {item.worker_id} reported with stale token {lease.fencing_token}; outcome discarded"
@@ -184,8 +192,14 @@ def _expire_one(state: State, expiry: Expiry) -> ev.AnyEvent:
     if expiry.reason not in _EXPIRY_REASONS or due_us > state.now_us:
         # Judged in replicated time, not the proposer's: a leader with a fast clock cannot end live leases.
         return ev.LeaseStillLive(lease.job_id, lease.scheduled_us, lease.fencing_token)
-    _finish_attempt(state, run, expiry.reason, "lease expired: heartbeats stopped" if expiry.reason == ExpiryReason.LEASE_EXPIRED
-                    else "maximum runtime exceeded")
+    _finish_attempt(
+        state,
+        run,
+        expiry.reason,
+        "lease expired: heartbeats stopped"
+        if expiry.reason == ExpiryReason.LEASE_EXPIRED
+        else "maximum runtime exceeded",
+    )
     final_status = TIMED_OUT if expiry.reason == ExpiryReason.TIMED_OUT else FAILED
     job = state.jobs.get(run.job_id)
     return retry_or_end(state, run, job, final_status, run.error, 0, expiry.jitter_ppm)

@@ -132,7 +132,12 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
         if not state.now_us - MAX_PLAN_SKEW_US <= cmd.issued_at_us <= state.now_us:
             # Planned from a clock ahead of replicated time (its next due would skip the slots in
             # between) or far behind it (slots owed from long ago): refused, to be re-planned.
-            return rejected(index, RejectionCode.STALE_PLAN, f"planned at {cmd.issued_at_us}, replicated time is {state.now_us}", True)
+            return rejected(
+                index,
+                RejectionCode.STALE_PLAN,
+                f"planned at {cmd.issued_at_us}, replicated time is {state.now_us}",
+                True,
+            )
         if upsert.next_due_us and upsert.next_due_us <= cursor_us:
             return rejected(
                 index, RejectionCode.STALE_PLAN, f"job {upsert.spec.id!r}: next due is not after the cursor", True

@@ -23,7 +23,9 @@ def trigger_run(state: State, cmd: TriggerRun, index: int) -> Result:
         return rejected(index, RejectionCode.CLASS_KILLED, f"class {job.body.job_class!r} is killed: {kill.reason}")
     if state.live_runs.get(cmd.job_id):
         if job.body.overlap == Overlap.FORBID:
-            return rejected(index, RejectionCode.OVERLAP_FORBID, f"job {cmd.job_id!r} has a live run and overlap is forbid")
+            return rejected(
+                index, RejectionCode.OVERLAP_FORBID, f"job {cmd.job_id!r} has a live run and overlap is forbid"
+            )
         if job.body.overlap == Overlap.REPLACE:
             cancel_live_runs(state, cmd.job_id, f"replaced by a manual run from {cmd.author}")
     # Replicated time: a follower's clock must not decide when it is due; never a pruned key.

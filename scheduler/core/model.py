@@ -228,15 +228,29 @@ class Job(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
     @classmethod
     def of(
-        cls, spec: JobSpec, version: int, author: str, updated_us: int, cursor_us: int, next_due_us: int,
-        paused: bool = False, paused_by: str = "", paused_reason: str = "", last_status: str = "",
+        cls,
+        spec: JobSpec,
+        version: int,
+        author: str,
+        updated_us: int,
+        cursor_us: int,
+        next_due_us: int,
+        paused: bool = False,
+        paused_by: str = "",
+        paused_reason: str = "",
+        last_status: str = "",
         last_scheduled_us: int = 0,
     ) -> Job:
         """A job from its facts one by one (nothing shared: the core shares as it applies)."""
         return cls(
-            msgspec.structs.replace(spec, id=""), version, Change(author, updated_us), cursor_us, next_due_us,
+            msgspec.structs.replace(spec, id=""),
+            version,
+            Change(author, updated_us),
+            cursor_us,
+            next_due_us,
             pause=Pause(paused_by, paused_reason) if paused else None,
-            last=LastRun(last_status, last_scheduled_us), id=spec.id,
+            last=LastRun(last_status, last_scheduled_us),
+            id=spec.id,
         )
 
 

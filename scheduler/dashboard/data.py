@@ -69,9 +69,7 @@ class JobIndex:
                 jobs = list(state.jobs.values())
             # Specs are frozen: reading them after the lock is released is safe.
             specs = [job.spec for job in jobs]
-            self._keys = sorted(
-                (spec.id, f"{spec.id}\n{spec.owner}\n{spec.job_class}".lower()) for spec in specs
-            )
+            self._keys = sorted((spec.id, f"{spec.id}\n{spec.owner}\n{spec.job_class}".lower()) for spec in specs)
 
     def page(self, query: str, page: int, page_size: int) -> tuple[list[str], int]:
         """The ids on page `page` (from 0) of the jobs matching `query`, and how many match.
@@ -135,7 +133,9 @@ def job_rows(state: State, job_ids: list[str], herd_window_us: int) -> list[JobR
         if job is None:
             continue
         next_us = job.next_due_us + _spread_us(job.spec, herd_window_us) if job.next_due_us else 0
-        rows.append(JobRow(job.spec, next_us, job.last_status, job.last_scheduled_us, job.paused, _killed(state, job.spec)))
+        rows.append(
+            JobRow(job.spec, next_us, job.last_status, job.last_scheduled_us, job.paused, _killed(state, job.spec))
+        )
     return rows
 
 
@@ -245,7 +245,9 @@ class AlertsPage:
     now_us: int
 
 
-def alerts_page(state: State, pending_only: bool, kind: str, page: int, page_size: int = ALERTS_PAGE_SIZE) -> AlertsPage:
+def alerts_page(
+    state: State, pending_only: bool, kind: str, page: int, page_size: int = ALERTS_PAGE_SIZE
+) -> AlertsPage:
     """Newest first; retention bounds the scan (core.alerts.ALERTS_RETAINED)."""
     pending = 0
     matching: list[str] = []

@@ -132,7 +132,10 @@ def default_window(spec: model.JobSpec, now_us: int, windows: tuple[tuple[str, i
     before now, so an every-second job opens on minutes and a nightly one on days (pure)."""
     schedule = schedule_for(spec)
     for label, seconds in windows:
-        if len(schedule.fires_between(now_us - seconds * SECOND_US, now_us, DEFAULT_WINDOW_SLOTS)) >= DEFAULT_WINDOW_SLOTS:
+        if (
+            len(schedule.fires_between(now_us - seconds * SECOND_US, now_us, DEFAULT_WINDOW_SLOTS))
+            >= DEFAULT_WINDOW_SLOTS
+        ):
             return label
     return windows[-1][0]
 

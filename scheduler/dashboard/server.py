@@ -163,17 +163,29 @@ class Dashboard:
             start_response("204 No Content", [])
             return [b""]
         if method not in ("GET", "HEAD"):
-            return self._respond(start_response, "405 Method Not Allowed", views.error_page(
-                "405 Method Not Allowed", "The dashboard is read-only: use the CLI or the API to change anything."
-            ), method, [("Allow", "GET, HEAD")])
+            return self._respond(
+                start_response,
+                "405 Method Not Allowed",
+                views.error_page(
+                    "405 Method Not Allowed", "The dashboard is read-only: use the CLI or the API to change anything."
+                ),
+                method,
+                [("Allow", "GET, HEAD")],
+            )
         caller = self._authorize(bearer_from_basic(request_headers(environ)))
         if not caller:
             challenges = [("WWW-Authenticate", 'Bearer realm="raftcron"'), ("WWW-Authenticate", AUTH_PROMPT)]
-            return self._respond(start_response, "401 Unauthorized", views.error_page(
+            return self._respond(
+                start_response,
                 "401 Unauthorized",
-                "This node requires a token for its dashboard: send it as a bearer token, or sign in with any "
-                "user name and the token as password.",
-            ), method, challenges)
+                views.error_page(
+                    "401 Unauthorized",
+                    "This node requires a token for its dashboard: send it as a bearer token, or sign in with any "
+                    "user name and the token as password.",
+                ),
+                method,
+                challenges,
+            )
         try:
             principal = caller if isinstance(caller, Principal) else None
             status, body = "200 OK", self.render(path, parse_qs(environ.get("QUERY_STRING", "")), principal)
@@ -183,8 +195,11 @@ class Dashboard:
             status, body = "404 Not Found", views.error_page("404 Not Found", str(exc), self._node_id)
         except Exception:  # a page bug must not take the metrics endpoint or the node with it
             log.exception("dashboard page %s failed", path)
-            status, body = "500 Internal Server Error", views.error_page(
-                "500 Internal Server Error", "This page failed; the node's log has the details.", self._node_id
+            status, body = (
+                "500 Internal Server Error",
+                views.error_page(
+                    "500 Internal Server Error", "This page failed; the node's log has the details.", self._node_id
+                ),
             )
         return self._respond(start_response, status, body, method)
 
@@ -236,7 +251,8 @@ class Dashboard:
                 peer.node_id,
                 peer.raft_address,
                 peer.grpc_address,
-                peer.node_id == config.node_id or raft.get(f"partner_node_status_server_{peer.raft_address}") == _CONNECTED,
+                peer.node_id == config.node_id
+                or raft.get(f"partner_node_status_server_{peer.raft_address}") == _CONNECTED,
                 raft.get(f"match_idx_server_{peer.raft_address}") or 0,
             )
             for peer in members
@@ -291,8 +307,11 @@ class Dashboard:
         if detail is None:
             raise NotFound(f"no retained run {job_id}@{scheduled_us}")
         # A deleted job's owner is unknown: its runs' output is the admin's alone.
-        details = principal is None or (detail.spec is not None and sees_details(principal, detail.spec.owner)) \
+        details = (
+            principal is None
+            or (detail.spec is not None and sees_details(principal, detail.spec.owner))
             or principal.role == ADMIN
+        )
         return views.run_page(detail, self._node_id, details)
 
     def herd(self) -> str:

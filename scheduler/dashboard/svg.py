@@ -113,7 +113,9 @@ def forecast_svg(start_us: int, series: list[tuple[str, list[int]]], peaks: list
         value = top_value * fraction
         y = y_of(value)
         parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e3e6ea"/>')
-        parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end" fill="#555">{value:g}</text>')
+        parts.append(
+            f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end" fill="#555">{value:g}</text>'
+        )
     for minute in range(0, minutes + 1, 120):
         x = x_of(min(minute, minutes - 1))
         label = format_us(start_us + minute * 60_000_000)[11:16]

@@ -70,8 +70,10 @@ def when(instant_us: int, now_us: int = 0) -> str:
     relative = ""
     if now_us:
         delta = now_us - instant_us
-        relative = f' <span class="muted">({fates.human_duration_us(delta)} ago)</span>' if delta >= 0 else (
-            f' <span class="muted">(in {fates.human_duration_us(-delta)})</span>'
+        relative = (
+            f' <span class="muted">({fates.human_duration_us(delta)} ago)</span>'
+            if delta >= 0
+            else (f' <span class="muted">(in {fates.human_duration_us(-delta)})</span>')
         )
     return f'<time datetime="{escape(text)}">{escape(text)}</time>{relative}'
 
@@ -92,9 +94,13 @@ def table_html(
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
     opening = f'<table class="{name}">' if name else "<table>"
     if not rows:
-        return f'{opening}<tr>{head}</tr><tr><td colspan="{len(header)}" class="muted">{escape(empty)}</td></tr></table>'
+        return (
+            f'{opening}<tr>{head}</tr><tr><td colspan="{len(header)}" class="muted">{escape(empty)}</td></tr></table>'
+        )
     body = "".join(
-        "<tr>" + "".join(f'<td{" class=num" if i in numeric else ""}>{cell}</td>' for i, cell in enumerate(row)) + "</tr>"
+        "<tr>"
+        + "".join(f"<td{' class=num' if i in numeric else ''}>{cell}</td>" for i, cell in enumerate(row))
+        + "</tr>"
         for row in rows
     )
     return f"{opening}<tr>{head}</tr>{body}</table>"
@@ -142,7 +148,7 @@ def cluster_page(view: data.ClusterPage) -> str:
         failover = f"epoch {epoch}: {escape(node)} took over in term {term}, {when(at_us, facts.now_us)}"
     else:
         failover = (
-            f'epoch {facts.epoch} opened by {escape(facts.leader_id or "nobody")} in term {facts.leader_term} '
+            f"epoch {facts.epoch} opened by {escape(facts.leader_id or 'nobody')} in term {facts.leader_term} "
             '<span class="muted">(before this process started)</span>'
         )
     summary = _facts(
@@ -156,7 +162,10 @@ def cluster_page(view: data.ClusterPage) -> str:
             ("epoch", f"{facts.epoch} <span class=muted>(opened by {escape(facts.leader_id or '—')})</span>"),
             ("last failover", failover),
             ("replicated time", when(facts.now_us)),
-            ("clock reading ignored", fates.human_duration_us(facts.clock_ignored_us) if facts.clock_ignored_us else "none"),
+            (
+                "clock reading ignored",
+                fates.human_duration_us(facts.clock_ignored_us) if facts.clock_ignored_us else "none",
+            ),
             ("jobs", f'<a href="/jobs">{facts.jobs:,}</a>'),
             ("runs retained", f"{facts.runs:,} <span class=muted>({facts.leased_runs:,} leased now)</span>"),
             ("kill switches", f'<a href="/kills">{facts.active_kills} active</a>'),
@@ -187,7 +196,12 @@ def cluster_page(view: data.ClusterPage) -> str:
     resources = table_html(
         ["resource", "leased now", "max concurrent", "max starts/s"],
         [
-            [escape(r.name), str(facts.resource_leased.get(r.name, 0)), str(r.max_concurrent or "∞"), str(r.max_starts_per_s or "∞")]
+            [
+                escape(r.name),
+                str(facts.resource_leased.get(r.name, 0)),
+                str(r.max_concurrent or "∞"),
+                str(r.max_starts_per_s or "∞"),
+            ]
             for r in facts.resources
         ],
         numeric=frozenset({1, 2, 3}),
@@ -282,11 +296,20 @@ def _spec_facts(spec, detail: data.JobDetail | None = None, details: bool = True
             + (f", catch up at most {spec.misfire.max_catch_up}" if spec.misfire.policy == Misfire.CATCH_UP else ""),
         ),
         ("DST", f"gap {escape(spec.dst_gap or 'default')}, repeat {escape(spec.dst_repeat or 'default')}"),
-        ("jitter", escape(spec.jitter) + (f" (this job: +{fates.human_duration_us(detail.spread_us)})" if detail else "")),
+        (
+            "jitter",
+            escape(spec.jitter) + (f" (this job: +{fates.human_duration_us(detail.spread_us)})" if detail else ""),
+        ),
         ("overlap / priority", f"{escape(spec.overlap)} / {spec.priority}"),
         ("uses", escape(", ".join(spec.uses)) or '<span class="muted">—</span>'),
-        ("payload", f"<code>{escape(spec.payload_json)}</code>" if spec.payload_json and details
-         else HIDDEN_DETAIL if spec.payload_json else '<span class="muted">—</span>'),
+        (
+            "payload",
+            f"<code>{escape(spec.payload_json)}</code>"
+            if spec.payload_json and details
+            else HIDDEN_DETAIL
+            if spec.payload_json
+            else '<span class="muted">—</span>',
+        ),
     ]
     return pairs
 
@@ -334,7 +357,9 @@ def _slot_rows(job_id: str, slots: list[fates.Slot], now_us: int, limit: int = 3
             ),
             f'<span class="swatch" style="background:{FATE_COLOURS[slot.fate]}"></span>'
             f'<span class="fate" data-fate="{slot.fate}">{escape(fates.FATE_NAMES[slot.fate])}</span>'
-            + (f' <span class="muted">({escape(slot.kind)})</span>' if slot.kind not in (RunKind.SCHEDULED, "") else ""),
+            + (
+                f' <span class="muted">({escape(slot.kind)})</span>' if slot.kind not in (RunKind.SCHEDULED, "") else ""
+            ),
             escape(slot.detail),
         ]
         for slot in reversed(slots[-limit:])
@@ -357,10 +382,16 @@ def job_page(
     spec, now_us = detail.row.spec, detail.now_us
     status = _facts(
         [
-            ("state", _state_badges(detail.row) + (
-                f' <span class="muted">by {escape(detail.paused_by)}: {escape(detail.paused_reason)}</span>'
-                if detail.row.paused and detail.paused_by else ""
-            ) + (f' <span class="muted">{escape(detail.row.killed)}</span>' if detail.row.killed else "")),
+            (
+                "state",
+                _state_badges(detail.row)
+                + (
+                    f' <span class="muted">by {escape(detail.paused_by)}: {escape(detail.paused_reason)}</span>'
+                    if detail.row.paused and detail.paused_by
+                    else ""
+                )
+                + (f' <span class="muted">{escape(detail.row.killed)}</span>' if detail.row.killed else ""),
+            ),
             ("next fire", when(detail.row.next_fire_us, now_us)),
             ("last outcome", _last_outcome(detail.row, now_us)),
             ("accounted up to", when(detail.cursor_us, now_us)),
@@ -401,7 +432,9 @@ def run_page(detail: data.RunDetail, node_id: str = "", details: bool = True) ->
     neighbours = " · ".join(
         link
         for link in (
-            f'<a rel="prev" href="{run_href(run.job_id, detail.previous_us)}">← previous run</a>' if detail.previous_us else "",
+            f'<a rel="prev" href="{run_href(run.job_id, detail.previous_us)}">← previous run</a>'
+            if detail.previous_us
+            else "",
             f'<a rel="next" href="{run_href(run.job_id, detail.next_us)}">next run →</a>' if detail.next_us else "",
         )
         if link
@@ -412,7 +445,10 @@ def run_page(detail: data.RunDetail, node_id: str = "", details: bool = True) ->
             ("run key", f"<code>{escape(run.job_id)}@{run.scheduled_us}</code>"),
             ("slot", when(run.scheduled_us, now_us)),
             ("kind", escape(run.kind)),
-            ("status", f'{badge_html(run.status)} <span class="fate" data-fate="{slot.fate}">{escape(slot.detail)}</span>'),
+            (
+                "status",
+                f'{badge_html(run.status)} <span class="fate" data-fate="{slot.fate}">{escape(slot.detail)}</span>',
+            ),
             ("due", when(run.effective_us or run.scheduled_us, now_us)),
             ("claimed", f"{when(run.claimed_us, now_us)} <span class=muted>(log index {run.claim_index})</span>"),
             ("started", when(run.started_us, now_us)),
@@ -447,11 +483,11 @@ def run_page(detail: data.RunDetail, node_id: str = "", details: bool = True) ->
         name="attempts",
     )
     tail = (
-        f"<p>{HIDDEN_DETAIL}</p>" if run.output_tail and not details
-        else f'<pre class="output-tail">{escape(run.output_tail)}</pre>' if run.output_tail
+        f"<p>{HIDDEN_DETAIL}</p>"
+        if run.output_tail and not details
+        else f'<pre class="output-tail">{escape(run.output_tail)}</pre>'
+        if run.output_tail
         else '<p class="muted">No output recorded.</p>'
     )
-    body = (
-        f'<p>{neighbours}</p>{summary}<h2>Attempts</h2>{attempts}<h2>Output tail</h2>{tail}'
-    )
+    body = f"<p>{neighbours}</p>{summary}<h2>Attempts</h2>{attempts}<h2>Output tail</h2>{tail}"
     return layout(f"Run {run.job_id} @ {format_us(run.scheduled_us)}", "/jobs", body, node_id, now_us)

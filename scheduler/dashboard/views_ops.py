@@ -43,8 +43,8 @@ def herd_page(result, computed_at_us: int, hours: float, jobs: int, node_id: str
         f"for {jobs:,} jobs (paused ones left out), with each job's herd spread; computed {when(computed_at_us)}.</p>"
         f'<div class="legend">{legend}</div>'
         f"{forecast_svg(result.start_us, series, peaks[:3])}{truncated}"
-        f'<h2>Busiest minutes</h2>{table_html(["minute", "fires"], peak_rows, numeric=frozenset({1}), empty="nothing fires")}'
-        f'<h2>Per resource</h2>{table_html(["resource", "fires", "busiest minute"], resource_rows, numeric=frozenset({1, 2}), empty="no job uses a declared resource")}'
+        f"<h2>Busiest minutes</h2>{table_html(['minute', 'fires'], peak_rows, numeric=frozenset({1}), empty='nothing fires')}"
+        f"<h2>Per resource</h2>{table_html(['resource', 'fires', 'busiest minute'], resource_rows, numeric=frozenset({1, 2}), empty='no job uses a declared resource')}"
     )
     return layout("Herd forecast", "/herd", body, node_id)
 
@@ -55,11 +55,13 @@ def alerts_page(page: data.AlertsPage, pending_only: bool, kind: str, node_id: s
     ]
     summary = (
         f'<p>{page.total:,} retained, <span class="pending-count">{page.pending:,}</span> pending delivery; '
-        f'showing {"pending " if pending_only else ""}{escape(kind + " ") if kind else ""}alerts, newest first '
+        f"showing {'pending ' if pending_only else ''}{escape(kind + ' ') if kind else ''}alerts, newest first "
         f'({page.matching:,}).</p><p class="windows">{" ".join(filters)}</p>'
     )
     rows = [_alert_cells(row.alert, row.has_run, page.now_us) for row in page.alerts]
-    table = table_html(["raised", "kind", "job", "owner", "class", "slot", "message", "delivered"], rows, empty="no alerts")
+    table = table_html(
+        ["raised", "kind", "job", "owner", "class", "slot", "message", "delivered"], rows, empty="no alerts"
+    )
     query = {k: v for k, v in (("pending", "1" if pending_only else ""), ("kind", kind)) if v}
     body = summary + table + pager_html("/alerts", query, page.page, page.matching, data.ALERTS_PAGE_SIZE)
     return layout("Alerts", "/alerts", body, node_id, page.now_us)

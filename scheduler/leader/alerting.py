@@ -57,7 +57,11 @@ def deliver(alert: Alert, route: Mapping[str, str]) -> None:
                 raise OSError(f"webhook answered {response.status}")
     elif "command" in route:
         subprocess.run(
-            shlex.split(route["command"]), input=body, timeout=DELIVERY_TIMEOUT_S, check=True, capture_output=True,
+            shlex.split(route["command"]),
+            input=body,
+            timeout=DELIVERY_TIMEOUT_S,
+            check=True,
+            capture_output=True,
             env={"RAFTCRON_ALERT_ID": alert.id, "PATH": "/usr/local/bin:/usr/bin:/bin"},
         )
     elif "file" in route:
@@ -105,7 +109,9 @@ class AlertDispatcher:
     def _mark(self, ids: list[str]) -> bool:
         now_us, mono_us = self._term.clock.read()
         try:
-            result = self._raftlog.submit(MarkAlertsDelivered(now_us, self._term.epoch, tuple(ids), mono_us), self._timeout_s)
+            result = self._raftlog.submit(
+                MarkAlertsDelivered(now_us, self._term.epoch, tuple(ids), mono_us), self._timeout_s
+            )
         except ReplicationError as exc:
             log.warning("could not mark %d alerts delivered (they will be sent again): %r", len(ids), exc)
             return True

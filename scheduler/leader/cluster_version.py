@@ -34,7 +34,9 @@ def next_cluster_version(current: int, voters: Iterable[str], advertised: dict[s
 
 
 class ClusterVersionLoop:
-    def __init__(self, term: LeaderTerm, raftlog: RaftLog, timeout_s: float, interval_s: float = CHECK_INTERVAL_S) -> None:
+    def __init__(
+        self, term: LeaderTerm, raftlog: RaftLog, timeout_s: float, interval_s: float = CHECK_INTERVAL_S
+    ) -> None:
         self._term = term
         self._raftlog = raftlog
         self._timeout_s = timeout_s

@@ -39,7 +39,9 @@ SHELL_TARGET = TargetKind.SHELL
 PRIORITY_STEP_US = 60 * SECOND_US
 OVERLAP_RECHECK_US = SECOND_US // 2
 # Refusals that only delay a run (`resource_busy:NAME` by its part before the colon).
-_WAITING = frozenset({LeaseRefusal.BACKING_OFF, LeaseRefusal.OVERLAP_QUEUE, LeaseRefusal.RESOURCE_BUSY, LeaseRefusal.RESOURCE_RATE})
+_WAITING = frozenset(
+    {LeaseRefusal.BACKING_OFF, LeaseRefusal.OVERLAP_QUEUE, LeaseRefusal.RESOURCE_BUSY, LeaseRefusal.RESOURCE_RATE}
+)
 # Commands whose events can make a run leasable.
 _QUEUEING_COMMANDS = (ClaimRuns, CompleteRuns, ExpireLeases, TriggerRun, BackfillRuns)
 # Commands that can end a lease or change a budget: runs held for room are looked at again.
@@ -172,8 +174,9 @@ class Dispatcher:
             return None
         spec = job.body  # the id is not needed: no full spec rebuilt per queued run
         ready_us = max(run.not_before_us, run.effective_us or run.scheduled_us, not_before_us)
-        return _Entry(ready_us, spec.priority, next(self._arrivals), target_key(spec), run.job_id, run.scheduled_us,
-                      spec.uses)
+        return _Entry(
+            ready_us, spec.priority, next(self._arrivals), target_key(spec), run.job_id, run.scheduled_us, spec.uses
+        )
 
     def _push(self, entries: list[_Entry | None]) -> None:
         """Queue entries (skipping Nones) with one lock hold and one wake-up (a backfill queues
@@ -282,7 +285,9 @@ class Dispatcher:
                 if not admitted:
                     continue  # every pick waits for a budget: the rest of the queue may not
                 try:
-                    granted = self._grant(worker_id, [RunRef(e.job_id, e.scheduled_us) for e in admitted], now_us, mono_us)
+                    granted = self._grant(
+                        worker_id, [RunRef(e.job_id, e.scheduled_us) for e in admitted], now_us, mono_us
+                    )
                 finally:
                     if starting:
                         with self._budget_lock:
@@ -306,7 +311,9 @@ class Dispatcher:
         if not picked:
             return picked
         with self._raftlog.read() as state:
-            moved = [e for e in picked if (job := state.jobs.get(e.job_id)) is not None and target_key(job.body) != e.target]
+            moved = [
+                e for e in picked if (job := state.jobs.get(e.job_id)) is not None and target_key(job.body) != e.target
+            ]
         if not moved:
             return picked
         self._requeue([RunRef(e.job_id, e.scheduled_us) for e in moved])

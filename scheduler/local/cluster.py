@@ -97,7 +97,11 @@ class LocalCluster:
             secret_file.write_text(secrets.token_hex(24))
         hosts = self.hosts or [self.host] * self.nodes
         peers = [
-            {"id": f"n{i}", "raft": f"{hosts[i - 1]}:{self.port_base + i}", "grpc": f"{hosts[i - 1]}:{self.port_base + 100 + i}"}
+            {
+                "id": f"n{i}",
+                "raft": f"{hosts[i - 1]}:{self.port_base + i}",
+                "grpc": f"{hosts[i - 1]}:{self.port_base + 100 + i}",
+            }
             for i in range(1, self.nodes + 1)
         ]
         for i, peer in enumerate(peers, start=1):
@@ -115,7 +119,9 @@ class LocalCluster:
             }
             config_path = node_dir / "node.yaml"
             config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-            self.members.append(Member(peer["id"], peer["raft"], peer["grpc"], config_path, metrics_address=metrics_address))
+            self.members.append(
+                Member(peer["id"], peer["raft"], peer["grpc"], config_path, metrics_address=metrics_address)
+            )
 
     def add_node(self, host: str | None = None) -> Member:
         """Configure and start one more node with `join: true`, its peers being the current members
@@ -173,7 +179,15 @@ class LocalCluster:
                 continue
             log_file = open(member.log_path, "ab")
             member.process = subprocess.Popen(
-                [*self.command_prefix, sys.executable, "-m", "scheduler.cli", "serve", "--config", str(member.config_path)],
+                [
+                    *self.command_prefix,
+                    sys.executable,
+                    "-m",
+                    "scheduler.cli",
+                    "serve",
+                    "--config",
+                    str(member.config_path),
+                ],
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

@@ -209,35 +209,59 @@ class RaftcronCollector(Collector):
             roles.add_metric([name], 1 if role == name else 0)
         yield roles
         commit, applied = raftlog.commit_index, raftlog.applied_index
-        yield _gauge("raftcron_raft_is_leader", "1 if pysyncobj says this node leads (fencing uses epochs, not this).",
-                     1 if raftlog.is_leader() else 0)
+        yield _gauge(
+            "raftcron_raft_is_leader",
+            "1 if pysyncobj says this node leads (fencing uses epochs, not this).",
+            1 if raftlog.is_leader() else 0,
+        )
         yield _gauge("raftcron_raft_term", "Current Raft term.", raftlog.term)
         yield _gauge("raftcron_raft_commit_index", "Highest log index known committed.", commit)
         yield _gauge("raftcron_raft_applied_index", "Highest log index applied to this replica's state.", applied)
-        yield _gauge("raftcron_raft_commit_lag", "Committed entries not yet applied here (commit - applied).",
-                     max(0, commit - applied))
-        yield _gauge("raftcron_raft_has_quorum", "1 if this node is in contact with a majority.",
-                     1 if status.get("has_quorum") else 0)
+        yield _gauge(
+            "raftcron_raft_commit_lag",
+            "Committed entries not yet applied here (commit - applied).",
+            max(0, commit - applied),
+        )
+        yield _gauge(
+            "raftcron_raft_has_quorum",
+            "1 if this node is in contact with a majority.",
+            1 if status.get("has_quorum") else 0,
+        )
         stalls, longest_gap_s = raftlog.tick_stalls()
-        yield CounterMetricFamily("raftcron_raft_tick_stalls", "Raft ticks that started 0.25 s or more after the "
-                                  "previous one (nothing sent or read meanwhile; elections follow 0.5-1.5 s).",
-                                  value=stalls)
-        yield _gauge("raftcron_raft_tick_gap_max_seconds", "Longest gap between two Raft ticks since this node "
-                     "started.", longest_gap_s)
+        yield CounterMetricFamily(
+            "raftcron_raft_tick_stalls",
+            "Raft ticks that started 0.25 s or more after the "
+            "previous one (nothing sent or read meanwhile; elections follow 0.5-1.5 s).",
+            value=stalls,
+        )
+        yield _gauge(
+            "raftcron_raft_tick_gap_max_seconds",
+            "Longest gap between two Raft ticks since this node started.",
+            longest_gap_s,
+        )
         syncs, sync_counts, sync_seconds = raftlog.journal_syncs()
-        yield CounterMetricFamily("raftcron_raft_journal_syncs", "Syncs of the Raft journal (one per tick that "
-                                  "added or cut entries; none with raft.sync off).", value=syncs)
+        yield CounterMetricFamily(
+            "raftcron_raft_journal_syncs",
+            "Syncs of the Raft journal (one per tick that added or cut entries; none with raft.sync off).",
+            value=syncs,
+        )
         buckets, running = [], 0
         for bound, count in zip((*SYNC_BUCKETS_S, float("inf")), sync_counts):
             running += count
             buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
         if buckets:
-            yield HistogramMetricFamily("raftcron_raft_journal_sync_seconds", "Time to write and sync the "
-                                        "journal's new entries, per sync.", buckets=buckets, sum_value=sync_seconds)
-        yield _gauge("raftcron_raft_log_entries", "Entries in the Raft log since the last compaction.",
-                     status.get("log_len", 0))
-        peers = GaugeMetricFamily("raftcron_raft_peer_connected", "1 if the Raft link to this peer is up.",
-                                  labels=["peer"])
+            yield HistogramMetricFamily(
+                "raftcron_raft_journal_sync_seconds",
+                "Time to write and sync the journal's new entries, per sync.",
+                buckets=buckets,
+                sum_value=sync_seconds,
+            )
+        yield _gauge(
+            "raftcron_raft_log_entries", "Entries in the Raft log since the last compaction.", status.get("log_len", 0)
+        )
+        peers = GaugeMetricFamily(
+            "raftcron_raft_peer_connected", "1 if the Raft link to this peer is up.", labels=["peer"]
+        )
         with raftlog.read() as state:
             members = members_view(config, state)  # members that joined later have no config entry
         for peer in members:
@@ -245,10 +269,16 @@ class RaftcronCollector(Collector):
                 connected = status.get(f"partner_node_status_server_{peer.raft_address}") == _CONNECTED
                 peers.add_metric([peer.node_id], 1 if connected else 0)
         yield peers
-        yield _gauge("raftcron_ready", "1 when a leader is known that opened an epoch this node has applied.",
-                     1 if node_ready(raftlog, config) else 0)
-        yield _gauge("raftcron_leading_epoch", "Epoch this node leads with its loops running (0: not leading).",
-                     self._leading_epoch())
+        yield _gauge(
+            "raftcron_ready",
+            "1 when a leader is known that opened an epoch this node has applied.",
+            1 if node_ready(raftlog, config) else 0,
+        )
+        yield _gauge(
+            "raftcron_leading_epoch",
+            "Epoch this node leads with its loops running (0: not leading).",
+            self._leading_epoch(),
+        )
 
     # -- replicated state: a few short reads ----------------------------------------
     def _read_state(self) -> dict:
@@ -303,32 +333,44 @@ class RaftcronCollector(Collector):
 
     def _state_families(self, s: dict) -> Iterator:
         yield _gauge("raftcron_leader_epoch", "Current leadership epoch in replicated state.", s["epoch"])
-        yield _gauge("raftcron_replicated_time_seconds", "Replicated time (the epoch leader's clock), Unix seconds.",
-                     s["now_us"] / SECOND_US)
-        yield _gauge("raftcron_clock_ignored_seconds",
-                     "How far the leader's last clock reading ran ahead of its monotonic bound (0: none).",
-                     s["clock_ignored_us"] / SECOND_US)
+        yield _gauge(
+            "raftcron_replicated_time_seconds",
+            "Replicated time (the epoch leader's clock), Unix seconds.",
+            s["now_us"] / SECOND_US,
+        )
+        yield _gauge(
+            "raftcron_clock_ignored_seconds",
+            "How far the leader's last clock reading ran ahead of its monotonic bound (0: none).",
+            s["clock_ignored_us"] / SECOND_US,
+        )
         yield _gauge("raftcron_jobs", "Jobs defined.", s["jobs"])
         yield _gauge("raftcron_jobs_paused", "Jobs paused.", s["paused_jobs"])
-        yield _gauge("raftcron_runs_retained", "Runs kept in replicated state (bounded history plus live runs).",
-                     s["run_count"])
+        yield _gauge(
+            "raftcron_runs_retained", "Runs kept in replicated state (bounded history plus live runs).", s["run_count"]
+        )
         runs = GaugeMetricFamily("raftcron_runs", "Runs kept in replicated state, by status.", labels=["status"])
         statuses = list(RUN_STATUSES) + sorted(set(s["runs"]) - set(RUN_STATUSES))
         for status in statuses:
             runs.add_metric([status], s["runs"].get(status, 0))
         yield runs
-        live = GaugeMetricFamily("raftcron_runs_live", "Queued and leased runs per worker target (handler name or "
-                                 "\"shell\"); queued includes runs not yet due.", labels=["target", "status"])
+        live = GaugeMetricFamily(
+            "raftcron_runs_live",
+            'Queued and leased runs per worker target (handler name or "shell"); queued includes runs not yet due.',
+            labels=["target", "status"],
+        )
         for (target, status), count in sorted(s["live_by_target"].items()):
             if count:
                 live.add_metric([target, status], count)
         yield live
-        queued = GaugeMetricFamily("raftcron_resource_queued_runs", "Queued runs of jobs using each resource.",
-                                   labels=["resource"])
-        leased = GaugeMetricFamily("raftcron_resource_leased_runs", "Leases counted against each resource's budget.",
-                                   labels=["resource"])
-        limit = GaugeMetricFamily("raftcron_resource_max_concurrent", "Each resource's concurrency budget (0: none).",
-                                  labels=["resource"])
+        queued = GaugeMetricFamily(
+            "raftcron_resource_queued_runs", "Queued runs of jobs using each resource.", labels=["resource"]
+        )
+        leased = GaugeMetricFamily(
+            "raftcron_resource_leased_runs", "Leases counted against each resource's budget.", labels=["resource"]
+        )
+        limit = GaugeMetricFamily(
+            "raftcron_resource_max_concurrent", "Each resource's concurrency budget (0: none).", labels=["resource"]
+        )
         names = set(s["resources"]) | set(s["resource_leased"]) | {n for n, _ in s["live_by_resource"]}
         for name in sorted(names):
             queued.add_metric([name], s["live_by_resource"].get((name, QUEUED), 0))
@@ -341,40 +383,64 @@ class RaftcronCollector(Collector):
         yield _gauge("raftcron_job_classes_killed", "Job classes stopped by an active kill switch.", s["kills"])
         if s["alerts"] is not None:
             yield _gauge("raftcron_alerts_retained", "Alert records kept in replicated state.", s["alerts"])
-            pending = GaugeMetricFamily("raftcron_alerts_pending", "Alerts not yet delivered to their owner, by kind.",
-                                        labels=["kind"])
+            pending = GaugeMetricFamily(
+                "raftcron_alerts_pending", "Alerts not yet delivered to their owner, by kind.", labels=["kind"]
+            )
             for kind, count in sorted(s["pending_kinds"].items()):
                 pending.add_metric([kind], count)
             yield pending
-            yield _gauge("raftcron_alert_oldest_pending_seconds",
-                         "Age of the oldest undelivered alert in replicated time (0: none pending).",
-                         s["oldest_pending_s"])
+            yield _gauge(
+                "raftcron_alert_oldest_pending_seconds",
+                "Age of the oldest undelivered alert in replicated time (0: none pending).",
+                s["oldest_pending_s"],
+            )
         yield from self._counter_families(s)
 
     def _counter_families(self, s: dict) -> Iterator:
-        entries = CounterMetricFamily("raftcron_applied_entries", "Log entries applied by this process (journal replay "
-                                      "at start excluded), by command and result (accepted or the rejection code).",
-                                      labels=["command", "result"])
+        entries = CounterMetricFamily(
+            "raftcron_applied_entries",
+            "Log entries applied by this process (journal replay "
+            "at start excluded), by command and result (accepted or the rejection code).",
+            labels=["command", "result"],
+        )
         for (command, result), count in sorted(s["entries"].items()):
             entries.add_metric([command, result], count)
         yield entries
-        yield _labelled_counter("raftcron_runs_claimed", "Slots accounted for, by the status they were claimed with.",
-                                "status", s["claimed"])
-        yield _labelled_counter("raftcron_run_outcomes", "Attempts ended: succeeded, failed, timed_out, cancelled "
-                                "(final), or retry_scheduled.", "outcome", s["outcomes"])
+        yield _labelled_counter(
+            "raftcron_runs_claimed",
+            "Slots accounted for, by the status they were claimed with.",
+            "status",
+            s["claimed"],
+        )
+        yield _labelled_counter(
+            "raftcron_run_outcomes",
+            "Attempts ended: succeeded, failed, timed_out, cancelled (final), or retry_scheduled.",
+            "outcome",
+            s["outcomes"],
+        )
         grants = CounterMetricFamily("raftcron_lease_grants", "Leases granted (each a new fencing token).")
         grants.add_metric([], s["grants"])
         yield grants
-        yield _labelled_counter("raftcron_lease_refusals", "Grants refused: not_queued, backing_off, overlap_queue, "
-                                "resource_busy, resource_rate, job_deleted.", "reason", s["refusals"])
-        expiries = CounterMetricFamily("raftcron_lease_expiries", "Leases ended by the reaper: lease_expired "
-                                       "(heartbeats stopped) or timed_out (maximum runtime); then retry or ended.",
-                                       labels=["reason", "then"])
+        yield _labelled_counter(
+            "raftcron_lease_refusals",
+            "Grants refused: not_queued, backing_off, overlap_queue, resource_busy, resource_rate, job_deleted.",
+            "reason",
+            s["refusals"],
+        )
+        expiries = CounterMetricFamily(
+            "raftcron_lease_expiries",
+            "Leases ended by the reaper: lease_expired "
+            "(heartbeats stopped) or timed_out (maximum runtime); then retry or ended.",
+            labels=["reason", "then"],
+        )
         for (reason, then), count in sorted(s["expiries"].items()):
             expiries.add_metric([reason, then], count)
         yield expiries
-        fenced = CounterMetricFamily("raftcron_lease_fenced", "Heartbeats, completions and expiries refused because "
-                                     "their fencing token is no longer current.", labels=["op", "reason"])
+        fenced = CounterMetricFamily(
+            "raftcron_lease_fenced",
+            "Heartbeats, completions and expiries refused because their fencing token is no longer current.",
+            labels=["op", "reason"],
+        )
         for (op, reason), count in sorted(s["fenced"].items()):
             fenced.add_metric([op, reason], count)
         yield fenced
@@ -395,16 +461,22 @@ class RaftcronCollector(Collector):
         for name, (buckets, total) in sorted(s["apply_delay"].items()):
             delay.add_metric([name], buckets, total)
         yield delay
-        recounted = CounterMetricFamily("raftcron_metrics_recounted_runs", "Runs recounted at scrape time to keep "
-                                        "runs-by-status exact (the cost of these metrics).")
+        recounted = CounterMetricFamily(
+            "raftcron_metrics_recounted_runs",
+            "Runs recounted at scrape time to keep runs-by-status exact (the cost of these metrics).",
+        )
         recounted.add_metric([], s["recounted_runs"])
         yield recounted
 
     # -- the leader's queue: no state lock held ------------------------------------------
     def _dispatch_families(self) -> Iterator:
-        family = GaugeMetricFamily("raftcron_dispatch_queue", "The leader's in-memory run queue per target: ready "
-                                   "(due), pending (not yet due) or held (due, its budget full). "
-                                   "Empty on followers.", labels=["target", "stage"])
+        family = GaugeMetricFamily(
+            "raftcron_dispatch_queue",
+            "The leader's in-memory run queue per target: ready "
+            "(due), pending (not yet due) or held (due, its budget full). "
+            "Empty on followers.",
+            labels=["target", "stage"],
+        )
         for (target, stage), count in sorted(dispatcher_queue_depths(self._current_dispatcher()).items()):
             family.add_metric([target, stage], count)
         yield family

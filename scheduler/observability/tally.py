@@ -35,17 +35,19 @@ from scheduler.leader.dispatch import target_key
 _STATUS = attrgetter("status")
 
 # Events that name a job but change none of its runs, its target, uses or pause flag.
-_NO_RUN_CHANGE = frozenset((
-    ev.RunAlreadyClaimed,
-    ev.SlotAlreadyAccounted,
-    ev.ClaimOutOfPlan,
-    ev.LeaseNotGranted,
-    ev.LeaseExtended,
-    ev.LeaseFenced,
-    ev.LeaseStillLive,
-    ev.CompletionRepeated,
-    ev.JobUnchanged,
-))
+_NO_RUN_CHANGE = frozenset(
+    (
+        ev.RunAlreadyClaimed,
+        ev.SlotAlreadyAccounted,
+        ev.ClaimOutOfPlan,
+        ev.LeaseNotGranted,
+        ev.LeaseExtended,
+        ev.LeaseFenced,
+        ev.LeaseStillLive,
+        ev.CompletionRepeated,
+        ev.JobUnchanged,
+    )
+)
 # Status changes an event implies without doubt: the core only makes them from that status.
 _MOVES = {
     ev.LeaseGranted: (QUEUED, LEASED),

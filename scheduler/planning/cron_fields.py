@@ -48,9 +48,7 @@ _MONTH_NAMES = {
         ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1
     )
 }
-_WEEKDAY_NAMES = {
-    name: number for number, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))
-}
+_WEEKDAY_NAMES = {name: number for number, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}
 
 # Anything else is a typo or a dialect we do not speak; say which character.
 _ALLOWED_CHARS = re.compile(r"[0-9A-Za-z*?,/\-@#() \t]*")
@@ -201,8 +199,7 @@ def parse_cron(expr: str) -> CronFields:
         raise _fail("7 fields: a year field is not supported; use 5 fields or 6 with seconds first")
     if len(fields) not in (5, 6):
         raise _fail(
-            f"expected 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds "
-            f"first, got {len(fields)}"
+            f"expected 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, got {len(fields)}"
         )
     has_seconds = len(fields) == 6
     if not has_seconds:

@@ -42,9 +42,7 @@ def parse_duration_us(value: object, field: str) -> int:
             raise DurationError(field, f"must not be negative, got {value}")
         return _checked(value * SECOND, field)
     if isinstance(value, float):
-        raise DurationError(
-            field, f"must be {EXAMPLES}; fractions are not accepted (write '1500ms', not 1.5)"
-        )
+        raise DurationError(field, f"must be {EXAMPLES}; fractions are not accepted (write '1500ms', not 1.5)")
     if not isinstance(value, str):
         raise DurationError(field, f"must be {EXAMPLES}, not {type_name(value)}")
     text = value
@@ -59,9 +57,7 @@ def parse_duration_us(value: object, field: str) -> int:
             raise DurationError(field, f"{value!r} is not {EXAMPLES}")
         rank = [unit for unit, _ in _UNITS].index(match.group(2))
         if rank <= last_rank:
-            raise DurationError(
-                field, f"{value!r}: units must go from largest to smallest, each at most once"
-            )
+            raise DurationError(field, f"{value!r}: units must go from largest to smallest, each at most once")
         total += int(match.group(1)) * _UNITS[rank][1]
         position, last_rank = match.end(), rank
     if not text:

@@ -27,9 +27,7 @@ def jitter_offset_us(job_id: str, window_us: int) -> int:
         raise ValueError(f"window_us must not be negative, got {window_us}")
     if window_us == 0:
         return 0
-    digest = hashlib.blake2b(
-        job_id.encode("utf-8"), digest_size=8, person=_JITTER_PERSONALIZATION
-    ).digest()
+    digest = hashlib.blake2b(job_id.encode("utf-8"), digest_size=8, person=_JITTER_PERSONALIZATION).digest()
     return int.from_bytes(digest, "big") % window_us
 
 

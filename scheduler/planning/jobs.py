@@ -14,9 +14,7 @@ from .schedule import Schedule, compile_schedule
 
 def schedule_for(job_spec) -> Schedule:
     """The shared, memoized schedule of a spec (no per-job iterator objects)."""
-    return compile_schedule(
-        job_spec.schedule, job_spec.timezone, job_spec.dst_gap or None, job_spec.dst_repeat or None
-    )
+    return compile_schedule(job_spec.schedule, job_spec.timezone, job_spec.dst_gap or None, job_spec.dst_repeat or None)
 
 
 def first_due_after(job_spec, after_us: int) -> int:

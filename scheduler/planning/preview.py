@@ -30,9 +30,7 @@ def preview(
     try:
         after_us = parse_iso_to_us(after)
     except (TypeError, ValueError, OverflowError) as error:
-        raise ScheduleError(
-            "after", f"{after!r} is not an ISO-8601 date-time such as 2026-03-08T00:00:00Z"
-        ) from error
+        raise ScheduleError("after", f"{after!r} is not an ISO-8601 date-time such as 2026-03-08T00:00:00Z") from error
     return [
         {
             "at": from_us(fire.at_us).astimezone(schedule.zone).isoformat(),

@@ -202,11 +202,15 @@ class Schedule:
             elif not in_gap:
                 first = Fire(
                     (slot_wall_s - first_offset_s) * US_PER_SECOND,
-                    nominal, ADJUSTMENT_REPEAT_FIRST, first_offset_s,
+                    nominal,
+                    ADJUSTMENT_REPEAT_FIRST,
+                    first_offset_s,
                 )
                 second = Fire(
                     (slot_wall_s - second_offset_s) * US_PER_SECOND,
-                    nominal, ADJUSTMENT_REPEAT_SECOND, second_offset_s,
+                    nominal,
+                    ADJUSTMENT_REPEAT_SECOND,
+                    second_offset_s,
                 )
                 if repeat_policy == DstRepeat.FIRST:
                     fires = [first]
@@ -217,9 +221,7 @@ class Schedule:
                 primary_us = fires[0].at_us
                 cursor_wall_s = slot_wall_s + 1
             else:
-                gap_end_s = gap_end_seconds(
-                    zone, slot_wall_s - second_offset_s, slot_wall_s - first_offset_s
-                )
+                gap_end_s = gap_end_seconds(zone, slot_wall_s - second_offset_s, slot_wall_s - first_offset_s)
                 primary_us = gap_end_s * US_PER_SECOND
                 fires = []
                 if gap_policy == DstGap.RUN_AT_END:
@@ -235,9 +237,7 @@ class Schedule:
                     sequence += 1
             # After an ordinary or repeated slot every later fire is strictly later; after a
             # gap an ordinary slot may still land exactly on the gap's end.
-            while pending and (
-                pending[0][0] < primary_us or (pending[0][0] == primary_us and not in_gap)
-            ):
+            while pending and (pending[0][0] < primary_us or (pending[0][0] == primary_us and not in_gap)):
                 at_us, _, _, fire = heapq.heappop(pending)
                 if at_us > last_released_us:
                     last_released_us = at_us
@@ -265,8 +265,7 @@ def _compile(expr: str, timezone: str, dst_gap: str | None, dst_repeat: str | No
     if not days_can_match(fields):
         raise ScheduleError(
             "schedule",
-            f"{expr.strip()!r} can never fire: no calendar date matches its day-of-month, "
-            f"month and day-of-week fields",
+            f"{expr.strip()!r} can never fire: no calendar date matches its day-of-month, month and day-of-week fields",
         )
     if fields.is_fixed_time:
         gap_default, repeat_default = DstGap.RUN_AT_END, DstRepeat.FIRST

@@ -39,15 +39,11 @@ def matching_days(day_rule: tuple, year: int, month: int) -> tuple[int, ...]:
     weekday_set = frozenset(days_of_week)
     if both_must_match:
         return tuple(
-            day
-            for day in days_of_month
-            if day <= days_in_month and (first_weekday + day - 1) % 7 in weekday_set
+            day for day in days_of_month if day <= days_in_month and (first_weekday + day - 1) % 7 in weekday_set
         )
     day_set = frozenset(days_of_month)
     return tuple(
-        day
-        for day in range(1, days_in_month + 1)
-        if day in day_set or (first_weekday + day - 1) % 7 in weekday_set
+        day for day in range(1, days_in_month + 1) if day in day_set or (first_weekday + day - 1) % 7 in weekday_set
     )
 
 

@@ -25,9 +25,7 @@ _REFUSED_PREFIXES = ("posix/", "right/")
 
 # Zones whose offset has never changed: all of 'Etc/' (fixed by definition in the tz database)
 # and the aliases of UTC. They get the fast path with no DST handling at all.
-_UTC_ALIASES = frozenset(
-    {"UTC", "UCT", "GMT", "GMT0", "GMT+0", "GMT-0", "Greenwich", "Universal", "Zulu"}
-)
+_UTC_ALIASES = frozenset({"UTC", "UCT", "GMT", "GMT0", "GMT+0", "GMT-0", "Greenwich", "Universal", "Zulu"})
 
 
 def _refuse(message: str) -> ScheduleError:

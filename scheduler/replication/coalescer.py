@@ -76,7 +76,9 @@ class Coalescer:
         self._max_items = max_items
         self._max_bytes = max_bytes
         self._linger_s = linger_s
-        self._pending: list[tuple[object, Submission, int, int]] = []  # item, its submission, position there, encoded size
+        self._pending: list[
+            tuple[object, Submission, int, int]
+        ] = []  # item, its submission, position there, encoded size
         self._lock = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"coalesce-{name}", daemon=True)
@@ -85,7 +87,9 @@ class Coalescer:
     def submit(self, items: Sequence[object]) -> Submission:
         submission = Submission(len(items))
         encode = msgspec.msgpack.encode
-        pending = [(item, submission, position, len(encode(item))) for position, item in enumerate(items)]  # sized in the caller's thread
+        pending = [
+            (item, submission, position, len(encode(item))) for position, item in enumerate(items)
+        ]  # sized in the caller's thread
         with self._lock:
             if self._closed:
                 raise RuntimeError("coalescer closed")
@@ -135,7 +139,10 @@ class Coalescer:
                 continue
             if len(result.events) != len(batch):  # a core bug: fail the callers, keep the flusher
                 log.error("coalesced entry %d: %d events for %d items", result.index, len(result.events), len(batch))
-                _settle_all(batch, RuntimeError(f"entry {result.index} answered {len(result.events)} events for {len(batch)} items"))
+                _settle_all(
+                    batch,
+                    RuntimeError(f"entry {result.index} answered {len(result.events)} events for {len(batch)} items"),
+                )
                 continue
             for event, (_, submission, position, _) in zip(result.events, batch):
                 submission._settle(position, event)

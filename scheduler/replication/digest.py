@@ -30,8 +30,11 @@ class DigestFailed(RuntimeError):
     """The child exited without a digest."""
 
 
-def digest_at(read: Callable[[], ContextManager[State]], digest_fn: Callable[[State], str] = state_digest,
-              fork_min_records: int = FORK_MIN_RECORDS) -> tuple[int, str]:
+def digest_at(
+    read: Callable[[], ContextManager[State]],
+    digest_fn: Callable[[State], str] = state_digest,
+    fork_min_records: int = FORK_MIN_RECORDS,
+) -> tuple[int, str]:
     """(applied index, digest of the state at that index). `read` holds the state still while
     its context lasts (RaftLog.read)."""
     with read() as state:
@@ -67,7 +70,7 @@ def _digest_and_exit(state: State, digest_fn: Callable[[State], str], read_end: 
             os.nice(CHILD_NICENESS)
         digest = digest_fn(state).encode("ascii")
         while digest:
-            digest = digest[os.write(write_end, digest):]
+            digest = digest[os.write(write_end, digest) :]
         code = 0
     finally:
         os._exit(code)

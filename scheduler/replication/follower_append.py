@@ -79,12 +79,21 @@ class FollowerAppendMixin:
         handle = getattr(super(), ON_MESSAGE_RECEIVED)
         if not self._is_plain_append(message):
             return handle(node, message)
-        plan = plan_append(self._local_term_at, message["prevLogIdx"], message["prevLogTerm"], message.get("entries", []))
+        plan = plan_append(
+            self._local_term_at, message["prevLogIdx"], message["prevLogTerm"], message.get("entries", [])
+        )
         if plan is None:
             return handle(node, message)
         if isinstance(plan, PassOn):
-            return handle(node, {**message, "prevLogIdx": plan.prev_index, "prevLogTerm": plan.prev_term,
-                                 "entries": list(plan.entries)})
+            return handle(
+                node,
+                {
+                    **message,
+                    "prevLogIdx": plan.prev_index,
+                    "prevLogTerm": plan.prev_term,
+                    "entries": list(plan.entries),
+                },
+            )
         # The header alone makes pysyncobj follow the leader, reset its election timer and advance
         # the commit index, which must not pass what this message verified (copycat #265).
         header = {k: v for k, v in message.items() if k not in ("prevLogIdx", "prevLogTerm", "entries")}

@@ -122,8 +122,11 @@ def _intact_record_follows(view: memoryview, start: int, first_index: int | None
             if offset + RECORD_HEADER_BYTES <= len(data):
                 _crc, length, _index, _term = _RECORD.unpack_from(data, offset)
                 record_end = offset + RECORD_HEADER_BYTES + length
-                if (MIN_PAYLOAD_BYTES <= length <= MAX_PAYLOAD_BYTES and record_end <= len(data)
-                        and _crc == zlib.crc32(data[offset + 4 : record_end])):
+                if (
+                    MIN_PAYLOAD_BYTES <= length <= MAX_PAYLOAD_BYTES
+                    and record_end <= len(data)
+                    and _crc == zlib.crc32(data[offset + 4 : record_end])
+                ):
                     return True
             found = data.find(needle, found + 1)
     return False
@@ -169,10 +172,13 @@ def scan(data: bytes | memoryview, name: str) -> Scan:
             if record_end == end:
                 return Scan(entries, offsets, offset, "checksum mismatch in the last record")
             if not _intact_record_follows(view, offset, expected):
-                return Scan(entries, offsets, offset, f"checksum mismatch in record of entry {index}, "
-                                                      "no intact record after it")
-            raise JournalCorrupt(f"{name}: offset {offset}: checksum mismatch in record of entry {index} "
-                                 f"({end - record_end} bytes of records follow it)")
+                return Scan(
+                    entries, offsets, offset, f"checksum mismatch in record of entry {index}, no intact record after it"
+                )
+            raise JournalCorrupt(
+                f"{name}: offset {offset}: checksum mismatch in record of entry {index} "
+                f"({end - record_end} bytes of records follow it)"
+            )
         if entries and index != entries[-1][1] + 1:
             raise JournalCorrupt(f"{name}: offset {offset}: entry {index} follows entry {entries[-1][1]}")
         entries.append((bytes(view[offset + RECORD_HEADER_BYTES : record_end]), index, term))
@@ -191,8 +197,9 @@ def record_ends(path: str) -> dict[int, int]:
     """Entry index -> the file offset just past its record (what a synced length must reach)."""
     with open(path, "rb") as stream:
         found = scan(stream.read(), path)
-    return {entry[1]: offset + RECORD_HEADER_BYTES + len(entry[0])
-            for entry, offset in zip(found.entries, found.offsets)}
+    return {
+        entry[1]: offset + RECORD_HEADER_BYTES + len(entry[0]) for entry, offset in zip(found.entries, found.offsets)
+    }
 
 
 def encode_meta(meta: dict) -> bytes:
@@ -386,8 +393,10 @@ class DurableJournal(Journal):
         return bool(self._pending) or self._truncated
 
     def _fail(self, what: str, exc: OSError, path: str | None = None) -> NoReturn:
-        self._on_fatal(f"raft journal {what} failed on {exc.filename or path or self._path}: {exc.strerror or exc} "
-                       f"(errno {exc.errno}); this node stops: it must not acknowledge what is not on disk")
+        self._on_fatal(
+            f"raft journal {what} failed on {exc.filename or path or self._path}: {exc.strerror or exc} "
+            f"(errno {exc.errno}); this node stops: it must not acknowledge what is not on disk"
+        )
         raise AssertionError("on_fatal returned")  # pragma: no cover
 
     def _sync_dir(self) -> None:
@@ -471,9 +480,13 @@ class DurableJournal(Journal):
         self._entries, self._offsets = found.entries, found.offsets
         self._end = self._written = found.valid_bytes
         if found.torn:
-            log.warning("raft journal %s: torn tail at offset %d (%s): dropped %d bytes; the leader "
-                        "sends those entries again", self._path, found.valid_bytes, found.torn,
-                        size - found.valid_bytes)
+            log.warning(
+                "raft journal %s: torn tail at offset %d (%s): dropped %d bytes; the leader sends those entries again",
+                self._path,
+                found.valid_bytes,
+                found.torn,
+                size - found.valid_bytes,
+            )
             try:
                 os.ftruncate(self._fd, found.valid_bytes)
             except OSError as exc:
@@ -499,8 +512,11 @@ class DurableJournal(Journal):
             raise JournalCorrupt(f"{legacy}: cannot read pysyncobj's journal to convert it: {exc!r}") from exc
         try:
             entries = [old[i] for i in range(len(old))]
-            meta = {"term": old.getCurrentTerm(), "voted_for": old.getVotedForNodeId(),
-                    "commit_index": old.getRaftCommitIndex()}
+            meta = {
+                "term": old.getCurrentTerm(),
+                "voted_for": old.getVotedForNodeId(),
+                "commit_index": old.getRaftCommitIndex(),
+            }
         finally:
             old._destroy()
         for entry in entries:
@@ -515,8 +531,13 @@ class DurableJournal(Journal):
             except FileNotFoundError:
                 pass
         self._sync_dir()
-        log.info("converted pysyncobj's journal %s (%d entries, term %d) to %s", legacy, len(entries),
-                 meta["term"], self._path)
+        log.info(
+            "converted pysyncobj's journal %s (%d entries, term %d) to %s",
+            legacy,
+            len(entries),
+            meta["term"],
+            self._path,
+        )
 
     # -- meta ------------------------------------------------------------------
     def _read_meta(self) -> dict:
@@ -531,5 +552,6 @@ class DurableJournal(Journal):
         self._write_meta(self._meta)
 
     def _write_meta(self, meta: dict) -> None:
-        self._replace_durably(self._meta_path + ".tmp", self._meta_path, encode_meta(meta), "meta write",
-                              named=self._meta_path)
+        self._replace_durably(
+            self._meta_path + ".tmp", self._meta_path, encode_meta(meta), "meta write", named=self._meta_path
+        )

@@ -46,7 +46,8 @@ def _create_journal(journalFile=None):  # noqa: N803 (pysyncobj's name)
 def install() -> None:
     if INSTALLED_VERSION != PYSYNCOBJ_VERSION:
         raise RuntimeError(
-            f"raftcron's journal is written against pysyncobj {PYSYNCOBJ_VERSION}, found {INSTALLED_VERSION}")
+            f"raftcron's journal is written against pysyncobj {PYSYNCOBJ_VERSION}, found {INSTALLED_VERSION}"
+        )
     setattr(syncobj_module, CREATE_JOURNAL, _create_journal)
 
 

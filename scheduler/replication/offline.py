@@ -67,8 +67,10 @@ def common_index(files: list[RaftFiles]) -> int:
     while index > 0 and len({f.terms.get(index) for f in files}) != 1:
         index -= 1
     if any(f.dump_index > index for f in files) or any(index not in f.terms for f in files):
-        raise ValueError(f"no index every node can replay to (dumps at {[f.dump_index for f in files]}, "
-                         f"journals end at {[f.last_index for f in files]})")
+        raise ValueError(
+            f"no index every node can replay to (dumps at {[f.dump_index for f in files]}, "
+            f"journals end at {[f.last_index for f in files]})"
+        )
     return index
 
 

@@ -229,8 +229,9 @@ class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, SyncObj):
     truncates only entries that conflict (follower_append); and a follower reads its sockets
     before it judges the leader silent."""
 
-    def __init__(self, *args, keepalive_period_s: float, eager_append: bool = True, journal_sync: bool = True,
-                 **kwargs) -> None:
+    def __init__(
+        self, *args, keepalive_period_s: float, eager_append: bool = True, journal_sync: bool = True, **kwargs
+    ) -> None:
         # Set before SyncObj starts its tick thread, which calls _onTick.
         self._keepalive_period_s = keepalive_period_s
         self._next_keepalive = 0.0
@@ -245,11 +246,15 @@ class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, SyncObj):
     def _open_journal(self, path: str) -> DurableJournal:
         conf = self.conf
         try:
-            self._journal = DurableJournal(path, dump_path=conf.fullDumpFile, sync=self._journal_sync,
-                                           trace_path=os.environ.get(TRACE_ENV) or None)
+            self._journal = DurableJournal(
+                path, dump_path=conf.fullDumpFile, sync=self._journal_sync, trace_path=os.environ.get(TRACE_ENV) or None
+            )
         except JournalCorrupt as exc:
-            stop_node(f"refusing to start: {exc}. Restore this node's data directory from a backup, or "
-                      "wipe it and let the leader send it a snapshot", EXIT_JOURNAL_CORRUPT)
+            stop_node(
+                f"refusing to start: {exc}. Restore this node's data directory from a backup, or "
+                "wipe it and let the leader send it a snapshot",
+                EXIT_JOURNAL_CORRUPT,
+            )
         return self._journal
 
     @overrides(SEND_NEXT_NODE_IDX)
@@ -274,8 +279,11 @@ class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, SyncObj):
         # entries of this tick, keeps the batching and takes the wait out of every commit.
         before = getattr(self, CURRENT_LOG_INDEX)()
         super()._checkCommandsToApply()
-        if (self._eager_append and getattr(self, RAFT_STATE) == RaftState.LEADER
-                and getattr(self, CURRENT_LOG_INDEX)() > before):
+        if (
+            self._eager_append
+            and getattr(self, RAFT_STATE) == RaftState.LEADER
+            and getattr(self, CURRENT_LOG_INDEX)() > before
+        ):
             getattr(self, SEND_APPEND_ENTRIES)()
             # The followers write the entries meanwhile: the leader's own sync overlaps their
             # round trip instead of waiting behind it (after the poll) before the next commit loop.
@@ -305,9 +313,11 @@ class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, SyncObj):
         deposed a healthy leader whose appends sat unread (a million queued runs: elections
         every 3-5 s, each new leader busy rebuilding its queue). Read first: an append from
         the leader pushes the deadline back."""
-        if (getattr(self, RAFT_STATE) != RaftState.LEADER
-                and getattr(self, ELECTION_DEADLINE) < pysyncobj_monotonic()
-                and getattr(self, TRANSPORT).ready):
+        if (
+            getattr(self, RAFT_STATE) != RaftState.LEADER
+            and getattr(self, ELECTION_DEADLINE) < pysyncobj_monotonic()
+            and getattr(self, TRANSPORT).ready
+        ):
             self._poller.poll(0)
 
 
@@ -459,7 +469,9 @@ class RaftLog:
             cluster_version = self._state.cluster_version
         if needed <= cluster_version:
             return
-        refusal = proposal_refusal(command, needed, cluster_version, self.raft_members(), self.log_formats(), self.name_of)
+        refusal = proposal_refusal(
+            command, needed, cluster_version, self.raft_members(), self.log_formats(), self.name_of
+        )
         if refusal is not None:
             raise LogFormatNotEnabled(refusal, self.leader_address())
 
@@ -499,8 +511,10 @@ class RaftLog:
         if step.outcome == REFUSED:
             raise NotLeader(f"linearizable read refused: {step.reason}", self.leader_address())
         if step.outcome != CONFIRMED:
-            raise NotLeader(f"linearizable read: leadership not confirmed within {timeout_s}s ({step.reason})",
-                            self.leader_address())
+            raise NotLeader(
+                f"linearizable read: leadership not confirmed within {timeout_s}s ({step.reason})",
+                self.leader_address(),
+            )
         if not self.wait_applied(index, max(0.0, deadline - time.monotonic())):
             raise ReplicationTimeout(f"index {index} not applied within {timeout_s}s", self.leader_address())
         return index
@@ -628,7 +642,9 @@ class RaftLog:
         try:
             future.result(timeout=timeout_s)
         except TimeoutError:
-            raise ReplicationTimeout(f"membership change not committed within {timeout_s}s", self.leader_address()) from None
+            raise ReplicationTimeout(
+                f"membership change not committed within {timeout_s}s", self.leader_address()
+            ) from None
 
     def transfer_leadership(self) -> bool:
         """Ask the most caught-up connected voter to take over; True if the request was sent."""

@@ -48,8 +48,6 @@ class TickWatch:
             return
         folded = ""
         if self._unreported:
-            folded = (f" ({self._unreported} more since the last warning, the longest "
-                      f"{self._unreported_longest_s:.2f}s)")
-        log.warning("raft tick stalled %.2fs as %s: no Raft message was sent or read meanwhile%s",
-                    gap_s, role, folded)
+            folded = f" ({self._unreported} more since the last warning, the longest {self._unreported_longest_s:.2f}s)"
+        log.warning("raft tick stalled %.2fs as %s: no Raft message was sent or read meanwhile%s", gap_s, role, folded)
         self._next_warning, self._unreported, self._unreported_longest_s = now + WARN_EVERY_S, 0, 0.0

@@ -97,8 +97,9 @@ def read_goal_bytes(buffer: bytes | bytearray, limit_bytes: int) -> int | None:
     return _LENGTH.size + length
 
 
-def should_close(now: float, accepted_at: float, last_read_at: float, identified: bool, current: bool,
-                 timeout_s: float) -> bool:
+def should_close(
+    now: float, accepted_at: float, last_read_at: float, identified: bool, current: bool, timeout_s: float
+) -> bool:
     """Whether the sweep closes an incoming connection. Before it identified itself (the key
     exchange and the peer's address), its whole life is bounded by the timeout, however slowly
     it trickles bytes; an identified one that a newer link of the same peer replaced is closed
@@ -158,8 +159,14 @@ _accept_failed = _RateLimitedWarning("could not accept connections")
 class BoundedTcpConnection(TcpConnection):
     """TcpConnection with a frame cap and a bytearray read buffer; the wire format is unchanged."""
 
-    def __init__(self, *args, authenticated: bool = False, source: str = "",
-                 on_closed: Callable[[BoundedTcpConnection], None] | None = None, **kwargs) -> None:
+    def __init__(
+        self,
+        *args,
+        authenticated: bool = False,
+        source: str = "",
+        on_closed: Callable[[BoundedTcpConnection], None] | None = None,
+        **kwargs,
+    ) -> None:
         # `authenticated` starts True only where nothing is authenticated anyway (no secret, on a
         # link this node opened): pysyncobj then sends appends without a key exchange first.
         self._starts_authenticated = self.authenticated = authenticated
@@ -219,8 +226,11 @@ class BoundedTcpConnection(TcpConnection):
         if goal is None:
             (length,) = _LENGTH.unpack_from(buffer, 0)
             if self.authenticated:
-                log.warning("raft port: a peer sent a %d-byte frame, above the %d-byte cap; closing the link",
-                            length, FRAME_MAX_BYTES)
+                log.warning(
+                    "raft port: a peer sent a %d-byte frame, above the %d-byte cap; closing the link",
+                    length,
+                    FRAME_MAX_BYTES,
+                )
             else:
                 _oversized(f"{length} bytes announced from {self.source or 'an outgoing link'}")
             self.disconnect()
@@ -238,7 +248,7 @@ class BoundedTcpConnection(TcpConnection):
             return None
         if len(buffer) < goal:
             return None
-        data = bytes(buffer[_LENGTH.size:goal])
+        data = bytes(buffer[_LENGTH.size : goal])
         try:
             if self.encryptor:
                 timestamp = self.encryptor.extract_timestamp(data)
@@ -346,8 +356,12 @@ class RaftcronTransport(TCPTransport):
         if host != "0.0.0.0":
             host = globalDnsResolver().resolve(host)
         self._server = BoundedTcpServer(
-            self._syncObj._poller, host, port, onNewConnection=self._onNewIncomingConnection,
-            sendBufferSize=conf.sendBufferSize, recvBufferSize=conf.recvBufferSize,
+            self._syncObj._poller,
+            host,
+            port,
+            onNewConnection=self._onNewIncomingConnection,
+            sendBufferSize=conf.sendBufferSize,
+            recvBufferSize=conf.recvBufferSize,
             connectionTimeout=conf.connectionTimeout,
         )
 
@@ -360,8 +374,12 @@ class RaftcronTransport(TCPTransport):
         conf = self._syncObj.conf
         encryptor = self._syncObj.encryptor
         conn = BoundedTcpConnection(
-            poller=self._syncObj._poller, timeout=conf.connectionTimeout, sendBufferSize=conf.sendBufferSize,
-            recvBufferSize=conf.recvBufferSize, keepalive=conf.tcp_keepalive, authenticated=encryptor is None,
+            poller=self._syncObj._poller,
+            timeout=conf.connectionTimeout,
+            sendBufferSize=conf.sendBufferSize,
+            recvBufferSize=conf.recvBufferSize,
+            keepalive=conf.tcp_keepalive,
+            authenticated=encryptor is None,
         )
         conn.encryptor = encryptor
         conn.setOnConnectedCallback(lambda: self._onOutgoingConnected(conn))
@@ -385,4 +403,3 @@ class RaftcronTransport(TCPTransport):
                 if not identified:
                     _expired(f"from {conn.source}, {now - conn.accepted_at:.1f}s after it was accepted")
                 conn.disconnect()
-

@@ -53,7 +53,11 @@ def advertised_format(message) -> int | None:
     if not isinstance(message, dict) or message.get("type") != KEEPALIVE_TYPE:
         return None
     value = message.get("log_format", BASE_LOG_FORMAT)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= BASE_LOG_FORMAT else BASE_LOG_FORMAT
+    return (
+        value
+        if isinstance(value, int) and not isinstance(value, bool) and value >= BASE_LOG_FORMAT
+        else BASE_LOG_FORMAT
+    )
 
 
 class FormatBook:
@@ -79,8 +83,7 @@ class LogFormatMixin:
     """Mix into the pysyncobj SyncObj subclass, first in the bases: it reads keepalives (which
     pysyncobj would drop unread) into a FormatBook, and holds this node's own keepalive."""
 
-    def __init__(self, *args, log_format: int | None = None, format_book: FormatBook | None = None,
-                 **kwargs) -> None:
+    def __init__(self, *args, log_format: int | None = None, format_book: FormatBook | None = None, **kwargs) -> None:
         # Set before SyncObj's constructor: attributes that exist by then stay out of snapshots.
         self.keepalive_message = keepalive_message(own_log_format() if log_format is None else log_format)
         self.format_book = format_book if format_book is not None else FormatBook()
@@ -103,7 +106,11 @@ def laggards(needed: int, voters: Iterable[str], advertised: dict[str, int]) -> 
 
 
 def proposal_refusal(
-    command, needed: int, cluster_version: int, voters: Iterable[str], advertised: dict[str, int],
+    command,
+    needed: int,
+    cluster_version: int,
+    voters: Iterable[str],
+    advertised: dict[str, int],
     name_of: Callable[[str], str] = str,
 ) -> str | None:
     """Why `command` (which needs log format `needed`) may not be proposed now, or None.

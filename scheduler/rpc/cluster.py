@@ -90,7 +90,9 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
             names = {p.raft_address: p.node_id for p in members_view(self._config, state)}
         advertised = self._raftlog.log_formats()
         voter_formats = [
-            cluster_pb2.VoterLogFormat(node_id=names.get(address, ""), raft_address=address, log_format=advertised.get(address, 0))
+            cluster_pb2.VoterLogFormat(
+                node_id=names.get(address, ""), raft_address=address, log_format=advertised.get(address, 0)
+            )
             for address in sorted(self._raftlog.raft_members())
         ]
         digest_index, digest = self._digest(context) if request.include_digest else (0, "")
@@ -233,4 +235,3 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         address = self._forwarder.leader(context, wait_s=HANDOVER_TIMEOUT_S)
         timeout_s = forward_timeout_s(context, MEMBERSHIP_FORWARD_S, floor_s=1.0)
         return self._forwarder.call(context, address, _METHODS[method], request, timeout_s)
-

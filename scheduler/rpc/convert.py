@@ -12,7 +12,12 @@ from worker.api.v1 import common_pb2 as pb
 from worker.api.v1 import worker_pb2 as wpb
 
 # Each vocabulary with a proto enum, both ways (tests/unit/core/test_vocabulary.py: every member).
-OVERLAP_TO_PB = {Overlap.ALLOW: pb.ALLOW, Overlap.FORBID: pb.FORBID, Overlap.QUEUE: pb.QUEUE, Overlap.REPLACE: pb.REPLACE}
+OVERLAP_TO_PB = {
+    Overlap.ALLOW: pb.ALLOW,
+    Overlap.FORBID: pb.FORBID,
+    Overlap.QUEUE: pb.QUEUE,
+    Overlap.REPLACE: pb.REPLACE,
+}
 OVERLAP_FROM_PB = {v: k for k, v in OVERLAP_TO_PB.items()}
 STATUS_TO_PB = {
     RunStatus.QUEUED: pb.QUEUED,
@@ -116,7 +121,9 @@ def history_from_pb(history: pb.HistoryPolicy) -> model.HistoryPolicy:
     return model.HistoryPolicy(
         keep_runs=history.keep_runs if history.HasField("keep_runs") else defaults.keep_runs,
         max_age_us=duration_us(history, "max_age", defaults.max_age_us),
-        keep_failed_runs=history.keep_failed_runs if history.HasField("keep_failed_runs") else defaults.keep_failed_runs,
+        keep_failed_runs=history.keep_failed_runs
+        if history.HasField("keep_failed_runs")
+        else defaults.keep_failed_runs,
         failed_max_age_us=duration_us(history, "failed_max_age", defaults.failed_max_age_us),
     )
 

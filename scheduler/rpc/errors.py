@@ -44,7 +44,11 @@ REPLICATION_CODES: tuple[tuple[type[ReplicationError], grpc.StatusCode, str], ..
     (NotLeader, grpc.StatusCode.UNAVAILABLE, "no leader reachable; safe to retry"),
     (LogFormatNotEnabled, grpc.StatusCode.FAILED_PRECONDITION, "not every node reads this yet"),
     (NodeHalted, grpc.StatusCode.UNAVAILABLE, "this node stopped applying the log; ask another node"),
-    (EntryTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED, "request too large for one log entry; send fewer or smaller items"),
+    (
+        EntryTooLarge,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "request too large for one log entry; send fewer or smaller items",
+    ),
     (Overloaded, grpc.StatusCode.RESOURCE_EXHAUSTED, "node overloaded; safe to retry later"),
     (ReplicationTimeout, grpc.StatusCode.DEADLINE_EXCEEDED, "outcome unknown; retry with the same request id"),
     (OutcomeUnknown, grpc.StatusCode.ABORTED, "leadership changed; retry with the same request id"),

@@ -77,7 +77,9 @@ class LeaderForwarder:
         self._credentials = credentials
         self._peers = PeerChannels(credentials)
 
-    def leader(self, context: grpc.ServicerContext, wait_s: float = 0.0, unknown: str = "no leader known; retry shortly") -> str:
+    def leader(
+        self, context: grpc.ServicerContext, wait_s: float = 0.0, unknown: str = "no leader known; retry shortly"
+    ) -> str:
         """The leader's gRPC address, waiting up to `wait_s` for one to be known (an election, a
         hand-over); the caller's call ends UNAVAILABLE with `unknown` if none is."""
         deadline = time.monotonic() + wait_s

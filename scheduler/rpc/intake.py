@@ -123,8 +123,13 @@ class ReadWatch:
     """
 
     def __init__(
-        self, timeout_s: float, slow_s: float, most_slow: int, most_slow_per_caller: int,
-        period_s: float = 0.1, clock=time.monotonic,
+        self,
+        timeout_s: float,
+        slow_s: float,
+        most_slow: int,
+        most_slow_per_caller: int,
+        period_s: float = 0.1,
+        clock=time.monotonic,
     ) -> None:
         self._timeout_s, self._slow_s = timeout_s, slow_s
         self._most_slow, self._most_slow_per_caller = most_slow, min(most_slow, most_slow_per_caller)

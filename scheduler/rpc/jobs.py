@@ -137,7 +137,11 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         self._admission.admit_write(context)
         self._require_may_change(request.job_id, context)
         command = ApplyJobs(
-            self._clock_us(), audited_author(request.author), request.request_id or uuid.uuid4().hex, (), (request.job_id,)
+            self._clock_us(),
+            audited_author(request.author),
+            request.request_id or uuid.uuid4().hex,
+            (),
+            (request.job_id,),
         )
         return jobs_pb2.DeleteJobResponse(applied_index=self._submit(command, context).index)
 
@@ -240,4 +244,6 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
                     break
             page = [scoped_job_pb(job) for job in selected[:limit]]
         next_token = selected[limit - 1].spec.id if len(selected) > limit else ""
-        return jobs_pb2.ListJobsResponse(jobs=page, next_page_token=next_token, read=self._reader.read_info(request.linearizable))
+        return jobs_pb2.ListJobsResponse(
+            jobs=page, next_page_token=next_token, read=self._reader.read_info(request.linearizable)
+        )

@@ -39,8 +39,11 @@ RETRY_AFTER_KEY = "raftcron-retry-after-s"
 USAGE_CHUNK = 2_000
 # Fields an owner override may set (the rate is per principal, not per owner).
 OWNER_FIELDS = (
-    "max_jobs_per_owner", "max_live_runs_per_owner", "max_backfill_runs_per_call",
-    "max_backfill_runs_per_window", "max_triggers_per_window",
+    "max_jobs_per_owner",
+    "max_live_runs_per_owner",
+    "max_backfill_runs_per_call",
+    "max_backfill_runs_per_window",
+    "max_triggers_per_window",
 )
 PRINCIPAL_FIELDS = ("writes_per_s", "write_burst")
 
@@ -64,8 +67,14 @@ class QuotaLimits:
     principals: Mapping[str, Mapping[str, float]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
-        counts = ("max_jobs_per_owner", "max_live_runs_per_owner", "max_backfill_runs_per_call",
-                  "max_backfill_runs_per_window", "max_triggers_per_window", "write_burst")
+        counts = (
+            "max_jobs_per_owner",
+            "max_live_runs_per_owner",
+            "max_backfill_runs_per_call",
+            "max_backfill_runs_per_window",
+            "max_triggers_per_window",
+            "write_burst",
+        )
         for name in counts:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -113,14 +122,20 @@ def quota_problems(usage: OwnerUsage, ask: QuotaAsk, limits: QuotaLimits) -> lis
     limits = limits.for_owner(ask.owner)
     problems = []
     if ask.new_jobs > 0 and usage.jobs + ask.new_jobs > limits.max_jobs_per_owner:
-        problems.append(f"owner {ask.owner!r} has {usage.jobs} jobs and this adds {ask.new_jobs}; "
-                        f"the limit is {limits.max_jobs_per_owner}")
+        problems.append(
+            f"owner {ask.owner!r} has {usage.jobs} jobs and this adds {ask.new_jobs}; "
+            f"the limit is {limits.max_jobs_per_owner}"
+        )
     if ask.backfill_runs > limits.max_backfill_runs_per_call:
-        problems.append(f"a backfill of {ask.backfill_runs} runs for owner {ask.owner!r}; the limit per call is "
-                        f"{limits.max_backfill_runs_per_call} (ask for fewer with max_runs, or a shorter range)")
+        problems.append(
+            f"a backfill of {ask.backfill_runs} runs for owner {ask.owner!r}; the limit per call is "
+            f"{limits.max_backfill_runs_per_call} (ask for fewer with max_runs, or a shorter range)"
+        )
     if ask.new_live_runs > 0 and usage.live_runs + ask.new_live_runs > limits.max_live_runs_per_owner:
-        problems.append(f"owner {ask.owner!r} has {usage.live_runs} queued or leased runs and this adds "
-                        f"{ask.new_live_runs}; the limit is {limits.max_live_runs_per_owner}")
+        problems.append(
+            f"owner {ask.owner!r} has {usage.live_runs} queued or leased runs and this adds "
+            f"{ask.new_live_runs}; the limit is {limits.max_live_runs_per_owner}"
+        )
     return problems
 
 
@@ -231,8 +246,12 @@ class Admission:
         limits = self.limits.for_principal(principal.name)
         wait_s = self._buckets.take(("writes", principal.name), 1, limits.write_burst, limits.writes_per_s)
         if wait_s:
-            _refuse_rate(context, wait_s, f"principal {principal.name!r} is over its write rate "
-                                          f"({limits.writes_per_s:g}/s, bursts of {limits.write_burst})")
+            _refuse_rate(
+                context,
+                wait_s,
+                f"principal {principal.name!r} is over its write rate "
+                f"({limits.writes_per_s:g}/s, bursts of {limits.write_burst})",
+            )
 
     def check_apply(self, context: grpc.ServicerContext, command: ApplyJobs) -> None:
         if not _held_to_quotas(current_principal()):
@@ -242,8 +261,11 @@ class Admission:
         if not deltas:
             return
         usage = owner_usage(self._read, deltas)
-        problems = [p for owner, delta in sorted(deltas.items())
-                    for p in quota_problems(usage[owner], QuotaAsk(owner, new_jobs=delta), self.limits)]
+        problems = [
+            p
+            for owner, delta in sorted(deltas.items())
+            for p in quota_problems(usage[owner], QuotaAsk(owner, new_jobs=delta), self.limits)
+        ]
         _refuse_problems(context, problems)
 
     def check_trigger(self, context: grpc.ServicerContext, job_id: str) -> None:
@@ -272,14 +294,19 @@ class Admission:
         usage = owner_usage(self._read, (owner,))[owner]
         ask = QuotaAsk(owner, new_live_runs=runs, backfill_runs=runs)
         _refuse_problems(context, quota_problems(usage, ask, self.limits))
-        self._take_window(context, "backfill runs", owner, runs, self.limits.for_owner(owner).max_backfill_runs_per_window)
+        self._take_window(
+            context, "backfill runs", owner, runs, self.limits.for_owner(owner).max_backfill_runs_per_window
+        )
 
     def _take_window(self, context, what: str, owner: str, amount: int, per_window: int) -> None:
         window_s = self.limits.window_s
         wait_s = self._buckets.take((what, owner), amount, per_window, per_window / window_s if per_window else 1.0)
         if wait_s:
-            _refuse_rate(context, wait_s, f"owner {owner!r} asked for {amount} {what}; the limit is "
-                                          f"{per_window} per {window_s:g} s")
+            _refuse_rate(
+                context,
+                wait_s,
+                f"owner {owner!r} asked for {amount} {what}; the limit is {per_window} per {window_s:g} s",
+            )
 
 
 def _refuse_problems(context: grpc.ServicerContext, problems: list[str]) -> None:

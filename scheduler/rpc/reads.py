@@ -71,8 +71,13 @@ class Reader:
         address = self._forwarder.leader(context, unknown="no leader known to serve a linearizable read; retry shortly")
         budget_s = self._timeout_s * 2
         return self._forwarder.call(
-            context, address, method, request, forward_timeout_s(context, budget_s, cap_s=budget_s),
-            metadata=(FORWARDED,), via="linearizable read via leader",
+            context,
+            address,
+            method,
+            request,
+            forward_timeout_s(context, budget_s, cap_s=budget_s),
+            metadata=(FORWARDED,),
+            via="linearizable read via leader",
         )
 
     def read_info(self, linearizable: bool) -> pb.ReadInfo:

@@ -396,7 +396,7 @@ def _list_alerts(found: _Found, request) -> None:
 
 
 def _address(found: _Found, field: str, value: str) -> None:
-    """"host:port" of a member (IPv6 hosts in brackets)."""
+    """ "host:port" of a member (IPv6 hosts in brackets)."""
     found.text(field, value, found.limits.max_address_chars, required=True)
     host, sep, port = value.rpartition(":")
     if value and not (sep and host and port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):

@@ -52,8 +52,13 @@ class _Descending(str):
         return str.__gt__(self, other)
 
 
-def select_page(read: Callable[[], contextlib.AbstractContextManager], query: RunQuery, limit: int,
-                max_examined: int = MAX_RUNS_EXAMINED, convert: Callable[[model.Run], object] = lambda run: run):
+def select_page(
+    read: Callable[[], contextlib.AbstractContextManager],
+    query: RunQuery,
+    limit: int,
+    max_examined: int = MAX_RUNS_EXAMINED,
+    convert: Callable[[model.Run], object] = lambda run: run,
+):
     """One page (each run passed through `convert` under the lock) and the key to continue after
     (None on the last page). `read()` holds the state still while its block runs."""
     heads = _heads(read, query)
@@ -77,7 +82,7 @@ def _heads(read, query: RunQuery) -> list[tuple]:
     instants: list[int] = []
     for start in range(0, len(job_ids), JOBS_PER_HOLD):
         with read() as state:
-            for job_id in job_ids[start:start + JOBS_PER_HOLD]:
+            for job_id in job_ids[start : start + JOBS_PER_HOLD]:
                 if (query.owner or query.job_class) and not _job_matches(state.jobs.get(job_id), query):
                     continue
                 job_runs = state.runs.get(job_id)  # runs outlive their job: a deleted job's history lists
@@ -87,8 +92,10 @@ def _heads(read, query: RunQuery) -> list[tuple]:
                     positions.append(position)
                     instants.append(job_runs[position].scheduled_us)
     if query.newest_first:
-        heads = [(-us, _Descending(job_id), job_id, position, False)
-                 for us, job_id, position in zip(instants, found_ids, positions)]
+        heads = [
+            (-us, _Descending(job_id), job_id, position, False)
+            for us, job_id, position in zip(instants, found_ids, positions)
+        ]
     else:
         heads = [(us, job_id, job_id, position, False) for us, job_id, position in zip(instants, found_ids, positions)]
     heapq.heapify(heads)

@@ -116,7 +116,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         address = self._forwarder.leader(context)
         # Not past the caller's deadline: a long poll it gave up on would hold a lease wait here.
         budget_s = wait_s + self._timeout_s
-        response = self._forwarder.call(context, address, _LEASE, request, forward_timeout_s(context, budget_s, cap_s=budget_s))
+        response = self._forwarder.call(
+            context, address, _LEASE, request, forward_timeout_s(context, budget_s, cap_s=budget_s)
+        )
         response.leader_address = address  # so the worker can lease there directly next time
         return response
 
@@ -148,7 +150,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 refused[position] = (wpb.NOT_FOUND, f"no lease {ref.fencing_token} of {run_key} is known; refused")
         return refused
 
-    def _check_refs(self, principal, refs: list[wpb.LeaseRef], positions) -> tuple[dict[int, tuple[int, str]], list[int]]:
+    def _check_refs(
+        self, principal, refs: list[wpb.LeaseRef], positions
+    ) -> tuple[dict[int, tuple[int, str]], list[int]]:
         """The state lock is held only for lookups (the Raft thread waits for it): one scope check
         per target, a run lookup per lease; refusals are worded after it is released."""
         foreign_target, foreign_holder, unknown, served = [], [], [], {}

@@ -77,10 +77,7 @@ def job_change_denial(principal: Principal, job_id: str, owner: str) -> str | No
     """May `principal` change (or create, delete, pause, trigger...) job `job_id` owned by `owner`?"""
     if principal.owns(owner):
         return None
-    return (
-        f"{principal.name} may change jobs of owners {list(principal.owners)}, "
-        f"not job {job_id!r} of owner {owner!r}"
-    )
+    return f"{principal.name} may change jobs of owners {list(principal.owners)}, not job {job_id!r} of owner {owner!r}"
 
 
 def resources_change_denial(principal: Principal, changed: Iterable[str]) -> str | None:

@@ -77,8 +77,8 @@ def new_token() -> str:
 class Authenticator:
     """Bearer token -> Principal. Loaded once per node; shared by gRPC and the dashboard.
 
-        authenticator = Authenticator.from_file(config.principals_file)
-        principal = authenticator.authenticate(token)    # None: unknown token
+    authenticator = Authenticator.from_file(config.principals_file)
+    principal = authenticator.authenticate(token)    # None: unknown token
     """
 
     def __init__(self, entries: list[tuple[str, Principal]]) -> None:
@@ -135,7 +135,9 @@ def parse_principals(doc, source: str = "principals") -> list[tuple[str, Princip
             problems.append(f"{where}: owners and targets are lists")
             continue
         if isinstance(name, str) and HOLDER_SEPARATOR in name:
-            problems.append(f"{where}: a name may not contain {HOLDER_SEPARATOR!r} (it qualifies the worker ids of leases)")
+            problems.append(
+                f"{where}: a name may not contain {HOLDER_SEPARATOR!r} (it qualifies the worker ids of leases)"
+            )
         if role == SUBMITTER and not owners:
             problems.append(f"{where}: a submitter needs `owners` (the job owners it may change)")
         if role == WORKER and not targets:

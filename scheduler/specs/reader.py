@@ -245,9 +245,7 @@ class _Reader:
 
     def suppressed(self, field: str) -> bool:
         """Whether `field` (or a part or parent of it) already failed to be read."""
-        return any(
-            field == f or field.startswith(f + ".") or f.startswith(field + ".") for f in self.failed
-        )
+        return any(field == f or field.startswith(f + ".") or f.startswith(field + ".") for f in self.failed)
 
 
 def _unknown_key(key: object, known: tuple[str, ...]) -> str:
@@ -379,7 +377,7 @@ def _read_misfire(reader: _Reader, value: object) -> MisfirePolicy:
 
 
 def _read_jitter(value: object) -> object:
-    """"auto"/"pinned" stay; a zero window is "pinned"; other windows get their canonical form."""
+    """ "auto"/"pinned" stay; a zero window is "pinned"; other windows get their canonical form."""
     if isinstance(value, str) and value in ("auto", "pinned"):
         return value
     try:

@@ -173,8 +173,12 @@ def no_double_claim(history: History) -> list[Violation]:
         by_request: dict[str, set[tuple[str, int]]] = defaultdict(set)
         for run in runs:
             if run.key in seen:
-                found.append(Violation("no_double_claim", f"{node}: {_key(*run.key)} claimed twice "
-                                                          f"(entries {seen[run.key]} and {run.claim_index})"))
+                found.append(
+                    Violation(
+                        "no_double_claim",
+                        f"{node}: {_key(*run.key)} claimed twice (entries {seen[run.key]} and {run.claim_index})",
+                    )
+                )
             seen[run.key] = run.claim_index
             if run.request:
                 by_request[run.request].add(run.key)
@@ -203,7 +207,9 @@ def slots_accounted(history: History) -> list[Violation]:
             low, high, wanted = min(slots), max(slots), set(slots)
             extra = sorted(s for s in by_job.get(job_id, ()) if low <= s <= high and s not in wanted)
             if extra:
-                found.append(Violation("slots_accounted", f"{job_id}: runs at instants that are not slots: {extra[:3]}"))
+                found.append(
+                    Violation("slots_accounted", f"{job_id}: runs at instants that are not slots: {extra[:3]}")
+                )
     return found
 
 
@@ -239,13 +245,21 @@ def one_lease_at_a_time(history: History) -> list[Violation]:
     for grant in history.grants:
         ident = (grant.job_id, grant.scheduled_us, grant.token)
         if ident in granted and granted[ident].worker != grant.worker:
-            found.append(Violation("one_lease_at_a_time", f"token {grant.token} of {_key(*ident[:2])} granted to "
-                                                          f"{granted[ident].worker} and {grant.worker}"))
+            found.append(
+                Violation(
+                    "one_lease_at_a_time",
+                    f"token {grant.token} of {_key(*ident[:2])} granted to {granted[ident].worker} and {grant.worker}",
+                )
+            )
         granted[ident] = grant
         run = runs.get((grant.job_id, grant.scheduled_us))
         if run is None or grant.token not in {a.token for a in run.attempts}:
-            found.append(Violation("acked_durable", f"lease {grant.token} of {_key(*ident[:2])} was granted "
-                                                    "but is not in the final state"))
+            found.append(
+                Violation(
+                    "acked_durable",
+                    f"lease {grant.token} of {_key(*ident[:2])} was granted but is not in the final state",
+                )
+            )
     return found
 
 
@@ -263,15 +277,25 @@ def stale_rejected_by_cluster(history: History) -> list[Violation]:
         key = (answer.job_id, answer.scheduled_us)
         later = [g for g in newer[key] if g.token > answer.token and g.at_us < answer.sent_us]
         if later:
-            found.append(Violation("stale_rejected_by_cluster", f"{answer.call} with token {answer.token} of "
-                                   f"{_key(*key)} accepted after token {later[0].token} was granted"))
+            found.append(
+                Violation(
+                    "stale_rejected_by_cluster",
+                    f"{answer.call} with token {answer.token} of "
+                    f"{_key(*key)} accepted after token {later[0].token} was granted",
+                )
+            )
         if answer.call == "complete":
             run = runs.get(key)
             attempt = next((a for a in run.attempts if a.token == answer.token), None) if run else None
             if attempt is None or attempt.outcome != answer.kind:
                 seen = attempt.outcome if attempt else "no such attempt"
-                found.append(Violation("acked_durable", f"completion {answer.kind} of {_key(*key)} token "
-                                       f"{answer.token} was acknowledged, final state has {seen!r}"))
+                found.append(
+                    Violation(
+                        "acked_durable",
+                        f"completion {answer.kind} of {_key(*key)} token "
+                        f"{answer.token} was acknowledged, final state has {seen!r}",
+                    )
+                )
     return found
 
 
@@ -285,24 +309,41 @@ def sink_fenced(history: History) -> list[Violation]:
         if not write.accepted:
             continue
         if write.token < highest.get(key, 0):
-            found.append(Violation("stale_rejected_by_sink", f"sink accepted token {write.token} for {_key(*key)} "
-                                                             f"after token {highest[key]}"))
+            found.append(
+                Violation(
+                    "stale_rejected_by_sink",
+                    f"sink accepted token {write.token} for {_key(*key)} after token {highest[key]}",
+                )
+            )
         highest[key] = max(highest.get(key, 0), write.token)
         effects[key].add(write.token)
         run = runs.get(key)
         if run is None:
             # The worker was granted the run, so its claim had committed: a lost write, not a stale one.
-            found.append(Violation("acked_durable", f"sink accepted token {write.token} for {_key(*key)}, "
-                                                    "a run the final state does not hold (its claim was lost)"))
+            found.append(
+                Violation(
+                    "acked_durable",
+                    f"sink accepted token {write.token} for {_key(*key)}, "
+                    "a run the final state does not hold (its claim was lost)",
+                )
+            )
         elif write.token not in {a.token for a in run.attempts}:
-            found.append(Violation("stale_rejected_by_sink", f"sink accepted token {write.token} for {_key(*key)}, "
-                                                             "which the cluster never granted"))
+            found.append(
+                Violation(
+                    "stale_rejected_by_sink",
+                    f"sink accepted token {write.token} for {_key(*key)}, which the cluster never granted",
+                )
+            )
     for run in runs.values():
         if run.job_id in history.sink_jobs and run.status == "succeeded":
             success = next(a.token for a in run.attempts if a.outcome == "success")
             if success not in effects[run.key]:
-                found.append(Violation("at_least_once", f"{_key(*run.key)} succeeded with token {success} "
-                                                        "but the sink holds no write of it"))
+                found.append(
+                    Violation(
+                        "at_least_once",
+                        f"{_key(*run.key)} succeeded with token {success} but the sink holds no write of it",
+                    )
+                )
     return found
 
 
@@ -315,16 +356,28 @@ def acked_durable(history: History) -> list[Violation]:
             if write.what == "job":
                 version = jobs.get(write.job_id)
                 if version is None or version < write.version:
-                    found.append(Violation("acked_durable", f"{node}: acknowledged job {write.job_id} v{write.version} "
-                                                            f"lost (final: {version})"))
+                    found.append(
+                        Violation(
+                            "acked_durable",
+                            f"{node}: acknowledged job {write.job_id} v{write.version} lost (final: {version})",
+                        )
+                    )
             elif write.what == "run":
                 run = runs.get((write.job_id, write.scheduled_us))
                 if run is None:
-                    found.append(Violation("acked_durable", f"{node}: acknowledged run "
-                                                            f"{_key(write.job_id, write.scheduled_us)} lost"))
+                    found.append(
+                        Violation(
+                            "acked_durable", f"{node}: acknowledged run {_key(write.job_id, write.scheduled_us)} lost"
+                        )
+                    )
                 elif write.request and run.request != write.request:
-                    found.append(Violation("acked_durable", f"{node}: run {_key(*run.key)} was acknowledged to "
-                                                            f"{write.request}, final state says {run.request!r}"))
+                    found.append(
+                        Violation(
+                            "acked_durable",
+                            f"{node}: run {_key(*run.key)} was acknowledged to "
+                            f"{write.request}, final state says {run.request!r}",
+                        )
+                    )
     return found
 
 
@@ -335,8 +388,13 @@ def interim_survives(history: History) -> list[Violation]:
     for node, runs in sorted(history.interim.items()):
         for run in runs:
             if final.get(run.key) != run.claim_index:
-                found.append(Violation("interim_survives", f"{node} showed {_key(*run.key)} claimed at entry "
-                                       f"{run.claim_index}; final state: {final.get(run.key)}"))
+                found.append(
+                    Violation(
+                        "interim_survives",
+                        f"{node} showed {_key(*run.key)} claimed at entry "
+                        f"{run.claim_index}; final state: {final.get(run.key)}",
+                    )
+                )
     return found
 
 
@@ -363,20 +421,33 @@ def memory_and_log_bounded(history: History) -> list[Violation]:
             continue
         at_s, rss, journal = max(samples, key=lambda sample: sample[1])
         if rss > MAX_RSS_KIB:
-            found.append(Violation("memory_and_log_bounded", f"{node}: {rss // 1024} MiB resident at {at_s:.0f}s "
-                                   f"(ceiling {MAX_RSS_KIB // 1024} MiB)"))
+            found.append(
+                Violation(
+                    "memory_and_log_bounded",
+                    f"{node}: {rss // 1024} MiB resident at {at_s:.0f}s (ceiling {MAX_RSS_KIB // 1024} MiB)",
+                )
+            )
         journal = max(sample[2] for sample in samples)
         if journal > MAX_JOURNAL_BYTES:
-            found.append(Violation("memory_and_log_bounded", f"{node}: Raft journal {journal >> 20} MiB "
-                                   f"(ceiling {MAX_JOURNAL_BYTES >> 20} MiB)"))
+            found.append(
+                Violation(
+                    "memory_and_log_bounded",
+                    f"{node}: Raft journal {journal >> 20} MiB (ceiling {MAX_JOURNAL_BYTES >> 20} MiB)",
+                )
+            )
         first_s, span_s = samples[0][0], samples[-1][0] - samples[0][0]
         if span_s >= TREND_MIN_S:
             # After the first quarter (warm-up), the last quarter's peak may not outgrow the second's.
             second = [s[1] for s in samples if first_s + span_s / 4 <= s[0] < first_s + span_s / 2]
             last = [s[1] for s in samples if s[0] >= first_s + 3 * span_s / 4]
             if second and last and max(last) > 1.25 * max(second) + TREND_SLACK_KIB:
-                found.append(Violation("memory_and_log_bounded", f"{node}: resident memory grew from "
-                                       f"{max(second) // 1024} MiB to {max(last) // 1024} MiB over {span_s:.0f}s"))
+                found.append(
+                    Violation(
+                        "memory_and_log_bounded",
+                        f"{node}: resident memory grew from "
+                        f"{max(second) // 1024} MiB to {max(last) // 1024} MiB over {span_s:.0f}s",
+                    )
+                )
     return found
 
 

@@ -61,9 +61,20 @@ class RawWorker(ClientThread):
     `p_late` is completed without heartbeats after 1.5 TTL (usually answered FENCED).
     """
 
-    def __init__(self, addresses, worker_id: str, recorder, rng, targets=("raw",), max_held: int = 20,
-                 hold_s: tuple[float, float] = (0.05, 1.0), p_abandon: float = 0.05, p_late: float = 0.05,
-                 p_fail: float = 0.05, ttl_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        addresses,
+        worker_id: str,
+        recorder,
+        rng,
+        targets=("raw",),
+        max_held: int = 20,
+        hold_s: tuple[float, float] = (0.05, 1.0),
+        p_abandon: float = 0.05,
+        p_late: float = 0.05,
+        p_fail: float = 0.05,
+        ttl_s: float = 2.0,
+    ) -> None:
         super().__init__(f"raw-{worker_id}", recorder)
         self.client = ClusterClient(list(addresses), timeout_s=2.0)
         self.worker_id = worker_id
@@ -92,7 +103,9 @@ class RawWorker(ClientThread):
         heapq.heappush(self._actions, (time.monotonic() + delay_s, next(self._order), what, key))
 
     def _lease(self) -> None:
-        request = wpb.LeaseRequest(worker_id=self.worker_id, targets=self.targets, max_runs=self.max_held - len(self.held))
+        request = wpb.LeaseRequest(
+            worker_id=self.worker_id, targets=self.targets, max_runs=self.max_held - len(self.held)
+        )
         request.wait.FromMilliseconds(300)
         try:
             response = self.client.lease(request, timeout_s=3.0)
@@ -135,7 +148,9 @@ class RawWorker(ClientThread):
     def _heartbeat(self, keys: list[tuple]) -> None:
         sent_us = now_us()
         try:
-            response = self.client.heartbeat(worker_id=self.worker_id, leases=[self.held[k] for k in keys], timeout_s=2.0)
+            response = self.client.heartbeat(
+                worker_id=self.worker_id, leases=[self.held[k] for k in keys], timeout_s=2.0
+            )
         except grpc.RpcError:
             self.recorder.count("heartbeat_errors")
             for key in keys:

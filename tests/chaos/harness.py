@@ -56,7 +56,9 @@ class ChaosCluster:
     def __init__(self, workdir: Path, nodes: int = 3, **overrides) -> None:
         self.hosts = [f"127.0.0.{i + 2}" for i in range(nodes)]
         settings = {**CHAOS_SETTINGS, **overrides}
-        self.lc = LocalCluster(workdir / "cluster", nodes=nodes, port_base=PORT_BASE, hosts=self.hosts, overrides=settings)
+        self.lc = LocalCluster(
+            workdir / "cluster", nodes=nodes, port_base=PORT_BASE, hosts=self.hosts, overrides=settings
+        )
         self.ids = [m.node_id for m in self.lc.members]
         self.paused: set[str] = set()
         self.synced = settings["raft"].get("sync", True)
@@ -101,8 +103,12 @@ class ChaosCluster:
             _wait_group_gone(member.process.pid, timeout_s=15)
             self.paused.discard(member.node_id)
         tears = tears or {}
-        return {n: powercut.cut(self.raft_dir(n), self._disk_copy(n), self.trace_path(n), self.synced,
-                                tears.get(n, powercut.NO_TEAR)) for n in node_ids}
+        return {
+            n: powercut.cut(
+                self.raft_dir(n), self._disk_copy(n), self.trace_path(n), self.synced, tears.get(n, powercut.NO_TEAR)
+            )
+            for n in node_ids
+        }
 
     def kill(self, node_id: str, signum: int = signal.SIGKILL) -> None:
         if node_id in self.paused and signum == signal.SIGTERM:
@@ -183,6 +189,7 @@ def _signal_group(process: subprocess.Popen, signum: int) -> None:
 def _wait_group_gone(pgid: int, timeout_s: float) -> None:
     """Until no live process of group `pgid` is left: a killed compaction child may still be
     in a write, and must not rename a dump in after the cut. Zombies are finished."""
+
     def gone():
         for stat in Path("/proc").glob("[0-9]*/stat"):
             try:
@@ -236,9 +243,23 @@ class Workers:
         log_path = self._workdir / f"{worker_id}.log"
         with open(log_path, "ab") as log_file:
             process = subprocess.Popen(
-                [*setpriv(gid), sys.executable, "-m", "tests.chaos.workerproc", "--cluster", self._cluster_arg,
-                 "--sink", self._sink_url, "--worker-id", worker_id, "--concurrency", str(concurrency)],
-                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+                [
+                    *setpriv(gid),
+                    sys.executable,
+                    "-m",
+                    "tests.chaos.workerproc",
+                    "--cluster",
+                    self._cluster_arg,
+                    "--sink",
+                    self._sink_url,
+                    "--worker-id",
+                    worker_id,
+                    "--concurrency",
+                    str(concurrency),
+                ],
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self.procs[worker_id] = WorkerProc(worker_id, gid, process, log_path)
         if self.on_start is not None:

@@ -17,12 +17,16 @@ QUICK_RETRY = RetryPolicy(max_attempts=5, backoff_initial_us=200_000, backoff_ma
 def every(job_id: str, seconds: int = 1, target: str = "noop", **fields):
     schedule = "* * * * * *" if seconds == 1 else f"*/{seconds} * * * * *"
     fields.setdefault("retry", QUICK_RETRY)
-    return spec_to_pb(JobSpec(id=job_id, schedule=schedule, target_kind="handler", target=target, jitter="pinned", **fields))
+    return spec_to_pb(
+        JobSpec(id=job_id, schedule=schedule, target_kind="handler", target=target, jitter="pinned", **fields)
+    )
 
 
 def manual(job_id: str, target: str = "noop", **fields):
     fields.setdefault("retry", QUICK_RETRY)
-    return spec_to_pb(JobSpec(id=job_id, schedule="0 0 1 1 *", target_kind="handler", target=target, jitter="pinned", **fields))
+    return spec_to_pb(
+        JobSpec(id=job_id, schedule="0 0 1 1 *", target_kind="handler", target=target, jitter="pinned", **fields)
+    )
 
 
 def apply_specs(scene: Scene, specs: list, chunk: int = 1000) -> int:
@@ -35,7 +39,7 @@ def apply_specs(scene: Scene, specs: list, chunk: int = 1000) -> int:
             request_id = f"setup-{start}-{now_us()}"
             for attempt in range(20):
                 try:
-                    client.apply_jobs(jobs=specs[start:start + chunk], author="chaos", request_id=request_id)
+                    client.apply_jobs(jobs=specs[start : start + chunk], author="chaos", request_id=request_id)
                     break
                 except grpc.RpcError:
                     if attempt == 19:

@@ -31,21 +31,44 @@ def chosen_seed() -> int:
 def launch(scenario: str, seed: int, workdir: Path, timeout_s: float, extra: list[str] = (), stream=None) -> dict:
     """Run `scenario` in its own namespaces; its verdict (a failure verdict on crash or timeout)."""
     out = workdir / f"{scenario}-{seed}.json"
-    command = [*UNSHARE, sys.executable, "-m", "tests.chaos.run", scenario, "--seed", str(seed),
-               "--out", str(out), "--workdir", str(workdir), *extra]
+    command = [
+        *UNSHARE,
+        sys.executable,
+        "-m",
+        "tests.chaos.run",
+        scenario,
+        "--seed",
+        str(seed),
+        "--out",
+        str(out),
+        "--workdir",
+        str(workdir),
+        *extra,
+    ]
     env = {**os.environ, HOST_NETNS_ENV: str(netns_inode()), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=stream, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=stream, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)  # unshare dies; --kill-child takes the namespace down
         process.wait()
-        return {"scenario": scenario, "seed": seed, "ok": False, "violations": [],
-                "error": f"timed out after {timeout_s:.0f}s"}
+        return {
+            "scenario": scenario,
+            "seed": seed,
+            "ok": False,
+            "violations": [],
+            "error": f"timed out after {timeout_s:.0f}s",
+        }
     if not out.exists():
-        return {"scenario": scenario, "seed": seed, "ok": False, "violations": [],
-                "error": f"no verdict (exit status {process.returncode})"}
+        return {
+            "scenario": scenario,
+            "seed": seed,
+            "ok": False,
+            "violations": [],
+            "error": f"no verdict (exit status {process.returncode})",
+        }
     return json.loads(out.read_text())
 
 
@@ -54,8 +77,10 @@ def passed(verdict: dict) -> bool:
 
 
 def describe(verdict: dict) -> str:
-    lines = [f"chaos scenario {verdict['scenario']} seed {verdict['seed']}: "
-             f"{'ok' if passed(verdict) else 'FAILED'}; rerun with CHAOS_SEED={verdict['seed']}"]
+    lines = [
+        f"chaos scenario {verdict['scenario']} seed {verdict['seed']}: "
+        f"{'ok' if passed(verdict) else 'FAILED'}; rerun with CHAOS_SEED={verdict['seed']}"
+    ]
     violations = verdict.get("violations", [])
     if len(violations) > 30:
         counts = Counter(v["check"] for v in violations)
@@ -66,5 +91,3 @@ def describe(verdict: dict) -> str:
     for name, tail in (verdict.get("logs") or {}).items():
         lines.append(f"--- {name} (last lines) ---\n{tail}")
     return "\n".join(lines)
-
-

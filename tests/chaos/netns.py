@@ -31,7 +31,9 @@ def ensure_private() -> None:
     """Raise unless we run in a network namespace other than the launcher's, with `lo` only."""
     host = os.environ.get(HOST_NETNS_ENV)
     if not host or int(host) == netns_inode():
-        raise NotPrivate(f"not in a private network namespace (run under unshare --net; {HOST_NETNS_ENV} unset or ours)")
+        raise NotPrivate(
+            f"not in a private network namespace (run under unshare --net; {HOST_NETNS_ENV} unset or ours)"
+        )
     interfaces = sorted(name for _, name in socket.if_nameindex())
     if interfaces != ["lo"]:
         raise NotPrivate(f"the namespace has interfaces {interfaces}; expected only lo")
@@ -58,8 +60,20 @@ class Firewall:
         self._members: dict[str, tuple[int, str]] = {}
         self._marks: dict[str, int] = {}
         # The opener's mark stays on its connection: replies to it are attributed to it too.
-        _run("iptables", "-t", "mangle", "-A", "OUTPUT", "-m", "conntrack", "--ctstate", "NEW",
-             "-j", "CONNMARK", "--save-mark")
+        _run(
+            "iptables",
+            "-t",
+            "mangle",
+            "-A",
+            "OUTPUT",
+            "-m",
+            "conntrack",
+            "--ctstate",
+            "NEW",
+            "-j",
+            "CONNMARK",
+            "--save-mark",
+        )
         _run("iptables", "-N", CHAIN)
         _run("iptables", "-A", "INPUT", "-j", CHAIN)
         self.rules: list[str] = []
@@ -72,19 +86,47 @@ class Firewall:
             return
         self._members[name] = (gid, address)
         self._marks[name] = len(self._marks) + 1
-        _run("iptables", "-t", "mangle", "-I", "OUTPUT", "1", "-m", "owner", "--gid-owner", str(gid),
-             "-j", "MARK", "--set-mark", str(self._marks[name]))
+        _run(
+            "iptables",
+            "-t",
+            "mangle",
+            "-I",
+            "OUTPUT",
+            "1",
+            "-m",
+            "owner",
+            "--gid-owner",
+            str(gid),
+            "-j",
+            "MARK",
+            "--set-mark",
+            str(self._marks[name]),
+        )
 
     def drop(self, sender: str, receiver: str, probability: float = 1.0) -> None:
         """Drop packets `sender` sends to `receiver` (all of them, or at random with `probability`)."""
         ensure_private()
-        chance = ["-m", "statistic", "--mode", "random", "--probability", f"{probability:.3f}"] if probability < 1 else []
+        chance = (
+            ["-m", "statistic", "--mode", "random", "--probability", f"{probability:.3f}"] if probability < 1 else []
+        )
         mark = ["-m", "mark", "--mark", str(self._marks[sender])]
         address = self._members[receiver][1]
         if address:  # connections the sender opened to the receiver
             _run("iptables", "-A", CHAIN, *mark, "-d", address, *chance, "-j", "DROP")
         # connections the receiver opened to the sender: the sender's replies
-        _run("iptables", "-A", CHAIN, *mark, "-m", "connmark", "--mark", str(self._marks[receiver]), *chance, "-j", "DROP")
+        _run(
+            "iptables",
+            "-A",
+            CHAIN,
+            *mark,
+            "-m",
+            "connmark",
+            "--mark",
+            str(self._marks[receiver]),
+            *chance,
+            "-j",
+            "DROP",
+        )
         self.rules.append(f"{sender}->{receiver}" + (f" p={probability:.2f}" if chance else ""))
 
     def cut(self, a: str, b: str, probability: float = 1.0) -> None:

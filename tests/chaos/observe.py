@@ -23,9 +23,18 @@ def run_obs(run) -> RunObs:
         Attempt(a.fencing_token, a.outcome, timestamp_us(a.started_at), timestamp_us(a.finished_at), a.worker_id)
         for a in run.attempts
     )
-    request = run.reason[len(MANUAL_PREFIX):] if run.kind == "manual" and run.reason.startswith(MANUAL_PREFIX) else ""
-    return RunObs(run.job_id, timestamp_us(run.scheduled_at), STATUS_FROM_PB.get(run.status, str(run.status)),
-                  run.claim_index, run.kind, run.reason, run.fencing_token, attempts, request)
+    request = run.reason[len(MANUAL_PREFIX) :] if run.kind == "manual" and run.reason.startswith(MANUAL_PREFIX) else ""
+    return RunObs(
+        run.job_id,
+        timestamp_us(run.scheduled_at),
+        STATUS_FROM_PB.get(run.status, str(run.status)),
+        run.claim_index,
+        run.kind,
+        run.reason,
+        run.fencing_token,
+        attempts,
+        request,
+    )
 
 
 def runs_on(scene: Scene, node_id: str, timeout_s: float = 30.0) -> list[RunObs]:
@@ -46,7 +55,9 @@ def jobs_on(scene: Scene, node_id: str, linearizable: bool = False) -> dict[str,
     jobs, token = {}, ""
     with scene.cluster.client(node_id, timeout_s=30) as client:
         for _ in range(10_000):
-            page = client.list_jobs(jobs_pb2.ListJobsRequest(page_size=1000, page_token=token, linearizable=linearizable))
+            page = client.list_jobs(
+                jobs_pb2.ListJobsRequest(page_size=1000, page_token=token, linearizable=linearizable)
+            )
             jobs.update({j.spec.id: (j.version, timestamp_us(j.cursor)) for j in page.jobs})
             token = page.next_page_token
             if not token:
@@ -73,6 +84,7 @@ def heal(scene: Scene) -> str:
 
 def wait_progress(scene: Scene, job_ids: list[str], until_us: int, timeout_s: float = 30.0) -> bool:
     """Until every job's cursor reached `until_us` (the cluster accounts for slots again)."""
+
     def reached():
         leader = scene.cluster.leader()
         if leader is None:
@@ -105,8 +117,14 @@ def converged_digests(scene: Scene, timeout_s: float = 30.0) -> dict[str, tuple[
         time.sleep(0.1)
 
 
-def finale(scene: Scene, firing: dict[str, int], ack_us: int, keep_specs=(), sink_jobs=frozenset(),
-           progress_timeout_s: float = 30.0) -> History:
+def finale(
+    scene: Scene,
+    firing: dict[str, int],
+    ack_us: int,
+    keep_specs=(),
+    sink_jobs=frozenset(),
+    progress_timeout_s: float = 30.0,
+) -> History:
     """Heal, check progress, stop the load, delete the firing jobs, converge, read every replica.
 
     `firing` maps each scheduled job to its period in seconds; its slots after `ack_us` (the

@@ -81,8 +81,13 @@ def read_trace(path: Path) -> tuple[int, int] | None:
     return struct.unpack(TRACE_FORMAT, data)
 
 
-def plan(files: dict[str, FileFacts], recorded: frozenset[str], trace: tuple[int, int] | None,
-         synced: bool, tear_bytes: int = 0) -> dict[str, Fate]:
+def plan(
+    files: dict[str, FileFacts],
+    recorded: frozenset[str],
+    trace: tuple[int, int] | None,
+    synced: bool,
+    tear_bytes: int = 0,
+) -> dict[str, Fate]:
     """Each file's fate in a power cut, and the recorded files that come back.
 
     `files`: the directory now; `recorded`: the names in its last recorded copy (what the disk

@@ -98,8 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         if not options.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     options.out.write_text(json.dumps(verdict, indent=1))
-    say(f"verdict: {'ok' if verdict['ok'] else 'FAILED'} ({len(verdict['violations'])} violations) "
-        f"seed {seed} in {verdict['elapsed_s']}s")
+    say(
+        f"verdict: {'ok' if verdict['ok'] else 'FAILED'} ({len(verdict['violations'])} violations) "
+        f"seed {seed} in {verdict['elapsed_s']}s"
+    )
     for violation in verdict["violations"][:20]:
         say(f"  {violation['check']}: {violation['message']}")
     if verdict["error"]:

@@ -26,7 +26,11 @@ def _clean() -> History:
         RunObs("a", T0, "queued", 10),
         RunObs("a", T0 + S, "missed", 11, reason="found 700s late"),
         RunObs(
-            "b", T0, "succeeded", 10, token=14,
+            "b",
+            T0,
+            "succeeded",
+            10,
+            token=14,
             attempts=(Attempt(12, "lease_expired", T0 + 1, T0 + 5, "w1"), Attempt(14, "success", T0 + 6, T0 + 7, "w2")),
         ),
         RunObs("m", T0 + 3, "queued", 13, kind="manual", request="t-1"),
@@ -109,7 +113,9 @@ def test_a_sink_write_with_a_token_never_granted_is_caught():
 
 
 def test_a_sink_write_of_a_run_the_cluster_lost_is_caught():
-    history = dataclasses.replace(_clean(), sink=[SinkWrite(1, "b", T0, 14, True), SinkWrite(2, "a", T0 + 7 * S, 30, True)])
+    history = dataclasses.replace(
+        _clean(), sink=[SinkWrite(1, "b", T0, 14, True), SinkWrite(2, "a", T0 + 7 * S, 30, True)]
+    )
     assert _checks(history) == {"acked_durable"}
 
 
@@ -127,7 +133,11 @@ def test_a_stale_heartbeat_accepted_by_the_cluster_is_caught():
 def test_two_overlapping_leases_in_the_log_are_caught():
     history = _clean()
     overlapping = RunObs(
-        "b", T0, "succeeded", 10, token=14,
+        "b",
+        T0,
+        "succeeded",
+        10,
+        token=14,
         attempts=(Attempt(12, "", T0 + 1, 0, "w1"), Attempt(14, "success", T0 + 6, T0 + 7, "w2")),
     )
     runs = [overlapping if r.job_id == "b" else r for r in history.replicas["n1"]]
@@ -137,7 +147,11 @@ def test_two_overlapping_leases_in_the_log_are_caught():
 def test_tokens_that_do_not_grow_are_caught():
     history = _clean()
     shrinking = RunObs(
-        "b", T0, "succeeded", 10, token=11,
+        "b",
+        T0,
+        "succeeded",
+        10,
+        token=11,
         attempts=(Attempt(12, "lease_expired", T0 + 1, T0 + 5, "w1"), Attempt(11, "success", T0 + 6, T0 + 7, "w2")),
     )
     runs = [shrinking if r.job_id == "b" else r for r in history.replicas["n1"]]
@@ -187,7 +201,8 @@ def test_a_claim_seen_before_a_power_cut_and_claimed_again_after_it_is_caught():
 
 def test_log_alerts_and_failed_expectations_are_reported():
     history = dataclasses.replace(
-        _clean(), log_alerts=["n2: CRITICAL truncating already-applied log entries"],
+        _clean(),
+        log_alerts=["n2: CRITICAL truncating already-applied log entries"],
         expectations=[("new leader", False, "no leader after the kill")],
     )
     assert _checks(history) == {"clean_logs", "scenario"}
@@ -216,4 +231,6 @@ def test_memory_growing_through_a_long_run_is_caught_and_a_flat_one_is_not():
 
 def test_a_node_never_sampled_is_caught():
     history = _clean()
-    assert _checks(dataclasses.replace(history, resources={"n1": history.resources["n1"]})) == {"memory_and_log_bounded"}
+    assert _checks(dataclasses.replace(history, resources={"n1": history.resources["n1"]})) == {
+        "memory_and_log_bounded"
+    }

@@ -23,7 +23,11 @@ from tests.chaos.powercut import (
 )
 
 JOURNAL = "raft.wal"
-FILES = {JOURNAL: FileFacts(inode=7, size_bytes=5000), "raft.dump": FileFacts(8, 900), "raft.wal.meta": FileFacts(9, 40)}
+FILES = {
+    JOURNAL: FileFacts(inode=7, size_bytes=5000),
+    "raft.dump": FileFacts(8, 900),
+    "raft.wal.meta": FileFacts(9, 40),
+}
 
 
 def test_a_synced_journal_is_cut_at_its_traced_length():
@@ -59,8 +63,19 @@ def _journal(*payloads: bytes) -> bytes:
     return encode_header() + b"".join(encode_record(p, i, 3) for i, p in enumerate(payloads, start=5))
 
 
-@pytest.mark.parametrize("tear", [Tear(1), Tear(23), Tear(24), Tear(200), Tear(400),
-                                  Tear(1, zeros=True), Tear(10, zeros=True), Tear(200, zeros=True)])
+@pytest.mark.parametrize(
+    "tear",
+    [
+        Tear(1),
+        Tear(23),
+        Tear(24),
+        Tear(200),
+        Tear(400),
+        Tear(1, zeros=True),
+        Tear(10, zeros=True),
+        Tear(200, zeros=True),
+    ],
+)
 def test_a_torn_next_record_is_always_cut_at_start_never_read_as_an_entry(tear):
     journal = _journal(b"a" * 40, b"b" * 300)
     found = scan(journal + torn_record(journal, tear), JOURNAL)

@@ -55,8 +55,15 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     Worker(
-        args.cluster, concurrency=args.concurrency, worker_id=args.worker_id, handlers=handlers(args.sink),
-        lease_wait_s=1.0, drain_timeout_s=3.0, shell_grace_s=1.0, call_timeout_s=2.0, complete_retry_s=20.0,
+        args.cluster,
+        concurrency=args.concurrency,
+        worker_id=args.worker_id,
+        handlers=handlers(args.sink),
+        lease_wait_s=1.0,
+        drain_timeout_s=3.0,
+        shell_grace_s=1.0,
+        call_timeout_s=2.0,
+        complete_retry_s=20.0,
     ).run()
 
 

@@ -73,16 +73,31 @@ def _port_base() -> int:
 
 
 def every_second(job_id: str, job_class: str, command: str, **fields) -> JobSpec:
-    return JobSpec(id=job_id, schedule="* * * * * *", target_kind="shell", target=command, job_class=job_class,
-                   owner="team-dash", jitter="pinned", **fields)
+    return JobSpec(
+        id=job_id,
+        schedule="* * * * * *",
+        target_kind="shell",
+        target=command,
+        job_class=job_class,
+        owner="team-dash",
+        jitter="pinned",
+        **fields,
+    )
 
 
 JOBS = [
     every_second("e2e.tick", "reports", 'echo "hello from $RAFTCRON_RUN_KEY"'),
     every_second("e2e.fail", "reports", "echo boom; echo 'disk full' >&2; exit 3", retry=RetryPolicy(max_attempts=1)),
     every_second("e2e.killed", "batch", "echo never"),
-    JobSpec(id="e2e.hourly", schedule="0 * * * *", target_kind="shell", target="echo hourly", job_class="reports",
-            owner="team-dash", uses=("db-main",)),
+    JobSpec(
+        id="e2e.hourly",
+        schedule="0 * * * *",
+        target_kind="shell",
+        target="echo hourly",
+        job_class="reports",
+        owner="team-dash",
+        uses=("db-main",),
+    ),
 ]
 
 
@@ -110,7 +125,11 @@ def browser_context():
         _missing("the playwright package is not installed")
     with tempfile.TemporaryDirectory(prefix="raftcron-chromium-") as profile, sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, viewport={"width": 1280, "height": 900}
+            profile,
+            executable_path=CHROMIUM,
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport={"width": 1280, "height": 900},
         )
         context.set_default_timeout(10_000)
         try:
@@ -128,9 +147,25 @@ def cluster(tmp_path):
         cluster.wait_for_leader(30)
         log = open(tmp_path / "worker.log", "ab")
         worker = subprocess.Popen(
-            [sys.executable, "-m", "scheduler.cli", "worker", "--cluster", cluster.cluster_arg, "--shell",
-             "--worker-id", "e2e-worker", "--concurrency", "8", "--lease-wait", "1"],
-            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "scheduler.cli",
+                "worker",
+                "--cluster",
+                cluster.cluster_arg,
+                "--shell",
+                "--worker-id",
+                "e2e-worker",
+                "--concurrency",
+                "8",
+                "--lease-wait",
+                "1",
+            ],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         log.close()
         yield cluster
@@ -148,8 +183,11 @@ def shot(page, name: str) -> None:
 
 def test_dashboard_in_a_real_browser(cluster, browser_context):
     with cluster.client() as client:
-        client.apply_jobs(jobs=[spec_to_pb(spec) for spec in JOBS], author="e2e",
-                          resources=[resource_to_pb(Resource("db-main", max_concurrent=5))])
+        client.apply_jobs(
+            jobs=[spec_to_pb(spec) for spec in JOBS],
+            author="e2e",
+            resources=[resource_to_pb(Resource("db-main", max_concurrent=5))],
+        )
         client.kill_class(job_class="batch", reason="bad upstream data", author="carol")
     wait_until(lambda: count(cluster, "e2e.tick", "succeeded") >= 3, WAIT_S, "three successful runs of e2e.tick")
     wait_until(lambda: count(cluster, "e2e.fail", "failed") >= 1, WAIT_S, "a failed run of e2e.fail")

@@ -46,7 +46,10 @@ def make_cluster(tmp_path):
 
     def make(nodes: int = 3, **overrides) -> LocalCluster:
         cluster = LocalCluster(
-            tmp_path / f"cluster{len(clusters)}", nodes=nodes, port_base=free_port_base(nodes), overrides={**FAST_RAFT, **overrides}
+            tmp_path / f"cluster{len(clusters)}",
+            nodes=nodes,
+            port_base=free_port_base(nodes),
+            overrides={**FAST_RAFT, **overrides},
         )
         clusters.append(cluster)
         return cluster

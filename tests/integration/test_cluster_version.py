@@ -101,17 +101,24 @@ def test_a_node_that_reads_format_1_holds_the_version_and_halts_on_a_forced_entr
         leader = leader_of(nodes)
         while leader.settings.self_address == old:
             leader.transfer_leadership()
-            leader = wait_until(lambda: next((n for n in nodes if n.is_leader() and n.settings.self_address != old), None),
-                                "a leader other than the capped node", timeout_s=30)
+            leader = wait_until(
+                lambda: next((n for n in nodes if n.is_leader() and n.settings.self_address != old), None),
+                "a leader other than the capped node",
+                timeout_s=30,
+            )
         term = _term_for(leader)
-        wait_until(lambda: set(leader.log_formats()) == set(addresses), "every node's keepalive at the leader", timeout_s=30)
+        wait_until(
+            lambda: set(leader.log_formats()) == set(addresses), "every node's keepalive at the leader", timeout_s=30
+        )
         assert leader.log_formats() == {addresses[0]: 2, addresses[1]: 2, old: 1}
 
         # Held: the leader's loop does not raise it, and nobody may propose format 2.
         ClusterVersionLoop(term, leader, timeout_s=10.0).step()
         with leader.read() as state:
             assert state.cluster_version == 1
-        with pytest.raises(LogFormatNotEnabled, match=rf"log format 1; upgrade {old} \(advertises 1\) before using SetClusterVersion"):
+        with pytest.raises(
+            LogFormatNotEnabled, match=rf"log format 1; upgrade {old} \(advertises 1\) before using SetClusterVersion"
+        ):
             leader.propose(SetClusterVersion(time.time_ns() // 1000, 2, term.epoch))
         submit(nodes, ReadBarrier(1), via=leader)
         wait_until(lambda: _same_state(nodes), "every replica at one state before the forced entry", timeout_s=30)
@@ -169,9 +176,21 @@ def _start_capped(cluster: LocalCluster, node_id: str, monkeypatch) -> None:
 
 def _status_json(cluster: LocalCluster, node_id: str) -> dict:
     out = subprocess.run(
-        [sys.executable, "-m", "scheduler.cli", "--cluster", cluster.cluster_arg, "status", "--json",
-         "--node", cluster.member(node_id).grpc_address],
-        capture_output=True, text=True, timeout=30, check=True,
+        [
+            sys.executable,
+            "-m",
+            "scheduler.cli",
+            "--cluster",
+            cluster.cluster_arg,
+            "status",
+            "--json",
+            "--node",
+            cluster.member(node_id).grpc_address,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
     )
     return json.loads(out.stdout)
 
@@ -204,9 +223,15 @@ def test_node_processes_hold_raise_and_halt(make_cluster, monkeypatch) -> None:
     cluster.start("n2")
     _start_capped(cluster, "n3", monkeypatch)
     leader = cluster.wait_for_leader(timeout_s=60)
-    assert wait_for(lambda: _every_voter_heard(cluster, leader), 30, "every voter's advertisement") == {"n1": 2, "n2": 2, "n3": 1}
+    assert wait_for(lambda: _every_voter_heard(cluster, leader), 30, "every voter's advertisement") == {
+        "n1": 2,
+        "n2": 2,
+        "n3": 1,
+    }
     shown = _status_json(cluster, leader)  # the leader may be n3: a capped leader does not raise it either
-    assert shown["cluster_version"] == 1 and shown["log_format"] == (1 if leader == "n3" else 2) and shown["halted"] == ""
+    assert (
+        shown["cluster_version"] == 1 and shown["log_format"] == (1 if leader == "n3" else 2) and shown["halted"] == ""
+    )
     assert {v["node_id"]: v["log_format"] for v in shown["voter_log_formats"]} == {"n1": 2, "n2": 2, "n3": 1}
     wait_for(lambda: _versions(cluster, ["n1", "n2", "n3"]) == {1}, 30, "every node to answer (at version 1)")
 
@@ -248,17 +273,23 @@ def test_a_node_older_than_the_cluster_version_is_not_added(tmp_path: Path, monk
         wait_for(lambda: cluster.status(old.node_id), 30, f"{old.node_id} to answer before it is added")
         with cluster.client() as client:
             with pytest.raises(grpc.RpcError) as refused:
-                client.add_member(member={"node_id": old.node_id, "raft_address": old.raft_address,
-                                          "grpc_address": old.grpc_address}, timeout_s=30)
+                client.add_member(
+                    member={"node_id": old.node_id, "raft_address": old.raft_address, "grpc_address": old.grpc_address},
+                    timeout_s=30,
+                )
         assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-        assert f"{old.node_id} reads log format 1 and the cluster runs 2: upgrade {old.node_id}" in refused.value.details()
+        assert (
+            f"{old.node_id} reads log format 1 and the cluster runs 2: upgrade {old.node_id}" in refused.value.details()
+        )
         peers = wait_for(lambda: cluster.status("n1"), 30, "n1 to answer").peers
         assert old.node_id not in {m.node_id for m in peers}
 
 
 def test_a_halting_leader_stops_raft_and_an_offline_replay_stops_at_the_same_entry(tmp_path: Path, critical) -> None:
     address = f"127.0.0.1:{free_ports(1)[0]}"
-    settings = settings_for(address, [address], tmp_path / "solo", election_timeout_min_s=0.1, election_timeout_max_s=0.2)
+    settings = settings_for(
+        address, [address], tmp_path / "solo", election_timeout_min_s=0.1, election_timeout_max_s=0.2
+    )
     node = RaftLog(settings)
     node.start()
     try:

@@ -55,8 +55,11 @@ def stopped_after_writes(cluster: LocalCluster, count: int) -> tuple[str, str]:
     for i in range(count):
         write(cluster, i)
     follower = a_follower(cluster, leader)
-    wait_until(lambda: (s := cluster.status(follower)) and s.applied_index >= cluster.status(leader).commit_index,
-               30, "the follower to apply every write")
+    wait_until(
+        lambda: (s := cluster.status(follower)) and s.applied_index >= cluster.status(leader).commit_index,
+        30,
+        "the follower to apply every write",
+    )
     cluster.kill(follower, signal.SIGTERM)
     return leader, follower
 
@@ -81,8 +84,11 @@ def test_acknowledged_writes_were_synced_on_a_majority(make_cluster, monkeypatch
     inodes = {node: path.stat().st_ino for node, path in files.items()}
     ends = {node: record_ends(str(path)) for node, path in files.items()}
     for index, seen in acknowledged:
-        covered = [node for node, (inode, length) in seen.items()
-                   if inode == inodes[node] and index in ends[node] and length >= ends[node][index]]
+        covered = [
+            node
+            for node, (inode, length) in seen.items()
+            if inode == inodes[node] and index in ends[node] and length >= ends[node][index]
+        ]
         assert len(covered) >= 2, f"entry {index} acknowledged while synced only on {covered}: {seen}"
     assert all(length > HEADER_BYTES for _inode, length in traced().values())
     assert_clean_logs(cluster)

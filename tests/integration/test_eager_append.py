@@ -50,8 +50,12 @@ def _instrument(syncobj) -> list[tuple[int, int, bool]]:
 def test_new_entries_leave_in_the_tick_that_appended_them(tmp_path: Path, eager: bool) -> None:
     addresses = [f"127.0.0.1:{port}" for port in free_ports(3)]
     # A long append period, so a periodic send can never coincide with a proposal pass by luck.
-    tuning = {"eager_append": eager, "append_entries_period_s": 0.2,
-              "election_timeout_min_s": 1.0, "election_timeout_max_s": 2.0}
+    tuning = {
+        "eager_append": eager,
+        "append_entries_period_s": 0.2,
+        "election_timeout_min_s": 1.0,
+        "election_timeout_max_s": 2.0,
+    }
     nodes = [RaftLog(settings_for(a, addresses, tmp_path / f"node{i}", **tuning)) for i, a in enumerate(addresses)]
     try:
         for node in nodes:

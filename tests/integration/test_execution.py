@@ -33,9 +33,26 @@ def start_worker(cluster, sink_dir: Path, worker_id: str, concurrency: int = 4) 
     log = open(cluster.data_dir / f"{worker_id}.log", "ab")
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "scheduler.cli", "worker", "--cluster", cluster.cluster_arg, "--worker-id", worker_id,
-             "--concurrency", str(concurrency), "--lease-wait", "1", "--handlers", *HANDLERS.split()],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "scheduler.cli",
+                "worker",
+                "--cluster",
+                cluster.cluster_arg,
+                "--worker-id",
+                worker_id,
+                "--concurrency",
+                str(concurrency),
+                "--lease-wait",
+                "1",
+                "--handlers",
+                *HANDLERS.split(),
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     finally:
         log.close()
@@ -88,7 +105,12 @@ def test_killed_worker_run_is_released_and_its_late_complete_fenced(make_cluster
     cluster.start()
     cluster.wait_for_leader()
     sink = FencedSink(tmp_path / "sink")
-    apply(cluster, manual_job("it-kill", "it.slow", payload_json='{"work_s":30}', retry=RetryPolicy(max_attempts=3, backoff_initial_us=0)))
+    apply(
+        cluster,
+        manual_job(
+            "it-kill", "it.slow", payload_json='{"work_s":30}', retry=RetryPolicy(max_attempts=3, backoff_initial_us=0)
+        ),
+    )
     worker_a = start_worker(cluster, sink.root, "wA")
     workers.append(worker_a)
     run_key = trigger(cluster, "it-kill")
@@ -96,8 +118,11 @@ def test_killed_worker_run_is_released_and_its_late_complete_fenced(make_cluster
     os.killpg(worker_a.pid, signal.SIGKILL)
     worker_a.wait()
     workers.append(start_worker(cluster, sink.root, "wB"))
-    second = wait_until(lambda: next((m for m in sink.read("started") if m["key"] == run_key and m["worker"] == "wB"), None),
-                        30, "the run to be leased again")
+    second = wait_until(
+        lambda: next((m for m in sink.read("started") if m["key"] == run_key and m["worker"] == "wB"), None),
+        30,
+        "the run to be leased again",
+    )
     assert second["token"] > first["token"]
     assert late_complete(cluster, "wA", run_key, first["token"]) == wpb.FENCED
     run = run_of(cluster, run_key)
@@ -112,7 +137,12 @@ def test_paused_worker_is_fenced_and_the_sink_refuses_its_stale_write(make_clust
     cluster.start()
     cluster.wait_for_leader()
     sink = FencedSink(tmp_path / "sink")
-    apply(cluster, manual_job("it-pause", "it.slow", payload_json='{"work_s":3}', retry=RetryPolicy(max_attempts=3, backoff_initial_us=0)))
+    apply(
+        cluster,
+        manual_job(
+            "it-pause", "it.slow", payload_json='{"work_s":3}', retry=RetryPolicy(max_attempts=3, backoff_initial_us=0)
+        ),
+    )
     worker_a = start_worker(cluster, sink.root, "wA")
     workers.append(worker_a)
     run_key = trigger(cluster, "it-pause")
@@ -156,8 +186,10 @@ def test_leader_killed_while_a_thousand_due_runs_are_leased(make_cluster, worker
     sink = FencedSink(tmp_path / "sink")
     due_at = time.gmtime(time.time() + 8)
     schedule = f"{due_at.tm_sec} {due_at.tm_min} {due_at.tm_hour} {due_at.tm_mday} {due_at.tm_mon} *"
-    specs = [JobSpec(id=f"herd-{i:04d}", schedule=schedule, target_kind="handler", target="it.quick", jitter="pinned")
-             for i in range(1000)]
+    specs = [
+        JobSpec(id=f"herd-{i:04d}", schedule=schedule, target_kind="handler", target="it.quick", jitter="pinned")
+        for i in range(1000)
+    ]
     apply(cluster, *specs)
     for worker_id in ("wA", "wB"):
         workers.append(start_worker(cluster, sink.root, worker_id, concurrency=64))
@@ -169,8 +201,9 @@ def test_leader_killed_while_a_thousand_due_runs_are_leased(make_cluster, worker
         with cluster.client() as client:
             return client.list_runs(runs_pb2.ListRunsRequest(page_size=1000)).runs
 
-    wait_until(lambda: sum(STATUS_FROM_PB[r.status] == "succeeded" for r in all_runs()) == 1000, 120,
-               "every run to succeed")
+    wait_until(
+        lambda: sum(STATUS_FROM_PB[r.status] == "succeeded" for r in all_runs()) == 1000, 120, "every run to succeed"
+    )
     runs = all_runs()
     assert len(runs) == 1000 and {STATUS_FROM_PB[r.status] for r in runs} == {"succeeded"}
     assert len({e["key"] for e in sink.read() if e["ok"]}) == 1000

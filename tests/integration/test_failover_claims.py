@@ -48,9 +48,21 @@ def _status_leaders_via_cli(cluster) -> set[str]:
     leaders = set()
     for member in cluster.members:
         out = subprocess.run(
-            [sys.executable, "-m", "scheduler.cli", "--cluster", cluster.cluster_arg, "status", "--json",
-             "--node", member.grpc_address],
-            capture_output=True, text=True, timeout=30, check=True,
+            [
+                sys.executable,
+                "-m",
+                "scheduler.cli",
+                "--cluster",
+                cluster.cluster_arg,
+                "status",
+                "--json",
+                "--node",
+                member.grpc_address,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         )
         leaders.add(json.loads(out.stdout)["leader"])
     return leaders
@@ -65,7 +77,9 @@ def test_leader_killed_mid_claim_batch(make_cluster):
     wait_until(lambda: _status_leaders_via_cli(cluster) == {first_leader}, 15, "every node to name the leader")
 
     specs = [
-        JobSpec(id=f"every-second-{i:04d}", schedule="* * * * * *", target_kind="handler", target="noop", jitter="pinned")
+        JobSpec(
+            id=f"every-second-{i:04d}", schedule="* * * * * *", target_kind="handler", target="noop", jitter="pinned"
+        )
         for i in range(JOBS)
     ]
     with cluster.client() as client:

@@ -27,10 +27,17 @@ class Follower:
         self.leader = next(iter(getattr(syncobj, OTHER_NODES)))
 
     def append(self, prev: int, prev_term: int, entries: list, commit: int, term: int = 1) -> dict:
-        getattr(self.syncobj, ON_MESSAGE_RECEIVED)(self.leader, {
-            "type": "append_entries", "term": term, "commit_index": commit,
-            "prevLogIdx": prev, "prevLogTerm": prev_term, "entries": entries,
-        })
+        getattr(self.syncobj, ON_MESSAGE_RECEIVED)(
+            self.leader,
+            {
+                "type": "append_entries",
+                "term": term,
+                "commit_index": commit,
+                "prevLogIdx": prev,
+                "prevLogTerm": prev_term,
+                "entries": entries,
+            },
+        )
         if isinstance(self.syncobj, _RaftcronSyncObj):
             self.syncobj._sync_then_answer()  # what the end of the tick does: answers wait for the sync
         return self.sent[-1]

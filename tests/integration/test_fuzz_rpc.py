@@ -70,10 +70,41 @@ METHODS = [
 
 TEXTS = st.sampled_from(
     [
-        "", "a", "seed-a", "default", "h", "w1", "\x00", "a\nb", "\x1b[2J", "../../etc/passwd", "x" * 300,
-        "é" * 70, "ab\u202ecd", "seed-a@2026-01-01T00:00:00Z", "1:seed-a", "*/5 * * * *", "* * * * * *",
-        "0 0 30 2 *", "UTC", "Europe/Paris", "Mars/Base", "NaN", "[" * 100, '{"a":1}', "null", "-5m", "400d",
-        "pinned", "catch_up", "skip", "run_at_end", "both", "127.0.0.1:1", "host:99999", "%s%n",
+        "",
+        "a",
+        "seed-a",
+        "default",
+        "h",
+        "w1",
+        "\x00",
+        "a\nb",
+        "\x1b[2J",
+        "../../etc/passwd",
+        "x" * 300,
+        "é" * 70,
+        "ab\u202ecd",
+        "seed-a@2026-01-01T00:00:00Z",
+        "1:seed-a",
+        "*/5 * * * *",
+        "* * * * * *",
+        "0 0 30 2 *",
+        "UTC",
+        "Europe/Paris",
+        "Mars/Base",
+        "NaN",
+        "[" * 100,
+        '{"a":1}',
+        "null",
+        "-5m",
+        "400d",
+        "pinned",
+        "catch_up",
+        "skip",
+        "run_at_end",
+        "both",
+        "127.0.0.1:1",
+        "host:99999",
+        "%s%n",
     ]
 ) | st.text(max_size=16)
 INT32 = st.sampled_from([0, 1, -1, 2, 7, 1000, 10_001, 2**31 - 1, -(2**31)]) | st.integers(-(2**31), 2**31 - 1)
@@ -162,7 +193,10 @@ def cluster(tmp_path_factory):
     from tests.integration.conftest import free_port_base
 
     local = LocalCluster(
-        tmp_path_factory.mktemp("fuzz"), nodes=3, port_base=free_port_base(3), overrides={**CALM_RAFT, "grpc_threads": 8}
+        tmp_path_factory.mktemp("fuzz"),
+        nodes=3,
+        port_base=free_port_base(3),
+        overrides={**CALM_RAFT, "grpc_threads": 8},
     )
     try:
         local.start()
@@ -205,7 +239,9 @@ def call_through_elections(cluster, channels, address: str, service: str, method
         except grpc.RpcError as error:
             details = error.details() or ""
             transient = error.code() in (
-                grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED, grpc.StatusCode.DEADLINE_EXCEEDED
+                grpc.StatusCode.UNAVAILABLE,
+                grpc.StatusCode.ABORTED,
+                grpc.StatusCode.DEADLINE_EXCEEDED,
             ) and any(advice in details for advice in ELECTION_ADVICE)
             if not transient or attempt == ELECTION_RETRIES:
                 raise
@@ -292,13 +328,28 @@ def _set(path: str, value):
 
 # One odd or hostile value each; a plausible spec gets at most one of them.
 MUTATIONS = [
-    _set("schedule", "0 0 30 2 *"), _set("schedule", "* *"), _set("timezone", "Mars/Base"),
-    _set("owner", "team\nb"), _set("jitter", "2d"), _set("jitter", "-1m"), _set("payload_json", "NaN"),
-    _set("payload_json", "[" * 40 + "]" * 40), _set("payload_json", '{ "a": 1 }'), _set("priority", 1001),
-    _set("overlap", 9), _set("timeout", Duration(seconds=-5)), _set("timeout", Duration(seconds=10**8)),
-    _set("retry.max_attempts", 101), _set("retry.backoff_multiplier", float("nan")),
-    _set("retry.backoff_multiplier", 11.0), _set("misfire.policy", "later"), _set("misfire.max_catch_up", 1001),
-    _set("dst.gap", "maybe"), _set("target.handler", ""), _set("target.shell", ""), _set("id", "bad id"),
+    _set("schedule", "0 0 30 2 *"),
+    _set("schedule", "* *"),
+    _set("timezone", "Mars/Base"),
+    _set("owner", "team\nb"),
+    _set("jitter", "2d"),
+    _set("jitter", "-1m"),
+    _set("payload_json", "NaN"),
+    _set("payload_json", "[" * 40 + "]" * 40),
+    _set("payload_json", '{ "a": 1 }'),
+    _set("priority", 1001),
+    _set("overlap", 9),
+    _set("timeout", Duration(seconds=-5)),
+    _set("timeout", Duration(seconds=10**8)),
+    _set("retry.max_attempts", 101),
+    _set("retry.backoff_multiplier", float("nan")),
+    _set("retry.backoff_multiplier", 11.0),
+    _set("misfire.policy", "later"),
+    _set("misfire.max_catch_up", 1001),
+    _set("dst.gap", "maybe"),
+    _set("target.handler", ""),
+    _set("target.shell", ""),
+    _set("id", "bad id"),
 ]
 
 
@@ -309,7 +360,9 @@ def plausible_spec(draw) -> Message:
     spec = pb.JobSpec(
         id=draw(JOB_IDS.filter(lambda job_id: job_id != "bad id")),
         schedule=draw(st.sampled_from(["*/5 * * * *", "0 3 * * *", "30 2 * * *", "*/7 * * * * *", "0 0 1 1 *"])),
-        timezone=draw(st.sampled_from(["UTC", "Europe/Paris", "America/New_York", "Australia/Lord_Howe", "Asia/Kathmandu"])),
+        timezone=draw(
+            st.sampled_from(["UTC", "Europe/Paris", "America/New_York", "Australia/Lord_Howe", "Asia/Kathmandu"])
+        ),
         owner=draw(st.sampled_from(["", "team-a"])),
         job_class=draw(st.sampled_from(["", "batch", "critical"])),
         jitter=draw(st.sampled_from(["", "auto", "pinned", "15m"])),
@@ -345,7 +398,9 @@ def plausible_spec(draw) -> Message:
 @st.composite
 def plausible_rpcs(draw, addresses):
     now_s = 1_800_000_000
-    kind = draw(st.sampled_from(["apply", "apply", "trigger", "backfill", "pause", "kill", "runs", "lease", "complete"]))
+    kind = draw(
+        st.sampled_from(["apply", "apply", "trigger", "backfill", "pause", "kill", "runs", "lease", "complete"])
+    )
     if kind == "apply":
         from worker.api.v1 import common_pb2 as pb
 
@@ -390,11 +445,16 @@ def plausible_rpcs(draw, addresses):
         )
         call_ = ("RunService", "ListRuns", request)
     elif kind == "lease":
-        request = worker_pb2.LeaseRequest(worker_id="fuzz-worker", targets=draw(st.sampled_from([[], ["h"]])),
-                                          max_runs=draw(st.sampled_from([0, 1, 5, 1000])))
+        request = worker_pb2.LeaseRequest(
+            worker_id="fuzz-worker",
+            targets=draw(st.sampled_from([[], ["h"]])),
+            max_runs=draw(st.sampled_from([0, 1, 5, 1000])),
+        )
         call_ = ("WorkerService", "Lease", request)
     else:
-        ref = worker_pb2.LeaseRef(job_id=draw(JOB_IDS), scheduled_at=Timestamp(seconds=now_s), fencing_token=draw(INT64))
+        ref = worker_pb2.LeaseRef(
+            job_id=draw(JOB_IDS), scheduled_at=Timestamp(seconds=now_s), fencing_token=draw(INT64)
+        )
         request = worker_pb2.CompleteRequest(worker_id="fuzz-worker", lease=ref, kind=draw(st.sampled_from([1, 2, 3])))
         call_ = ("WorkerService", "Complete", request)
     return (draw(st.sampled_from(addresses)), *call_)
@@ -478,13 +538,21 @@ def _incompressible_json_string(size: int, seed: int) -> str:
 )
 def test_an_apply_too_large_for_one_log_entry_is_refused_clearly(cluster, channels, count, payload_bytes):
     jobs = [
-        spec_to_pb(JobSpec(id=f"big{count}-{n}", schedule="0 4 * * *", target_kind="handler", target="h",
-                           payload_json=_incompressible_json_string(payload_bytes, seed=n)))
+        spec_to_pb(
+            JobSpec(
+                id=f"big{count}-{n}",
+                schedule="0 4 * * *",
+                target_kind="handler",
+                target="h",
+                payload_json=_incompressible_json_string(payload_bytes, seed=n),
+            )
+        )
         for n in range(count)
     ]
     with pytest.raises(grpc.RpcError) as raised:
-        call_through_elections(cluster, channels, cluster.addresses[1], "JobService", "ApplyJobs",
-                               jobs_pb2.ApplyJobsRequest(jobs=jobs))
+        call_through_elections(
+            cluster, channels, cluster.addresses[1], "JobService", "ApplyJobs", jobs_pb2.ApplyJobsRequest(jobs=jobs)
+        )
     assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "log entry" in raised.value.details()
     # Nothing was applied, and the same jobs fit in smaller applies.
@@ -505,8 +573,15 @@ def test_a_lease_without_wait_does_not_work_through_a_blocked_queue(cluster, cha
     """Runs waiting for a full budget are not proposed one grant entry at a time past the
     caller's wait: a Lease that asks not to wait costs a bounded number of log entries."""
     leader = cluster.member(cluster.wait_for_leader()).grpc_address
-    job = JobSpec(id="budgeted", schedule="* * * * * *", target_kind="handler", target="budget-h",
-                  job_class="budgeted", uses=("one-slot",), jitter="pinned")
+    job = JobSpec(
+        id="budgeted",
+        schedule="* * * * * *",
+        target_kind="handler",
+        target="budget-h",
+        job_class="budgeted",
+        uses=("one-slot",),
+        jitter="pinned",
+    )
     apply = jobs_pb2.ApplyJobsRequest(jobs=[spec_to_pb(job)], resources=[resource_to_pb(Resource("one-slot", 1, 0))])
     call_through_elections(cluster, channels, leader, "JobService", "ApplyJobs", apply)
     now = call(channels, leader, "ClusterService", "Status", cluster_pb2.StatusRequest()).replicated_time

@@ -42,13 +42,17 @@ class Audit:
                 if kind == "next_node_idx" and message["success"]:
                     self.answers_checked += 1
                     if message["next_node_idx"] - 1 > durable:
-                        self.violations.append(f"{node.settings.self_address} acknowledged up to "
-                                               f"{message['next_node_idx'] - 1} with {durable} synced")
+                        self.violations.append(
+                            f"{node.settings.self_address} acknowledged up to "
+                            f"{message['next_node_idx'] - 1} with {durable} synced"
+                        )
                 elif kind == "append_entries" and message.get("entries"):
                     self.commits_checked += 1
                     if message["commit_index"] > durable:
-                        self.violations.append(f"leader {node.settings.self_address} sent commit index "
-                                               f"{message['commit_index']} with {durable} synced")
+                        self.violations.append(
+                            f"leader {node.settings.self_address} sent commit index "
+                            f"{message['commit_index']} with {durable} synced"
+                        )
             return send(peer, message)
 
         transport.send = checked_send

@@ -51,7 +51,9 @@ def _keeps_firing(cluster: LocalCluster, node_id: str, timeout_s: float = 30.0) 
 def _cli(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "scheduler.cli", "--cluster", cluster.cluster_arg, *args],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -65,7 +67,9 @@ def _views(cluster: LocalCluster) -> dict[str, tuple[list[str], list[str]]]:
     for member in cluster.current_members:
         if member.alive():
             status = cluster.status(member.node_id)
-            views[member.node_id] = (sorted(p.node_id for p in status.peers), sorted(status.raft_voters)) if status else None
+            views[member.node_id] = (
+                (sorted(p.node_id for p in status.peers), sorted(status.raft_voters)) if status else None
+            )
     return views
 
 
@@ -133,14 +137,20 @@ def test_grow_replace_and_restart(cluster):
     replacement = _join(cluster)
     with cluster.client() as client:
         added = client.add_member(
-            member={"node_id": replacement.node_id, "raft_address": replacement.raft_address,
-                    "grpc_address": replacement.grpc_address},
+            member={
+                "node_id": replacement.node_id,
+                "raft_address": replacement.raft_address,
+                "grpc_address": replacement.grpc_address,
+            },
             author="test",
             timeout_s=30,
         )
     assert added.changed
-    wait_until(lambda: (cluster.status(replacement.node_id) or added).applied_index >= added.index, 60,
-               "the replacement to catch up")
+    wait_until(
+        lambda: (cluster.status(replacement.node_id) or added).applied_index >= added.index,
+        60,
+        "the replacement to catch up",
+    )
     _keeps_firing(cluster, replacement.node_id)
     members = [m.node_id for m in cluster.current_members]
     wait_until(lambda: _agree_on(cluster, members), 30, "the new membership everywhere")

@@ -88,9 +88,11 @@ def health_status(member, service: str = "") -> int | None:
 
     with grpc.insecure_channel(member.grpc_address) as channel:
         try:
-            return health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=service), timeout=2
-            ).status
+            return (
+                health_pb2_grpc.HealthStub(channel)
+                .Check(health_pb2.HealthCheckRequest(service=service), timeout=2)
+                .status
+            )
         except grpc.RpcError:
             return None
 
@@ -121,7 +123,8 @@ def test_metrics_and_health_on_every_node(metrics_cluster):
     assert metric(on_leader, "raftcron_fire_lateness_seconds_count") >= 2
     assert metric(on_leader, "raftcron_raft_commit_index") >= metric(on_leader, "raftcron_raft_applied_index") > 0
     queued_in_dispatch = sum(
-        value for (name, labels), value in on_leader.items()
+        value
+        for (name, labels), value in on_leader.items()
         if name == "raftcron_dispatch_queue" and ("target", "h") in labels
     )
     assert queued_in_dispatch >= 1
@@ -154,8 +157,11 @@ def test_metrics_and_health_on_every_node(metrics_cluster):
     on_new_leader = scrape(new_leader)
     assert metric(on_new_leader, "raftcron_raft_is_leader") == 1
     assert metric(on_new_leader, "raftcron_leader_epoch") > epoch
-    wait_until(lambda: metric(scrape(new_leader), "raftcron_raft_peer_connected", peer=leader_id) == 0, 10,
-               "the dead leader's link reported down")
+    wait_until(
+        lambda: metric(scrape(new_leader), "raftcron_raft_peer_connected", peer=leader_id) == 0,
+        10,
+        "the dead leader's link reported down",
+    )
     assert_clean_logs(cluster)
 
 

@@ -21,18 +21,31 @@ pytestmark = pytest.mark.integration
 
 
 def every_second(job_id: str, job_class: str, target: str = "h") -> JobSpec:
-    return JobSpec(id=job_id, schedule="* * * * * *", target_kind="handler", target=target, job_class=job_class,
-                   owner="analytics", jitter="pinned")
+    return JobSpec(
+        id=job_id,
+        schedule="* * * * * *",
+        target_kind="handler",
+        target=target,
+        job_class=job_class,
+        owner="analytics",
+        jitter="pinned",
+    )
 
 
 def runs(cluster, job_id: str):
     with cluster.client() as client:
-        return list(client.list_runs(runs_pb2.ListRunsRequest(job_id=job_id, page_size=1000, newest_first=False, linearizable=True)).runs)
+        return list(
+            client.list_runs(
+                runs_pb2.ListRunsRequest(job_id=job_id, page_size=1000, newest_first=False, linearizable=True)
+            ).runs
+        )
 
 
 def lease_one(cluster):
     with cluster.client(timeout_s=10) as client:
-        grants = client.lease(wpb.LeaseRequest(worker_id="w", targets=["h"], max_runs=1, wait=Duration(seconds=5))).leases
+        grants = client.lease(
+            wpb.LeaseRequest(worker_id="w", targets=["h"], max_runs=1, wait=Duration(seconds=5))
+        ).leases
     assert grants, "nothing leased"
     g = grants[0]
     return wpb.LeaseRef(job_id=g.job_id, scheduled_at=g.scheduled_at, fencing_token=g.fencing_token)
@@ -50,7 +63,9 @@ def test_kill_switch(make_cluster, cancel_running):
     cluster.wait_for_leader()
     with cluster.client() as client:
         # Only batch-a's runs are leasable by lease_one (target h): the leased run is of the killed class.
-        client.apply_jobs(jobs=[spec_to_pb(every_second("batch-a", "batch")), spec_to_pb(every_second("other", "web", "h2"))])
+        client.apply_jobs(
+            jobs=[spec_to_pb(every_second("batch-a", "batch")), spec_to_pb(every_second("other", "web", "h2"))]
+        )
     ref = lease_one(cluster)
     with cluster.client() as client:
         client.kill_class(job_class="batch", reason="db migration", author="carol", cancel_running=cancel_running)

@@ -38,8 +38,15 @@ def test_every_slot_of_an_outage_is_accounted_by_policy(make_cluster):
     cluster.wait_for_leader()
     # Paused from the start (in its spec), so no slot of it can be claimed before the pause.
     specs = [
-        JobSpec(id=job_id, schedule="* * * * * *", target_kind="handler", target="noop", jitter="pinned", misfire=policy,
-                paused=job_id == "paused")
+        JobSpec(
+            id=job_id,
+            schedule="* * * * * *",
+            target_kind="handler",
+            target="noop",
+            jitter="pinned",
+            misfire=policy,
+            paused=job_id == "paused",
+        )
         for job_id, policy in JOBS.items()
     ]
     with cluster.client() as client:

@@ -114,7 +114,9 @@ def submit(nodes: list[RaftLog], command, via: RaftLog | None = None) -> Result:
 def claims_batch(batch: int, version: int = 1) -> tuple[SlotClaim, ...]:
     first = 1 + batch * SLOTS_PER_BATCH
     return tuple(
-        SlotClaim(job_id, slot(k), slot(k + 1), version) for job_id in JOBS for k in range(first, first + SLOTS_PER_BATCH)
+        SlotClaim(job_id, slot(k), slot(k + 1), version)
+        for job_id in JOBS
+        for k in range(first, first + SLOTS_PER_BATCH)
     )
 
 
@@ -126,7 +128,9 @@ def claim_after_the_slots(epoch: int, claims: tuple[SlotClaim, ...]) -> ClaimRun
 
 def snapshot_facts(node: RaftLog) -> tuple[int, dict[tuple[str, int], int]]:
     with node.read() as state:
-        claim_indices = {(job_id, run.scheduled_us): run.claim_index for job_id, runs in state.runs.items() for run in runs}
+        claim_indices = {
+            (job_id, run.scheduled_us): run.claim_index for job_id, runs in state.runs.items() for run in runs
+        }
         return state.applied_index, claim_indices
 
 
@@ -174,7 +178,9 @@ def cluster(tmp_path: Path) -> Iterator[list[RaftLog]]:
 def single_node(tmp_path: Path) -> Iterator[RaftLog]:
     """A one-node cluster: leads on its own, enough for adapter behaviour that needs no peers."""
     address = f"127.0.0.1:{free_ports(1)[0]}"
-    node = RaftLog(settings_for(address, [address], tmp_path / "solo", election_timeout_min_s=0.1, election_timeout_max_s=0.2))
+    node = RaftLog(
+        settings_for(address, [address], tmp_path / "solo", election_timeout_min_s=0.1, election_timeout_max_s=0.2)
+    )
     node.start()
     try:
         wait_until(node.is_leader, "the single node to lead")
@@ -194,7 +200,9 @@ def test_replicas_agree_on_indices_and_state_across_compaction_and_restart(clust
 
     # Leadership epoch and jobs.
     opened_at_us = clock.tick()
-    result = submit(nodes, ClaimLeadership(issued_at_us=opened_at_us, node_id=leader.settings.self_address, term=leader.term))
+    result = submit(
+        nodes, ClaimLeadership(issued_at_us=opened_at_us, node_id=leader.settings.self_address, term=leader.term)
+    )
     assert result.accepted, result
     (claimed,) = result.events
     assert isinstance(claimed, LeadershipClaimed) and claimed.epoch == 1

@@ -43,7 +43,9 @@ PRINCIPALS = [
 
 
 def every_second(job_id: str, owner: str, target: str) -> JobSpec:
-    return JobSpec(id=job_id, schedule="* * * * * *", target_kind="handler", target=target, owner=owner, jitter="pinned")
+    return JobSpec(
+        id=job_id, schedule="* * * * * *", target_kind="handler", target=target, owner=owner, jitter="pinned"
+    )
 
 
 FIN_REPORT = every_second("fin-report", "finance", "reports.build")
@@ -78,7 +80,11 @@ def cluster(tmp_path_factory):
             root.apply_jobs(jobs=[spec_to_pb(FIN_REPORT), spec_to_pb(ANA_BILLING)])
         # Reads are served from local state: the tests below may ask any node, so wait until each has both.
         for member in cluster.current_members:
-            wait_until(lambda: served_job_ids(cluster, member.node_id) >= {"fin-report", "ana-billing"}, 10, f"{member.node_id} to apply the jobs")
+            wait_until(
+                lambda: served_job_ids(cluster, member.node_id) >= {"fin-report", "ana-billing"},
+                10,
+                f"{member.node_id} to apply the jobs",
+            )
         yield cluster
     finally:
         cluster.stop()
@@ -144,7 +150,9 @@ def test_a_submitter_changes_only_jobs_of_its_owners(cluster):
     foreign = every_second("new-ana", "analytics", "billing.run")
     with cluster.client(role="fin", timeout_s=10) as fin:
         for specs in ([foreign], [stolen], [FIN_REPORT, foreign]):
-            details = refused(lambda: fin.apply_jobs(jobs=[spec_to_pb(s) for s in specs]), grpc.StatusCode.PERMISSION_DENIED)
+            details = refused(
+                lambda: fin.apply_jobs(jobs=[spec_to_pb(s) for s in specs]), grpc.StatusCode.PERMISSION_DENIED
+            )
             assert "owner 'analytics'" in details
         before = fin.get_job(job_id="ana-billing").job
         for call in (fin.pause_job, fin.resume_job, fin.delete_job, fin.trigger_job):
@@ -158,7 +166,9 @@ def test_a_submitter_changes_only_jobs_of_its_owners(cluster):
         response = fin.apply_jobs(jobs=[spec_to_pb(FIN_REPORT), spec_to_pb(mine)], prune=True, author="mallory")
         assert {(c.job_id, c.change) for c in response.changes} == {("fin-report", "unchanged"), ("fin-extra", "added")}
         assert fin.pause_job(job_id="fin-extra").job.paused
-        assert fin.get_job(job_id="fin-extra", linearizable=True).job.author == "fin"  # the principal, not the claimed author
+        assert (
+            fin.get_job(job_id="fin-extra", linearizable=True).job.author == "fin"
+        )  # the principal, not the claimed author
         fin.delete_job(job_id="fin-extra")
     assert {"fin-report", "ana-billing"} <= job_ids(cluster) and "fin-extra" not in job_ids(cluster)
 
@@ -170,7 +180,9 @@ def test_a_worker_leases_and_reports_only_runs_of_its_targets(cluster):
     leader = cluster.wait_for_leader()
     follower = next(m.node_id for m in cluster.members if m.node_id != leader)
     with cluster.client(role="bill-worker") as billing:
-        details = refused(lambda: billing.lease(worker_id="b", targets=["reports.build"]), grpc.StatusCode.PERMISSION_DENIED)
+        details = refused(
+            lambda: billing.lease(worker_id="b", targets=["reports.build"]), grpc.StatusCode.PERMISSION_DENIED
+        )
         assert "reports.build" in details
         refused(lambda: billing.lease(worker_id="b", targets=[]), grpc.StatusCode.PERMISSION_DENIED)  # empty = any
 

@@ -44,8 +44,12 @@ def serve_one_node(directory: Path, **settings) -> tuple[subprocess.Popen, Path,
     config_path.write_text(yaml.safe_dump(config))
     log_path = directory / "node.log"
     with open(log_path, "ab") as log_file:
-        process = subprocess.Popen([sys.executable, "-m", "scheduler.cli", "serve", "--config", str(config_path)],
-                                   stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "scheduler.cli", "serve", "--config", str(config_path)],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     return process, log_path, config["peers"][0]
 
 

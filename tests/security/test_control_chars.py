@@ -72,7 +72,9 @@ def test_the_rpc_boundary_cleans_a_completion_before_the_servicer():
     )
     ref = wpb.LeaseRef(job_id="j", fencing_token=1)
     ref.scheduled_at.seconds = 1
-    item = wpb.CompleteRequest(worker_id="w", lease=ref, kind=wpb.FAILURE, error=HOSTILE, output_tail=HOSTILE + "\nlast")
+    item = wpb.CompleteRequest(
+        worker_id="w", lease=ref, kind=wpb.FAILURE, error=HOSTILE, output_tail=HOSTILE + "\nlast"
+    )
     handler.unary_unary(wpb.CompleteManyRequest(worker_id="w", completions=[item]), None)
     (stored,) = seen[0].completions
     assert stored.error == stored_text(HOSTILE) and stored.output_tail.endswith("\nlast")
@@ -85,8 +87,14 @@ def test_a_hostile_completion_forges_no_log_line_and_reaches_no_terminal(make_cl
     cluster.start()
     leader = cluster.wait_for_leader(60)
     term = cluster.status(leader).term
-    job = JobSpec(id="hostile", schedule="0 0 1 1 *", target_kind="handler", target="t", jitter="pinned",
-                  retry=RetryPolicy(max_attempts=1))
+    job = JobSpec(
+        id="hostile",
+        schedule="0 0 1 1 *",
+        target_kind="handler",
+        target="t",
+        jitter="pinned",
+        retry=RetryPolicy(max_attempts=1),
+    )
     with cluster.client(timeout_s=10) as client:
         client.apply_jobs(jobs=[spec_to_pb(job)])
         run_key = client.trigger_job(job_id="hostile").run.run_key
@@ -106,12 +114,24 @@ def test_a_hostile_completion_forges_no_log_line_and_reaches_no_terminal(make_cl
     for member in cluster.members:
         assert_harmless(member.log_path.read_text(errors="replace"))
     env = {**os.environ, "RAFTCRON_CLUSTER": cluster.cluster_arg}
-    shown = subprocess.run([sys.executable, "-m", "scheduler.cli", "runs", "hostile"], env=env, capture_output=True,
-                           text=True, timeout=60, check=True)
+    shown = subprocess.run(
+        [sys.executable, "-m", "scheduler.cli", "runs", "hostile"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert "hostile" in shown.stdout
     assert_harmless(shown.stdout + shown.stderr)
-    listed = subprocess.run([sys.executable, "-m", "scheduler.cli", "runs", "hostile", "--json"], env=env,
-                            capture_output=True, text=True, timeout=60, check=True)
+    listed = subprocess.run(
+        [sys.executable, "-m", "scheduler.cli", "runs", "hostile", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     (run,) = [r for r in json.loads(listed.stdout) if r["run_key"] == run_key]
     assert run["error"] == stored_text(HOSTILE)  # stored without the controls, as replicated
     status = cluster.status(leader)

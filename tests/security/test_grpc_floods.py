@@ -46,7 +46,9 @@ def cluster(tmp_path_factory):
 class Stalled:
     """`count` calls that send their headers and never their body, over a few connections."""
 
-    def __init__(self, credentials: Credentials, address: str, methods: list[str], count: int, channels: int = 4) -> None:
+    def __init__(
+        self, credentials: Credentials, address: str, methods: list[str], count: int, channels: int = 4
+    ) -> None:
         self.release = threading.Event()
         self.channels = [credentials.channel(address) for _ in range(channels)]
         self.calls = [
@@ -131,7 +133,11 @@ def test_a_callers_stalled_bodies_hold_a_bounded_share_of_the_threads(cluster, r
 def assert_shared(seen: dict) -> None:
     """A few waited for their body (released, they end without one: INVALID_ARGUMENT); the rest
     were cancelled once slow, or refused at once."""
-    assert set(seen) <= {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.CANCELLED}
+    assert set(seen) <= {
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.CANCELLED,
+    }
     assert seen.get(grpc.StatusCode.INVALID_ARGUMENT, 0) <= DEFAULT_LIMITS.max_slow_request_reads_per_caller, seen
     assert seen.get(grpc.StatusCode.RESOURCE_EXHAUSTED, 0) >= 100, seen
 
@@ -154,7 +160,9 @@ def test_stalled_health_checks_hold_a_bounded_share_of_the_threads(cluster):
 
 def test_a_call_past_its_read_deadline_is_cancelled(cluster):
     leader, _ = leader_and_term(cluster)
-    stalled = Stalled(cluster.client_credentials("grafana"), cluster.member(leader).grpc_address, [STATUS], 1, channels=1)
+    stalled = Stalled(
+        cluster.client_credentials("grafana"), cluster.member(leader).grpc_address, [STATUS], 1, channels=1
+    )
     try:
         error = stalled.calls[0].exception(timeout=DEFAULT_LIMITS.request_read_timeout_s + 30)
         assert error is not None and error.code() == grpc.StatusCode.CANCELLED
@@ -222,8 +230,10 @@ def test_a_large_body_without_a_token_is_refused_before_it_is_read(cluster):
     host, port = cluster.member(leader).grpc_address.rsplit(":", 1)
     proxy = CountingProxy((host, int(port)))
     payload = '{"k":"' + "x" * (DEFAULT_LIMITS.max_payload_bytes - 16) + '"}'
-    jobs = [spec_to_pb(JobSpec(id=f"b{i}", schedule="* * * * *", target_kind="handler", target="h", payload_json=payload))
-            for i in range(DEFAULT_LIMITS.max_message_bytes // len(payload) - 2)]
+    jobs = [
+        spec_to_pb(JobSpec(id=f"b{i}", schedule="* * * * *", target_kind="handler", target="h", payload_json=payload))
+        for i in range(DEFAULT_LIMITS.max_message_bytes // len(payload) - 2)
+    ]
     body = jobs_pb2.ApplyJobsRequest(jobs=jobs, dry_run=True).SerializeToString()
     calls = 4
     try:

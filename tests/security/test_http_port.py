@@ -83,8 +83,11 @@ def test_half_sent_requests_hold_no_thread_and_leave_metrics_answering(cluster):
     try:
         # /metrics answers a scraper meanwhile, and the node holds a bounded number of threads.
         refused = 300 - MAX_CONNECTIONS_PER_CLIENT
-        wait_until(lambda: metric(member.metrics_url, "raftcron_http_connections_refused_total") >= refused, 30,
-                   "the connections beyond the client's share to be refused")
+        wait_until(
+            lambda: metric(member.metrics_url, "raftcron_http_connections_refused_total") >= refused,
+            30,
+            "the connections beyond the client's share to be refused",
+        )
         assert threads_of(member.process.pid) <= before + MAX_CONNECTIONS
         status = cluster.status(leader)
         assert status is not None and (status.role, status.term) == ("leader", term)

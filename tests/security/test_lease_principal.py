@@ -30,8 +30,16 @@ def cluster(tmp_path_factory):
         cluster.start()
         cluster.wait_for_leader(60)
         with cluster.client(timeout_s=10) as root:
-            jobs = [JobSpec(id=f"report-{i}", schedule="0 0 1 1 *", target_kind="handler", target="reports.build",
-                            jitter="pinned") for i in range(2)]
+            jobs = [
+                JobSpec(
+                    id=f"report-{i}",
+                    schedule="0 0 1 1 *",
+                    target_kind="handler",
+                    target="reports.build",
+                    jitter="pinned",
+                )
+                for i in range(2)
+            ]
             root.apply_jobs(jobs=[spec_to_pb(job) for job in jobs])
         yield cluster
     finally:
@@ -42,7 +50,9 @@ def lease_one(cluster, principal: str, worker_id: str, job_id: str) -> wpb.Lease
     with cluster.client(timeout_s=10) as root:
         root.trigger_job(job_id=job_id)
     with cluster.client(role=principal, timeout_s=20) as worker:
-        request = wpb.LeaseRequest(worker_id=worker_id, targets=["reports.build"], max_runs=1, wait=Duration(seconds=10))
+        request = wpb.LeaseRequest(
+            worker_id=worker_id, targets=["reports.build"], max_runs=1, wait=Duration(seconds=10)
+        )
         (grant,) = worker.lease(request, timeout_s=20).leases
     assert grant.job_id == job_id
     return wpb.LeaseRef(job_id=grant.job_id, scheduled_at=grant.scheduled_at, fencing_token=grant.fencing_token)
@@ -57,7 +67,9 @@ def test_another_principal_cannot_heartbeat_complete_or_fail_a_lease(cluster):
     leader = cluster.wait_for_leader()
     a_ref = lease_one(cluster, "worker-a", "a-host", "report-0")
     b_ref = lease_one(cluster, "worker-b", "b-host", "report-1")
-    guessed = wpb.LeaseRef(job_id=a_ref.job_id, scheduled_at=a_ref.scheduled_at, fencing_token=a_ref.fencing_token + 10**6)
+    guessed = wpb.LeaseRef(
+        job_id=a_ref.job_id, scheduled_at=a_ref.scheduled_at, fencing_token=a_ref.fencing_token + 10**6
+    )
     with cluster.client(role="worker-b", timeout_s=10) as b:
         # B even claims A's worker id: the principal is what counts, not the id it sends.
         for worker_id in ("b-host", "a-host"):
@@ -65,8 +77,10 @@ def test_another_principal_cannot_heartbeat_complete_or_fail_a_lease(cluster):
                 lambda: b.heartbeat(worker_id=worker_id, leases=[a_ref]),
                 lambda: b.complete(lease=a_ref, worker_id=worker_id, kind=wpb.SUCCESS),
                 lambda: b.complete(lease=a_ref, worker_id=worker_id, kind=wpb.FAILURE, error="sabotage"),
-                lambda: b.complete_many(worker_id=worker_id, completions=[
-                    wpb.CompleteRequest(lease=a_ref, worker_id=worker_id, kind=wpb.RETRY_LATER)]),
+                lambda: b.complete_many(
+                    worker_id=worker_id,
+                    completions=[wpb.CompleteRequest(lease=a_ref, worker_id=worker_id, kind=wpb.RETRY_LATER)],
+                ),
             ):
                 assert "worker-b does not hold lease" in refused(call)
         # A token it guessed for A's run (a lease that does not exist yet) is refused too, unproposed.
@@ -75,10 +89,17 @@ def test_another_principal_cannot_heartbeat_complete_or_fail_a_lease(cluster):
         results = b.heartbeat(worker_id="b-host", leases=[a_ref, b_ref]).results
         assert [r.outcome for r in results] == [wpb.FENCED, wpb.OK]
         mixed = [wpb.CompleteRequest(lease=ref, worker_id="b-host", kind=wpb.SUCCESS) for ref in (a_ref, b_ref)]
-        assert [r.outcome for r in b.complete_many(worker_id="b-host", completions=mixed).results] == [wpb.FENCED, wpb.OK]
+        assert [r.outcome for r in b.complete_many(worker_id="b-host", completions=mixed).results] == [
+            wpb.FENCED,
+            wpb.OK,
+        ]
 
     run = run_of(cluster, a_ref)
-    assert (STATUS_FROM_PB[run.status], run.fencing_token, run.worker_id) == ("leased", a_ref.fencing_token, "worker-a/a-host")
+    assert (STATUS_FROM_PB[run.status], run.fencing_token, run.worker_id) == (
+        "leased",
+        a_ref.fencing_token,
+        "worker-a/a-host",
+    )
     assert [attempt.outcome for attempt in run.attempts] == [""]  # nothing B sent was applied
     assert STATUS_FROM_PB[run_of(cluster, b_ref).status] == "succeeded"
 

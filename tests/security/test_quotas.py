@@ -30,8 +30,9 @@ QUOTAS = {"max_jobs_per_owner": 5, "max_backfill_runs_per_call": 20, "writes_per
 
 
 def every_second(job_id: str, owner: str) -> JobSpec:
-    return JobSpec(id=job_id, schedule="* * * * * *", target_kind="handler", target="reports.build", owner=owner,
-                   jitter="pinned")
+    return JobSpec(
+        id=job_id, schedule="* * * * * *", target_kind="handler", target="reports.build", owner=owner, jitter="pinned"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +43,13 @@ def node(tmp_path_factory):
     (credentials.directory / "principals.yaml").write_text(yaml.safe_dump(principals_document(tokens)))
     for principal, token in tokens:
         Path(credentials.token_file(principal.name)).write_text(token)
-    cluster = LocalCluster(directory, nodes=1, port_base=free_port_base(1), credentials=credentials,
-                           overrides={**FAST_RAFT, "quotas": QUOTAS})
+    cluster = LocalCluster(
+        directory,
+        nodes=1,
+        port_base=free_port_base(1),
+        credentials=credentials,
+        overrides={**FAST_RAFT, "quotas": QUOTAS},
+    )
     try:
         cluster.start()
         cluster.wait_for_leader(60)
@@ -68,7 +74,9 @@ def test_jobs_past_the_owner_quota_are_refused(node):
     term = node.status("n1").term
     with node.client(role="fin", timeout_s=10) as fin:
         fin.apply_jobs(jobs=[spec_to_pb(every_second(f"fin-{i}", "finance")) for i in range(4)])
-        error = refused(lambda: fin.apply_jobs(jobs=[spec_to_pb(every_second(f"fin-{i}", "finance")) for i in range(4, 7)]))
+        error = refused(
+            lambda: fin.apply_jobs(jobs=[spec_to_pb(every_second(f"fin-{i}", "finance")) for i in range(4, 7)])
+        )
         assert "owner 'finance' has 4 jobs and this adds 3; the limit is 5" in error.details()
         assert {job.spec.id for job in fin.list_jobs(owner="finance").jobs} == {f"fin-{i}" for i in range(4)}
         fin.apply_jobs(jobs=[spec_to_pb(every_second("fin-4", "finance"))])  # up to the limit is fine
@@ -80,8 +88,12 @@ def test_a_backfill_past_its_size_is_refused(node):
     with node.client(role="fin", timeout_s=10) as fin:
         wait_until(lambda: fin.get_job(job_id="fin-0").job.spec.id, 10, "fin-0 applied")
         now_us = int(time.time() * 1e6)
-        backfill = dict(job_id="fin-0", rate_per_s=1000.0, to=timestamp(now_us - 2_000_000),
-                        **{"from": timestamp(now_us - 200_000_000)})
+        backfill = dict(
+            job_id="fin-0",
+            rate_per_s=1000.0,
+            to=timestamp(now_us - 2_000_000),
+            **{"from": timestamp(now_us - 200_000_000)},
+        )
         error = refused(lambda: fin.backfill_job(**backfill))
         assert "backfill of 21 runs for owner 'finance'; the limit per call is 20" in error.details()
         runs = fin.list_runs(job_id="fin-0", page_size=1000).runs

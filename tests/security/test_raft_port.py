@@ -29,8 +29,9 @@ CLOSE_MARGIN_S = 10.0
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = LocalCluster(tmp_path_factory.mktemp("raft-port"), nodes=3, port_base=free_port_base(3),
-                           overrides=dict(FAST_RAFT))
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("raft-port"), nodes=3, port_base=free_port_base(3), overrides=dict(FAST_RAFT)
+    )
     with cluster:
         cluster.start()
         cluster.wait_for_leader(60)
@@ -133,8 +134,11 @@ def test_a_huge_length_prefix_is_refused_before_its_body_is_read(cluster, tmp_pa
                     sock.sendall(chunk)
                     sent += len(chunk)
                 received = bytearray()
-                wait_until(lambda: closed_by_peer(sock, received), CONNECTION_TIMEOUT_S + CLOSE_MARGIN_S,
-                           "the node to close the connection")
+                wait_until(
+                    lambda: closed_by_peer(sock, received),
+                    CONNECTION_TIMEOUT_S + CLOSE_MARGIN_S,
+                    "the node to close the connection",
+                )
             except OSError as exc:  # the node closed it under our feet: reset, broken pipe
                 error = exc
     assert isinstance(error, (ConnectionResetError, BrokenPipeError)), (
@@ -184,12 +188,19 @@ def test_connections_past_the_per_source_cap_are_closed_at_once(cluster):
         received = [bytearray() for _ in sockets]
         closed: list[int] = []
         try:
+
             def enough_closed() -> bool:
-                closed.extend(i for i, sock in enumerate(sockets) if i not in closed and closed_by_peer(sock, received[i]))
+                closed.extend(
+                    i for i, sock in enumerate(sockets) if i not in closed and closed_by_peer(sock, received[i])
+                )
                 return len(closed) >= len(sockets) - cap
 
-            wait_until(enough_closed, CONNECTION_TIMEOUT_S + CLOSE_MARGIN_S, "the connections past the cap to close",
-                       interval_s=0.05)
+            wait_until(
+                enough_closed,
+                CONNECTION_TIMEOUT_S + CLOSE_MARGIN_S,
+                "the connections past the cap to close",
+                interval_s=0.05,
+            )
         finally:
             for sock in sockets:
                 sock.close()

@@ -20,8 +20,9 @@ from worker import ClusterClient
 pytestmark = [pytest.mark.security, pytest.mark.integration]
 
 READS = 100
-YEARLY = JobSpec(id="yearly", schedule="0 0 1 1 *", target_kind="handler", target="reports.build", owner="ops",
-                 jitter="pinned")
+YEARLY = JobSpec(
+    id="yearly", schedule="0 0 1 1 *", target_kind="handler", target="reports.build", owner="ops", jitter="pinned"
+)
 
 
 @pytest.fixture
@@ -44,8 +45,11 @@ def via(cluster, node_id: str) -> ClusterClient:
 def test_linearizable_reads_see_every_write_and_append_no_entry(cluster):
     leader = cluster.wait_for_leader(60)
     followers = [m.node_id for m in cluster.members if m.node_id != leader]
-    with via(cluster, leader) as at_leader, via(cluster, followers[0]) as at_follower, \
-            via(cluster, followers[1]) as at_other:
+    with (
+        via(cluster, leader) as at_leader,
+        via(cluster, followers[0]) as at_follower,
+        via(cluster, followers[1]) as at_other,
+    ):
         for paused in (True, False, True, False):  # a write through one follower, read through the other
             (at_follower.pause_job if paused else at_follower.resume_job)(job_id="yearly", reason="probe")
             answer = at_other.get_job(job_id="yearly", linearizable=True)

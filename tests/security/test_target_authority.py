@@ -34,8 +34,15 @@ PRINCIPALS = [
 
 def shell_job(job_id: str, owner: str, command: str, payload: str = "") -> JobSpec:
     # Fires only when triggered within the test (a yearly slot).
-    return JobSpec(id=job_id, schedule="0 0 1 1 *", target_kind="shell", target=command, owner=owner, jitter="pinned",
-                   payload_json=payload)
+    return JobSpec(
+        id=job_id,
+        schedule="0 0 1 1 *",
+        target_kind="shell",
+        target=command,
+        owner=owner,
+        jitter="pinned",
+        payload_json=payload,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +57,19 @@ def cluster(tmp_path_factory):
         decoys = {"AWS_SECRET_ACCESS_KEY": "decoy-aws-secret"}
         workers.append(start_worker(cluster, "shell-worker", "--shell", "--shell-owners", "ops", "finance", env=decoys))
         if os.geteuid() == 0:  # and one that runs the sandbox owner's commands as nobody
-            workers.append(start_worker(cluster, "shell-worker", "--shell", "--shell-owners", "sandbox",
-                                        "--shell-user", "nobody", "--worker-id", "sandboxed"))
+            workers.append(
+                start_worker(
+                    cluster,
+                    "shell-worker",
+                    "--shell",
+                    "--shell-owners",
+                    "sandbox",
+                    "--shell-user",
+                    "nobody",
+                    "--worker-id",
+                    "sandboxed",
+                )
+            )
         cluster.worker_cwd = os.getcwd()
         yield cluster
     finally:
@@ -86,8 +104,20 @@ def test_a_submitter_without_shell_in_its_targets_cannot_run_a_shell_command(clu
             assert principal in details and "'shell:finance'" in details
     # Not by changing a job it may change either: the admin's finance handler job made a shell job.
     with cluster.client(timeout_s=10) as root:
-        root.apply_jobs(jobs=[spec_to_pb(JobSpec(id="fin-report", schedule="0 0 1 1 *", target_kind="handler",
-                                                 target="reports.build", owner="finance", jitter="pinned"))])
+        root.apply_jobs(
+            jobs=[
+                spec_to_pb(
+                    JobSpec(
+                        id="fin-report",
+                        schedule="0 0 1 1 *",
+                        target_kind="handler",
+                        target="reports.build",
+                        owner="finance",
+                        jitter="pinned",
+                    )
+                )
+            ]
+        )
     with cluster.client(role="fin-ci", timeout_s=10) as fin:
         refused(lambda: fin.apply_jobs(jobs=[spec_to_pb(shell_job("fin-report", "finance", f"touch {marker}"))]))
     # An ops submitter listing shell:ops runs shell jobs of ops, and of no other owner.
@@ -117,13 +147,25 @@ def test_a_shell_job_of_the_admins_owner_is_not_triggered_by_a_submitter_without
 
 
 def test_a_handler_outside_the_submitters_patterns_is_refused(cluster):
-    payroll = JobSpec(id="fin-payroll", schedule="0 0 1 1 *", target_kind="handler", target="payroll.run",
-                      owner="finance", jitter="pinned")
+    payroll = JobSpec(
+        id="fin-payroll",
+        schedule="0 0 1 1 *",
+        target_kind="handler",
+        target="payroll.run",
+        owner="finance",
+        jitter="pinned",
+    )
     with cluster.client(role="fin-ci", timeout_s=10) as fin:
         details = refused(lambda: fin.apply_jobs(jobs=[spec_to_pb(payroll)]))
         assert details.startswith("fin-ci may not use target 'handler:payroll.run' for job 'fin-payroll'")
-        report = JobSpec(id="fin-weekly", schedule="0 0 1 1 *", target_kind="handler", target="reports.weekly",
-                         owner="finance", jitter="pinned")
+        report = JobSpec(
+            id="fin-weekly",
+            schedule="0 0 1 1 *",
+            target_kind="handler",
+            target="reports.weekly",
+            owner="finance",
+            jitter="pinned",
+        )
         assert fin.apply_jobs(jobs=[spec_to_pb(report)]).changes[0].change == "added"
     assert "fin-payroll" not in job_ids(cluster)
 
@@ -133,8 +175,10 @@ def test_the_environment_of_a_shell_job_holds_no_token_and_no_credentials_path(c
     tokens = {p.name: Path(cluster.credentials.token_file(p.name)).read_text() for p in PRINCIPALS}
     # What a hostile command would try: its environment, the token file it names and the
     # directory around it, and its working directory.
-    command = (f'{{ env; echo CWD=$(pwd); ls -a; cat *.token "$RAFTCRON_TOKEN_FILE" '
-               f'"$(dirname "${{RAFTCRON_TOKEN_FILE:-/nonexistent/x}}")"/*.token; }} > {dump} 2>&1')
+    command = (
+        f'{{ env; echo CWD=$(pwd); ls -a; cat *.token "$RAFTCRON_TOKEN_FILE" '
+        f'"$(dirname "${{RAFTCRON_TOKEN_FILE:-/nonexistent/x}}")"/*.token; }} > {dump} 2>&1'
+    )
     with cluster.client(role="ops-ci", timeout_s=10) as ops:
         ops.apply_jobs(jobs=[spec_to_pb(shell_job("ops-env", "ops", command))])
         run_key = ops.trigger_job(job_id="ops-env").run.run_key
@@ -157,7 +201,9 @@ def run_path(run) -> str:
 @pytest.mark.skipif(os.geteuid() != 0, reason="--shell-user needs a worker running as root")
 def test_a_shell_job_run_as_the_shell_user_cannot_read_the_workers_files(cluster):
     admin_token = Path(cluster.credentials.token_file("admin")).read_text()
-    command = f"id -u; id -G; cat {cluster.credentials.token_file('admin')} {cluster.credentials.directory}/*; echo done"
+    command = (
+        f"id -u; id -G; cat {cluster.credentials.token_file('admin')} {cluster.credentials.directory}/*; echo done"
+    )
     with cluster.client(timeout_s=10) as root:
         root.apply_jobs(jobs=[spec_to_pb(shell_job("sandbox-probe", "sandbox", command))])
         run_key = root.trigger_job(job_id="sandbox-probe").run.run_key
@@ -171,15 +217,18 @@ def test_a_shell_job_run_as_the_shell_user_cannot_read_the_workers_files(cluster
 def dashboard_page(cluster, path: str, principal: str) -> str:
     token = Path(cluster.credentials.token_file(principal)).read_text()
     basic = base64.b64encode(f"anyone:{token}".encode()).decode()
-    request = urllib.request.Request(f"http://{cluster.members[0].metrics_address}{path}",
-                                     headers={"Authorization": f"Basic {basic}"})
+    request = urllib.request.Request(
+        f"http://{cluster.members[0].metrics_address}{path}", headers={"Authorization": f"Basic {basic}"}
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         return response.read().decode()
 
 
 def test_a_reader_sees_no_output_tail_or_payload_of_another_owner(cluster):
     with cluster.client(role="ops-ci", timeout_s=10) as ops:
-        ops.apply_jobs(jobs=[spec_to_pb(shell_job("ops-tail", "ops", "echo ops-tail-secret", '{"key":"ops-payload-secret"}'))])
+        ops.apply_jobs(
+            jobs=[spec_to_pb(shell_job("ops-tail", "ops", "echo ops-tail-secret", '{"key":"ops-payload-secret"}'))]
+        )
         run_key = ops.trigger_job(job_id="ops-tail").run.run_key
     run = final_run(cluster, run_key)
     assert "ops-tail-secret" in dashboard_page(cluster, run_path(run), "admin")

@@ -100,7 +100,9 @@ def test_the_wire_check_of_a_spec_is_linear(shape):
 @pytest.mark.parametrize("shape", SHAPES)
 def test_validate_spec_is_linear(shape):
     def check(text):
-        validate_spec(JobSpec(id="j", schedule="* * * * *", target_kind="shell", target=text[:8000] or "x", payload_json=text))
+        validate_spec(
+            JobSpec(id="j", schedule="* * * * *", target_kind="shell", target=text[:8000] or "x", payload_json=text)
+        )
 
     assert growth(quietly(check), SHAPES[shape], 8_000) < MAX_GROWTH
 

@@ -39,8 +39,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(failure, flush=True)
                 continue
             steps, entries = steps + outcome.steps, entries + outcome.entries
-    print(f"{count - failures}/{count} seeds passed, {steps} steps, {entries} log entries, "
-          f"{time.perf_counter() - started:.1f}s")
+    print(
+        f"{count - failures}/{count} seeds passed, {steps} steps, {entries} log entries, "
+        f"{time.perf_counter() - started:.1f}s"
+    )
     return 1 if failures else 0
 
 

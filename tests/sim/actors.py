@@ -52,7 +52,7 @@ def leader_loops(world: World, view: LeaderView, prompt: bool = False) -> None:
             claims += plan_due_slots(state.jobs[job_id], now_us, 50)
         size = rng.randint(1, 8)
         for start in range(0, len(claims), size):
-            world.propose(cmds.ClaimRuns(now_us, view.epoch, tuple(claims[start:start + size]), mono_us), on_stale)
+            world.propose(cmds.ClaimRuns(now_us, view.epoch, tuple(claims[start : start + size]), mono_us), on_stale)
     if rng.random() < 0.5:  # reaper
         expiries = [cmds.Expiry(e.lease, e.reason, rng.randrange(1_000_000)) for e in overdue(state, now_us)[0]]
         if expiries:
@@ -110,7 +110,8 @@ class Worker:
         zombie = world.rng.random() < 0.1
         hold_us = world.rng.randrange(0, 3 * SECOND_US // 2) + (3 * LEASE_TTL_US if zombie else 0)
         self.held[(lease.job_id, lease.scheduled_us, lease.fencing_token)] = Held(
-            lease, world.t_us + hold_us, world.t_us, zombie)
+            lease, world.t_us + hold_us, world.t_us, zombie
+        )
 
     def act(self, world: World, quiet: bool = False) -> None:
         rng = world.rng
@@ -147,8 +148,14 @@ class Worker:
     def _complete(self, world: World, held: Held) -> None:
         rng = world.rng
         outcome = rng.choices(("success", "failure", "retry_later"), (0.7, 0.15, 0.15))[0]
-        completion = cmds.Completion(held.lease, self.worker_id, outcome, error="" if outcome == "success" else "boom",
-                                     retry_after_us=rng.choice((0, 500_000)), jitter_ppm=rng.randrange(1_000_000))
+        completion = cmds.Completion(
+            held.lease,
+            self.worker_id,
+            outcome,
+            error="" if outcome == "success" else "boom",
+            retry_after_us=rng.choice((0, 500_000)),
+            jitter_ppm=rng.randrange(1_000_000),
+        )
         node = rng.choice(world.nodes)
         command = cmds.CompleteRuns(node.wall(world.t_us), (completion,))
         world.propose(command, max_delay=10)
@@ -166,10 +173,15 @@ def random_spec(world: World, job_id: str, period: int) -> JobSpec:
         target="sim",
         job_class=rng.choice(CLASSES),
         timeout_us=rng.randrange(1, 10) * SECOND_US,
-        retry=RetryPolicy(max_attempts=rng.randint(1, 4), backoff_initial_us=rng.choice((0, 200_000, 1_000_000)),
-                          backoff_max_us=2 * SECOND_US, backoff_multiplier=2.0),
-        misfire=MisfirePolicy(rng.choice(("fire_late", "skip", "catch_up")), rng.randrange(0, 20) * SECOND_US,
-                              rng.randint(0, 5)),
+        retry=RetryPolicy(
+            max_attempts=rng.randint(1, 4),
+            backoff_initial_us=rng.choice((0, 200_000, 1_000_000)),
+            backoff_max_us=2 * SECOND_US,
+            backoff_multiplier=2.0,
+        ),
+        misfire=MisfirePolicy(
+            rng.choice(("fire_late", "skip", "catch_up")), rng.randrange(0, 20) * SECOND_US, rng.randint(0, 5)
+        ),
         overlap=rng.choice(("allow", "forbid", "queue", "replace")),
         jitter="pinned",
         payload_json=f'{{"v": {rng.randrange(100)}}}',
@@ -177,8 +189,9 @@ def random_spec(world: World, job_id: str, period: int) -> JobSpec:
     )
 
 
-def apply_jobs(world: World, node, specs: list[JobSpec], removals: tuple[str, ...], request_id: str,
-               resources: tuple = ()):
+def apply_jobs(
+    world: World, node, specs: list[JobSpec], removals: tuple[str, ...], request_id: str, resources: tuple = ()
+):
     """Plan like JobServicer: versions, first slots and the stamp from this node's (maybe stale)
     replica, in replicated time; None before any epoch (the servicer answers UNAVAILABLE)."""
     state = node.state

@@ -112,7 +112,9 @@ class Oracle:
         if isinstance(command, cmds.ClaimRuns):
             expected = self.expected_next.get(event.job_id)
             if expected is not None and event.scheduled_us != expected:
-                raise Violation(f"{where}: {event.job_id} claimed slot {event.scheduled_us}, its next slot is {expected}")
+                raise Violation(
+                    f"{where}: {event.job_id} claimed slot {event.scheduled_us}, its next slot is {expected}"
+                )
             if event.scheduled_us > self.state.now_us:
                 raise Violation(f"{where}: {key} claimed before it was due (now {self.state.now_us})")
             job = self.state.jobs[event.job_id]
@@ -126,8 +128,10 @@ class Oracle:
         key = (event.job_id, event.scheduled_us)
         status, token, _, _ = before.get(key, ("missing", 0, 0, 0))
         if status != "queued":
-            raise Violation(f"{where}: lease {event.fencing_token} granted on {key} while it was {status} "
-                            f"(token {token}): two valid leases")
+            raise Violation(
+                f"{where}: lease {event.fencing_token} granted on {key} while it was {status} "
+                f"(token {token}): two valid leases"
+            )
         if event.fencing_token != index or event.fencing_token <= self.highest_token.get(key, 0):
             raise Violation(f"{where}: {key} granted token {event.fencing_token}, not a fresh log index")
         self.highest_token[key] = event.fencing_token
@@ -138,14 +142,18 @@ class Oracle:
             recent = [t for t in starts if t > self.state.now_us - SECOND_US]
             self.starts[name] = recent
             if resource is not None and resource.max_starts_per_s and len(recent) > resource.max_starts_per_s:
-                raise Violation(f"{where}: {len(recent)} leases of {name} started within a second "
-                                f"(budget {resource.max_starts_per_s})")
+                raise Violation(
+                    f"{where}: {len(recent)} leases of {name} started within a second "
+                    f"(budget {resource.max_starts_per_s})"
+                )
 
     def _current(self, where: str, what: str, job_id: str, scheduled_us: int, token: int, before: dict) -> None:
         status, current, _, _ = before.get((job_id, scheduled_us), ("missing", 0, 0, 0))
         if status != "leased" or token != current:
-            raise Violation(f"{where}: {what} with token {token} accepted on ({job_id}, {scheduled_us}) "
-                            f"while it was {status} with token {current}")
+            raise Violation(
+                f"{where}: {what} with token {token} accepted on ({job_id}, {scheduled_us}) "
+                f"while it was {status} with token {current}"
+            )
 
     def _ended(self, where: str, command, item, event, before: dict) -> None:
         lease = item.lease
@@ -159,14 +167,18 @@ class Oracle:
     def _job_changed(self, where: str, event) -> None:
         job = self.state.jobs[event.job_id]
         if job.cursor_us > self.state.now_us:
-            raise Violation(f"{where}: {event.job_id} starts owing slots from {job.cursor_us}, after replicated "
-                            f"time {self.state.now_us}: the slots in between would vanish")
+            raise Violation(
+                f"{where}: {event.job_id} starts owing slots from {job.cursor_us}, after replicated "
+                f"time {self.state.now_us}: the slots in between would vanish"
+            )
         # Added, or changed (a new schedule owes its own slots from the cursor on, not the old
         # schedule's next one): either way the next slot is the first one after the cursor.
         expected = next_slot(period_s(job.spec.schedule), job.cursor_us)
         if job.next_due_us != expected:
-            raise Violation(f"{where}: {event.job_id} starts at {job.next_due_us}, first slot after its "
-                            f"cursor {job.cursor_us} is {expected}")
+            raise Violation(
+                f"{where}: {event.job_id} starts at {job.next_due_us}, first slot after its "
+                f"cursor {job.cursor_us} is {expected}"
+            )
         self.expected_next[event.job_id] = expected
 
     def check_state(self) -> None:

@@ -23,8 +23,9 @@ MAX_CLOCK_STALL_US = 600 * SECOND_US
 
 class SimulationFailure(AssertionError):
     def __init__(self, seed: int, step: int, message: str) -> None:
-        super().__init__(f"simulation seed {seed} failed at step {step}: {message} "
-                         f"(rerun: python -m tests.sim --seed {seed})")
+        super().__init__(
+            f"simulation seed {seed} failed at step {step}: {message} (rerun: python -m tests.sim --seed {seed})"
+        )
         self.seed, self.step, self.message = seed, step, message
 
 
@@ -74,8 +75,10 @@ def quiesce(world: World) -> None:
     drain_us, drain_from_us = world.t_us, world.oracle.state.now_us
     while world.t_us < drain_us + QUIESCE_DRAIN_US or _planning_now(world) < drain_from_us + QUIESCE_DRAIN_US:
         if world.t_us > drain_us + MAX_CLOCK_STALL_US:
-            raise Violation(f"the leader's clock never caught up with replicated time ({_planning_now(world)} "
-                            f"< {drain_from_us} + {QUIESCE_DRAIN_US})")
+            raise Violation(
+                f"the leader's clock never caught up with replicated time ({_planning_now(world)} "
+                f"< {drain_from_us} + {QUIESCE_DRAIN_US})"
+            )
         world.count("drain_steps")
         _calm_step(world, fast=world.t_us > drain_us + QUIESCE_DRAIN_US)
     settle_us = world.t_us
@@ -107,15 +110,19 @@ def _check_end(world: World) -> None:
         raise Violation(f"nodes {lagging} never caught up")
     leased = [(j, r.scheduled_us) for j, runs in state.runs.items() for r in runs if r.status == "leased"]
     if leased:
-        raise Violation(f"leases still held after every worker stopped and {QUIESCE_DRAIN_US // SECOND_US}s: "
-                        f"{leased[:3]} (nothing may hang)")
+        raise Violation(
+            f"leases still held after every worker stopped and {QUIESCE_DRAIN_US // SECOND_US}s: "
+            f"{leased[:3]} (nothing may hang)"
+        )
     # Slots are claimable once both the leader's clock and replicated time reached them.
     due_by_us = min(_planning_now(world), state.now_us)
     for job_id, job in sorted(state.jobs.items()):
         behind_us = due_by_us - job.cursor_us
         if behind_us > (period_s(job.spec.schedule) + 1) * SECOND_US:
-            raise Violation(f"{job_id}: its cursor is {behind_us / SECOND_US:.1f}s behind the leader's clock "
-                            "and replicated time after a calm period (slots not accounted for)")
+            raise Violation(
+                f"{job_id}: its cursor is {behind_us / SECOND_US:.1f}s behind the leader's clock "
+                "and replicated time after a calm period (slots not accounted for)"
+            )
 
 
 def simulate(seed: int, steps: int = 300, nodes: int = 3, workers: int = 3, faults: Faults | None = None) -> Outcome:
@@ -129,5 +136,6 @@ def simulate(seed: int, steps: int = 300, nodes: int = 3, workers: int = 3, faul
         quiesce(world)
     except Violation as exc:
         raise SimulationFailure(seed, world.step_no, str(exc)) from exc
-    return Outcome(seed, world.step_no, len(world.log), world.stats, dict(world.oracle.seen),
-                   time.perf_counter() - started)
+    return Outcome(
+        seed, world.step_no, len(world.log), world.stats, dict(world.oracle.seen), time.perf_counter() - started
+    )

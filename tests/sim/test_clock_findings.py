@@ -77,7 +77,8 @@ def test_the_leader_clock_never_reads_ahead_of_what_the_core_accepts():
     clock = LeaderClock(T0, 500 * S, lambda: wall + 60 * S, lambda: mono, _anchor_of(state))
     issued_us, mono_us = clock.read()
     assert issued_us <= bounded_now_us(state, mono_us), (
-        f"the leader reads {(issued_us - bounded_now_us(state, mono_us)) / S:.1f}s beyond the core's bound")
+        f"the leader reads {(issued_us - bounded_now_us(state, mono_us)) / S:.1f}s beyond the core's bound"
+    )
 
 
 def test_the_trigger_loop_does_not_spin_after_a_forward_clock_step():
@@ -114,7 +115,8 @@ def test_a_slow_clocked_leader_still_expires_an_abandoned_lease_in_time():
     true_now = T0
     apply(state, ClaimLeadership(true_now, "n2", 2, mono_2), 5)
     true_now, mono_2 = true_now + 10 * S, mono_2 + 10 * S  # ten seconds later: five TTLs
-    clock = LeaderClock(state.clock_anchor_now_us, state.clock_anchor_mono_us, lambda: true_now, lambda: mono_2,
-                        _anchor_of(state))
+    clock = LeaderClock(
+        state.clock_anchor_now_us, state.clock_anchor_mono_us, lambda: true_now, lambda: mono_2, _anchor_of(state)
+    )
     expiries, _ = overdue(state, clock.read()[0])
     assert expiries, "n2's reaper sees nothing to expire: the lease outlives five TTLs"

@@ -46,9 +46,20 @@ def test_faults_reach_every_kind_of_answer():
     for seed in range(12):
         for key, count in simulate(seed).seen.items():
             seen[key] = seen.get(key, 0) + count
-    wanted = ["rejected:stale_epoch", "LeaseFenced:stale_token", "RunAlreadyClaimed:", "LeaseGranted:",
-              "RunSucceeded:", "RunRetryScheduled:", "CompletionRepeated:", "LeaseStillLive:", "RunClaimed:",
-              "JobAdded:", "JobRemoved:", "LeaseNotGranted:resource_busy:db"]
+    wanted = [
+        "rejected:stale_epoch",
+        "LeaseFenced:stale_token",
+        "RunAlreadyClaimed:",
+        "LeaseGranted:",
+        "RunSucceeded:",
+        "RunRetryScheduled:",
+        "CompletionRepeated:",
+        "LeaseStillLive:",
+        "RunClaimed:",
+        "JobAdded:",
+        "JobRemoved:",
+        "LeaseNotGranted:resource_busy:db",
+    ]
     assert [key for key in wanted if not seen.get(key)] == [], seen
 
 

@@ -96,8 +96,9 @@ class World:
     def count(self, name: str) -> None:
         self.stats[name] = self.stats.get(name, 0) + 1
 
-    def propose(self, command, on_applied: Callable | None = None, max_delay: int | None = None,
-                reliable: bool = False) -> None:
+    def propose(
+        self, command, on_applied: Callable | None = None, max_delay: int | None = None, reliable: bool = False
+    ) -> None:
         """Send `command` towards the log: maybe lost, maybe delayed, maybe duplicated."""
         faults, rng = self.faults, self.rng
         if not reliable and rng.random() < faults.lost:
@@ -133,8 +134,10 @@ class World:
             if compare and node.state.applied_index == len(self.log) == self.oracle.state.applied_index:
                 expected = expected or encode_snapshot(self.oracle.state)
                 if encode_snapshot(node.state) != expected:
-                    raise Violation(f"{node.node_id} differs from the reference replica at index {len(self.log)}: "
-                                    f"digest {state_digest(node.state)[:12]} != {state_digest(self.oracle.state)[:12]}")
+                    raise Violation(
+                        f"{node.node_id} differs from the reference replica at index {len(self.log)}: "
+                        f"digest {state_digest(node.state)[:12]} != {state_digest(self.oracle.state)[:12]}"
+                    )
 
     # -- leadership --------------------------------------------------------------
     def leader_node(self, view: LeaderView) -> Node:
@@ -160,9 +163,13 @@ class World:
                 state = self.oracle.state  # the leader has applied up to its own entry: same state
                 view.epoch = claimed[0].epoch
                 # Built like LeaderLifecycle's: it follows the core's current anchor in its own replica.
-                view.clock = LeaderClock(state.clock_anchor_now_us, state.clock_anchor_mono_us,
-                                         lambda: node.wall(self.t_us), lambda: node.mono(self.t_us),
-                                         lambda: (node.state.clock_anchor_now_us, node.state.clock_anchor_mono_us))
+                view.clock = LeaderClock(
+                    state.clock_anchor_now_us,
+                    state.clock_anchor_mono_us,
+                    lambda: node.wall(self.t_us),
+                    lambda: node.mono(self.t_us),
+                    lambda: (node.state.clock_anchor_now_us, node.state.clock_anchor_mono_us),
+                )
 
         self.propose(ClaimLeadership(node.wall(self.t_us), node.node_id, view.term, node.mono(self.t_us)), opened)
 

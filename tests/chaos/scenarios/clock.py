@@ -17,8 +17,12 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def _skewed_start(scene: Scene, node_id: str, clock_file: Path) -> None:
     cluster = scene.cluster
-    cluster.lc.command_prefix = ["env", f"PYTHONPATH={SKEW_DIR}:{ROOT}", f"RAFTCRON_CHAOS_CLOCK_FILE={clock_file}",
-                                 *setpriv(cluster.gid(node_id))]
+    cluster.lc.command_prefix = [
+        "env",
+        f"PYTHONPATH={SKEW_DIR}:{ROOT}",
+        f"RAFTCRON_CHAOS_CLOCK_FILE={clock_file}",
+        *setpriv(cluster.gid(node_id)),
+    ]
     cluster.lc.start(node_id)
 
 
@@ -58,8 +62,10 @@ def clock_skew(scene: Scene, options):
     status = cluster.status(skewed)
     cluster.kill(skewed)
     successor = cluster.wait_for_leader(30, exclude=(skewed,))
-    say(f"killed {skewed}; {successor} leads (replicated time was {status.replicated_time.ToSeconds() - time.time():+.0f}s "
-        "from real time)")
+    say(
+        f"killed {skewed}; {successor} leads (replicated time was {status.replicated_time.ToSeconds() - time.time():+.0f}s "
+        "from real time)"
+    )
     time.sleep(4)
     _skewed_start(scene, skewed, clock_file)
     cluster.wait_caught_up(skewed)

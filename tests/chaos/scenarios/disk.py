@@ -33,8 +33,12 @@ def _mount_small_disks(scene: Scene) -> None:
     for node_id in scene.cluster.ids:
         path = _raft_dir(scene, node_id)
         path.mkdir(mode=0o700, exist_ok=True)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE},mode=0700", "tmpfs", str(path)],
-                       check=True, capture_output=True, timeout=10)
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE},mode=0700", "tmpfs", str(path)],
+            check=True,
+            capture_output=True,
+            timeout=10,
+        )
 
 
 def _fill(scene: Scene, node_id: str) -> None:
@@ -75,8 +79,11 @@ def _episode(scene: Scene, node_id: str, role: str) -> None:
         pass
     alive = cluster.alive(node_id)
     exit_code = None if alive else cluster.lc.member(node_id).process.returncode
-    recorder.expect(f"the {role} stops when its journal cannot be written", exit_code == EXIT_JOURNAL_IO,
-                    f"alive={alive} exit={exit_code}")
+    recorder.expect(
+        f"the {role} stops when its journal cannot be written",
+        exit_code == EXIT_JOURNAL_IO,
+        f"alive={alive} exit={exit_code}",
+    )
     if not alive:
         recorder.expect(f"the {role} said why it stopped", _set_aside_stop_line(scene, node_id), node_id)
     other = _leader(scene, exclude=(node_id,))
@@ -89,8 +96,9 @@ def _episode(scene: Scene, node_id: str, role: str) -> None:
         wait_until(lambda: applied() > before, 30, "the cluster to apply more", interval_s=0.2)
     except TimeoutError:
         pass
-    say(f"{role} {node_id} alive={alive} exit={exit_code}; cluster applied {before} -> {applied()} under "
-        f"leader {other}")
+    say(
+        f"{role} {node_id} alive={alive} exit={exit_code}; cluster applied {before} -> {applied()} under leader {other}"
+    )
     recorder.expect(f"the cluster goes on while the {role}'s disk is full", applied() > before, f"leader {other}")
     _free(scene, node_id)
     if not alive:

@@ -48,8 +48,11 @@ def kill_leader_enqueue(scene: Scene, options):
     say(f"new leader {second}")
     wait_until(lambda: writer.acked + writer.unknown >= writer.count, 90, "every trigger answered or given up")
     wait_until(lambda: run_count(scene, second) >= baseline + 2 * HERD, 30, "claims under the new leader")
-    recorder.expect("acknowledged on both sides of the kill", 0 < acked_before < writer.acked,
-                    f"{acked_before} before, {writer.acked} in all")
+    recorder.expect(
+        "acknowledged on both sides of the kill",
+        0 < acked_before < writer.acked,
+        f"{acked_before} before, {writer.acked} in all",
+    )
     recorder.expect("every trigger acknowledged", writer.unknown == 0, f"{writer.unknown} left unknown")
     cluster.start(first)  # back as a follower; it catches up
     cluster.wait_caught_up(first)
@@ -74,8 +77,11 @@ def kill_leader_leasing(scene: Scene, options):
     second = cluster.wait_for_leader(exclude=(first,))
     say(f"new leader {second}")
     wait_until(lambda: recorder.stats.get("grants", 0) >= before + HERD, 30, "another herd leased")
-    recorder.expect("leases granted across the kill", recorder.stats["grants"] > before,
-                    f"{before} grants before the kill, {recorder.stats['grants']} in all")
+    recorder.expect(
+        "leases granted across the kill",
+        recorder.stats["grants"] > before,
+        f"{before} grants before the kill, {recorder.stats['grants']} in all",
+    )
     cluster.start(first)
     cluster.wait_caught_up(first)
     return finale(scene, load.firing, load.ack_us, keep_specs=load.keep)
@@ -118,11 +124,17 @@ def isolate_leader(scene: Scene, options):
     recorder.interim[old] = runs_on(scene, old)  # all it applied: it must survive the heal
     acked_alone = alone.acked - acked_at_cut
     recorder.expect("a new leader on the majority side", new != old, new)
-    recorder.expect("nothing acknowledged through the isolated side once the majority moved on",
-                    alone.acked == acked_at_election, f"{alone.acked - acked_at_election} writes")
+    recorder.expect(
+        "nothing acknowledged through the isolated side once the majority moved on",
+        alone.acked == acked_at_election,
+        f"{alone.acked - acked_at_election} writes",
+    )
     late_grants = [g for g in recorder.grants if g.worker == f"only-{old}" and g.at_us > elected_us]
-    recorder.expect("no lease granted by the isolated side once the majority moved on", not late_grants,
-                    f"{len(late_grants)} grants")
+    recorder.expect(
+        "no lease granted by the isolated side once the majority moved on",
+        not late_grants,
+        f"{len(late_grants)} grants",
+    )
     recorder.expect("the isolated leader stepped down", (roles + more_roles)[-1] != "leader", str(roles[-3:]))
     say(f"isolated node applied {first} -> {last}; writes acked through it while isolated: {acked_alone}")
     scene.firewall.heal()
@@ -135,8 +147,9 @@ def start_load_on(scene: Scene, node_id: str) -> TriggerWriter:
     """A raw worker and a trigger writer that can reach `node_id` only."""
     address = [scene.cluster.address(node_id)]
     worker = RawWorker(address, f"only-{node_id}", scene.recorder, random.Random(scene.rng.random()))
-    writer = TriggerWriter(address, scene.recorder, "manual", prefix=f"only-{node_id}-", count=100_000, threads=1,
-                           give_up_s=3)
+    writer = TriggerWriter(
+        address, scene.recorder, "manual", prefix=f"only-{node_id}-", count=100_000, threads=1, give_up_s=3
+    )
     for thread in (worker, writer):
         scene.threads.append(thread)
         thread.start()

@@ -20,8 +20,16 @@ class Load:
     writers: list[TriggerWriter] = field(default_factory=list)
 
 
-def start_load(scene: Scene, herd: int = 100, raw_jobs: int = 10, raw_workers: int = 2, period_s: int = 1,
-               triggers: int = 0, worker_addresses=None, writer_addresses=None) -> Load:
+def start_load(
+    scene: Scene,
+    herd: int = 100,
+    raw_jobs: int = 10,
+    raw_workers: int = 2,
+    period_s: int = 1,
+    triggers: int = 0,
+    worker_addresses=None,
+    writer_addresses=None,
+) -> Load:
     """`herd` jobs nobody leases, `raw_jobs` leased by `raw_workers`, `triggers` manual runs."""
     firing = {f"herd-{i:04d}": period_s for i in range(herd)}
     firing.update({f"raw-{i:03d}": period_s for i in range(raw_jobs)})
@@ -29,12 +37,20 @@ def start_load(scene: Scene, herd: int = 100, raw_jobs: int = 10, raw_workers: i
     keep = [manual("manual")]
     load = Load(firing, keep, apply_specs(scene, specs + keep))
     for k in range(raw_workers):
-        worker = RawWorker(worker_addresses or scene.cluster.addresses, f"raw{k}", scene.recorder,
-                           random.Random(scene.rng.random()))
+        worker = RawWorker(
+            worker_addresses or scene.cluster.addresses, f"raw{k}", scene.recorder, random.Random(scene.rng.random())
+        )
         load.workers.append(worker)
     if triggers:
-        writer = TriggerWriter(writer_addresses or scene.cluster.addresses, scene.recorder, "manual",
-                               prefix=f"t{scene.rng.randrange(1 << 30)}-", count=triggers, threads=2, give_up_s=20)
+        writer = TriggerWriter(
+            writer_addresses or scene.cluster.addresses,
+            scene.recorder,
+            "manual",
+            prefix=f"t{scene.rng.randrange(1 << 30)}-",
+            count=triggers,
+            threads=2,
+            give_up_s=20,
+        )
         load.writers.append(writer)
     for thread in load.workers + load.writers:
         scene.threads.append(thread)

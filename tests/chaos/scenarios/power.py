@@ -48,8 +48,10 @@ def _power_cut(scene: Scene, node_ids: list[str], label: str) -> None:
             recorder.interim[f"{node_id} before {label}"] = runs_on(scene, node_id)
         except grpc.RpcError as error:
             say(f"{label}: could not read {node_id}'s runs ({error.code().name}); cutting it unread")
-    tears = {n: Tear(rng.randint(1, MAX_TEAR_BYTES), zeros=rng.random() < 0.5) if rng.random() < 0.5 else NO_TEAR
-             for n in node_ids}
+    tears = {
+        n: Tear(rng.randint(1, MAX_TEAR_BYTES), zeros=rng.random() < 0.5) if rng.random() < 0.5 else NO_TEAR
+        for n in node_ids
+    }
     _at_a_claim(scene)
     fates = cluster.power_cut(node_ids, tears)
     for node_id, files in sorted(fates.items()):
@@ -81,8 +83,15 @@ def power_loss(scene: Scene, options):
     load = start_load(scene, herd=30, raw_jobs=10, raw_workers=2, triggers=100_000)  # owes slots after both
     workers = scene.with_workers()
     workers.start("w1", concurrency=8)
-    applier = ApplyWriter(cluster.addresses, recorder, f"w{options.seed}-", 100_000,
-                          spec_for=lambda i: manual(f"written-{i:05d}"), threads=2, give_up_s=20)
+    applier = ApplyWriter(
+        cluster.addresses,
+        recorder,
+        f"w{options.seed}-",
+        100_000,
+        spec_for=lambda i: manual(f"written-{i:05d}"),
+        threads=2,
+        give_up_s=20,
+    )
     scene.threads.append(applier)
     applier.start()
     acked = []
@@ -99,8 +108,17 @@ def power_loss(scene: Scene, options):
     time.sleep(2)
     applier.stop()
     applier.join(timeout=30)
-    recorder.expect("writes acknowledged before and between the cuts", 0 < acked[0] < acked[1] < applier.acked,
-                    f"acknowledged before each cut: {acked}, in all {applier.acked}")
+    recorder.expect(
+        "writes acknowledged before and between the cuts",
+        0 < acked[0] < acked[1] < applier.acked,
+        f"acknowledged before each cut: {acked}, in all {applier.acked}",
+    )
     # Without syncing the state is gone and the jobs with it: waiting long for progress shows nothing more.
-    return finale(scene, {**sink_jobs, **load.firing}, load.ack_us, keep_specs=load.keep + applier.specs,
-                  sink_jobs=frozenset(sink_jobs), progress_timeout_s=30.0 if cluster.synced else 10.0)
+    return finale(
+        scene,
+        {**sink_jobs, **load.firing},
+        load.ack_us,
+        keep_specs=load.keep + applier.specs,
+        sink_jobs=frozenset(sink_jobs),
+        progress_timeout_s=30.0 if cluster.synced else 10.0,
+    )

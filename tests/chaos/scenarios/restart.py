@@ -18,8 +18,15 @@ def restart_all(scene: Scene, options, rounds: int = 3):
     cluster.start()
     cluster.wait_for_leader()
     load = start_load(scene, herd=50, raw_jobs=10, raw_workers=2, triggers=100_000)
-    applier = ApplyWriter(cluster.addresses, recorder, f"w{options.seed}-", 100_000,
-                          spec_for=lambda i: manual(f"written-{i:05d}"), threads=2, give_up_s=20)
+    applier = ApplyWriter(
+        cluster.addresses,
+        recorder,
+        f"w{options.seed}-",
+        100_000,
+        spec_for=lambda i: manual(f"written-{i:05d}"),
+        threads=2,
+        give_up_s=20,
+    )
     scene.threads.append(applier)
     applier.start()
     acked = []
@@ -36,6 +43,9 @@ def restart_all(scene: Scene, options, rounds: int = 3):
     time.sleep(2)
     applier.stop()
     applier.join(timeout=30)
-    recorder.expect("writes acknowledged between restarts", acked[0] > 0 and applier.acked > acked[-1],
-                    f"acknowledged before each kill: {acked}, in all {applier.acked}")
+    recorder.expect(
+        "writes acknowledged between restarts",
+        acked[0] > 0 and applier.acked > acked[-1],
+        f"acknowledged before each kill: {acked}, in all {applier.acked}",
+    )
     return finale(scene, load.firing, load.ack_us, keep_specs=load.keep + applier.specs)

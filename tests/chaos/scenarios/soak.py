@@ -93,8 +93,18 @@ def _kill_worker(scene: Scene) -> None:
     scene.workers.restart(worker_id)
 
 
-FAULTS = [_kill_leader, _kill_follower, _pause_node, _isolate_node, _bridge, _lossy, _restart_all,
-          _pause_worker, _cut_worker, _kill_worker]
+FAULTS = [
+    _kill_leader,
+    _kill_follower,
+    _pause_node,
+    _isolate_node,
+    _bridge,
+    _lossy,
+    _restart_all,
+    _pause_worker,
+    _cut_worker,
+    _kill_worker,
+]
 
 
 def soak(scene: Scene, options):

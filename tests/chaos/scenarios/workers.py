@@ -84,9 +84,11 @@ def pause_worker(scene: Scene, options):
     wait_until(lambda: _stale_writes_refused(scene, "w1", "slow") >= 5, 10, "w1's stale writes to reach the sink")
     runs = _runs(scene, "slow")
     recorder.expect("the sink refused every stale write", _stale_writes_refused(scene, "w1", "slow") == 5, "")
-    recorder.expect("each slow run succeeded on w2 after w1's attempt ended",
-                    all(r.attempts[0].worker == "w1" and r.attempts[-1].worker == "w2" for r in runs),
-                    str([(a.worker, a.outcome) for r in runs for a in r.attempts]))
+    recorder.expect(
+        "each slow run succeeded on w2 after w1's attempt ended",
+        all(r.attempts[0].worker == "w1" and r.attempts[-1].worker == "w2" for r in runs),
+        str([(a.worker, a.outcome) for r in runs for a in r.attempts]),
+    )
     time.sleep(2)
     return finale(scene, firing, ack_us, keep_specs=keep, sink_jobs=set(firing) | {"slow"})
 
@@ -120,8 +122,13 @@ def kill_worker(scene: Scene, options):
     cluster, recorder, workers = scene.cluster, scene.recorder, scene.with_workers()
     cluster.start()
     cluster.wait_for_leader()
-    hung = manual("hung", target="chaos.hang", timeout_us=2_000_000, retry=RetryPolicy(max_attempts=1),
-                  payload_json=json.dumps({"hang_s": 8}))
+    hung = manual(
+        "hung",
+        target="chaos.hang",
+        timeout_us=2_000_000,
+        retry=RetryPolicy(max_attempts=1),
+        payload_json=json.dumps({"hang_s": 8}),
+    )
     firing, keep, ack_us = _setup(scene, 10, [_slow("slow"), hung])
     workers.start("w1", concurrency=10)
     time.sleep(1.5)
@@ -132,13 +139,17 @@ def kill_worker(scene: Scene, options):
     workers.start("w2", concurrency=10)
     wait_until(lambda: _all(scene, "slow", 5, lambda r: r.status == "succeeded"), 20, "w2 to finish the slow runs")
     _trigger(scene, "hung", 1)
-    wait_until(lambda: _all(scene, "hung", 1, lambda r: r.status not in ("queued", "leased")), 15,
-               "the hung run to end")
+    wait_until(
+        lambda: _all(scene, "hung", 1, lambda r: r.status not in ("queued", "leased")), 15, "the hung run to end"
+    )
     (run,) = _runs(scene, "hung")
     attempt = run.attempts[-1]
     held_s = (attempt.finished_us - attempt.started_us) / 1e6
-    recorder.expect("the hung run timed out at its maximum runtime", run.status == "timed_out" and held_s < 2 + 1.5,
-                    f"{run.status} after {held_s:.1f}s")
+    recorder.expect(
+        "the hung run timed out at its maximum runtime",
+        run.status == "timed_out" and held_s < 2 + 1.5,
+        f"{run.status} after {held_s:.1f}s",
+    )
     return finale(scene, firing, ack_us, keep_specs=keep, sink_jobs=set(firing) | {"slow"})
 
 
@@ -168,6 +179,11 @@ def rolling_restart(scene: Scene, options):
     runs = next(iter(history.replicas.values()))
     settled = [r for r in runs if r.job_id in firing and r.scheduled_us < settled_us]
     done = sum(1 for r in settled if r.status == "succeeded")
-    history.expectations.append(("workers kept working", len(settled) > 100 and done >= 0.9 * len(settled),
-                                 f"{done} of {len(settled)} runs succeeded"))
+    history.expectations.append(
+        (
+            "workers kept working",
+            len(settled) > 100 and done >= 0.9 * len(settled),
+            f"{done} of {len(settled)} runs succeeded",
+        )
+    )
     return history

@@ -81,7 +81,13 @@ FULL_SPEC = JobSpec(
     owner="ops@example.com",
     job_class="batch",
     timeout_us=7_200_000_000,
-    retry=RetryPolicy(max_attempts=5, backoff_initial_us=5_000_000, backoff_max_us=600_000_000, backoff_multiplier=1.5, within_us=3_600_000_000),
+    retry=RetryPolicy(
+        max_attempts=5,
+        backoff_initial_us=5_000_000,
+        backoff_max_us=600_000_000,
+        backoff_multiplier=1.5,
+        within_us=3_600_000_000,
+    ),
     priority=-3,
     payload_json='{"dest":"s3://bucket/été"}',
     misfire=MisfirePolicy(policy="catch_up", grace_us=120_000_000, max_catch_up=4),
@@ -111,14 +117,18 @@ COMMANDS: dict[str, Command] = {
     "set_job_paused": SetJobPaused(
         issued_at_us=T + 3, job_id="hello", paused=True, author="bob", reason="upstream outage", request_id="req-7"
     ),
-    "set_job_resumed": SetJobPaused(issued_at_us=T + 4, job_id="hello", paused=False, author="bob", reason="", request_id=""),
+    "set_job_resumed": SetJobPaused(
+        issued_at_us=T + 4, job_id="hello", paused=False, author="bob", reason="", request_id=""
+    ),
     "claim_runs": ClaimRuns(
         issued_at_us=T + 5,
         epoch=12,
         claims=(
             SlotClaim("hello", T, T + 300_000_000, 1),
             SlotClaim("hello", T + 300_000_000, T + 600_000_000, 1, "queued", "", T + 300_000_000 + 42_000_000),
-            SlotClaim("nightly-backup", T - 86_400_000_000, T, 4, "missed", "found 86400s late; the scheduler was not firing"),
+            SlotClaim(
+                "nightly-backup", T - 86_400_000_000, T, 4, "missed", "found 86400s late; the scheduler was not firing"
+            ),
             SlotClaim("nightly-backup", T, 0, 4, "skipped", "paused"),
         ),
     ),
@@ -154,11 +164,16 @@ COMMANDS: dict[str, Command] = {
     "expire_leases": ExpireLeases(
         issued_at_us=T + 11,
         epoch=12,
-        expiries=(Expiry(LeaseRef("hello", T, 44), "lease_expired", 999_999), Expiry(LeaseRef("hello", T + 1, 47), "timed_out")),
+        expiries=(
+            Expiry(LeaseRef("hello", T, 44), "lease_expired", 999_999),
+            Expiry(LeaseRef("hello", T + 1, 47), "timed_out"),
+        ),
     ),
     "negative_and_large_ints": ClaimLeadership(issued_at_us=-1, node_id="n", term=2**63 - 1),
     "advance_time": AdvanceTime(issued_at_us=T + 14, epoch=12, monotonic_us=987_654_321),
-    "kill_class": KillClass(T + 15, "reports", "db migration", "carol", "req-5", until_us=T + 3_600_000_000, cancel_running=True),
+    "kill_class": KillClass(
+        T + 15, "reports", "db migration", "carol", "req-5", until_us=T + 3_600_000_000, cancel_running=True
+    ),
     "revive_class": ReviveClass(T + 16, "reports", "carol", "req-6"),
     "mark_alerts_delivered": MarkAlertsDelivered(T + 17, 12, ("failed:hello@1", "missed:hello@2"), monotonic_us=5),
     "trigger_run": TriggerRun(issued_at_us=T + 12, job_id="hello", author="alice", request_id="req-3"),
@@ -221,8 +236,24 @@ def golden_state(cluster_version: int = 1) -> State:
         started_us=T + 2_000,
         finished_us=T + 9_000,
         attempts=(
-            Attempt(number=1, worker_id="worker-0", fencing_token=41, started_us=T + 1_500, finished_us=T + 1_700, outcome="failure", error="exit 3", exit_code=3),
-            Attempt(number=2, worker_id="worker-1", fencing_token=44, started_us=T + 2_000, finished_us=T + 9_000, outcome="success"),
+            Attempt(
+                number=1,
+                worker_id="worker-0",
+                fencing_token=41,
+                started_us=T + 1_500,
+                finished_us=T + 1_700,
+                outcome="failure",
+                error="exit 3",
+                exit_code=3,
+            ),
+            Attempt(
+                number=2,
+                worker_id="worker-1",
+                fencing_token=44,
+                started_us=T + 2_000,
+                finished_us=T + 9_000,
+                outcome="success",
+            ),
         ),
     )
     retrying = Run(
@@ -238,7 +269,18 @@ def golden_state(cluster_version: int = 1) -> State:
         fencing_token=46,
         error="exit 1",
         exit_code=1,
-        attempts=(Attempt(number=1, worker_id="worker-1", fencing_token=46, started_us=T + 300_001_000, finished_us=T + 300_002_000, outcome="failure", error="exit 1", exit_code=1),),
+        attempts=(
+            Attempt(
+                number=1,
+                worker_id="worker-1",
+                fencing_token=46,
+                started_us=T + 300_001_000,
+                finished_us=T + 300_002_000,
+                outcome="failure",
+                error="exit 1",
+                exit_code=1,
+            ),
+        ),
         not_before_us=T + 310_000_000,
         lease_ttl_us=30_000_000,
         output_tail="Traceback ...",
@@ -260,7 +302,16 @@ def golden_state(cluster_version: int = 1) -> State:
         lease_expires_us=T + 630_001_000,
         deadline_us=T + 4_200_001_000,
     )
-    skipped = Run(job_id="nightly-backup", scheduled_us=T, status="skipped", reason="paused", claimed_us=T + 6, claim_index=41, spec_version=4, effective_us=T)
+    skipped = Run(
+        job_id="nightly-backup",
+        scheduled_us=T,
+        status="skipped",
+        reason="paused",
+        claimed_us=T + 6,
+        claim_index=41,
+        spec_version=4,
+        effective_us=T,
+    )
     return State(
         applied_index=48,
         now_us=T + 600_001_000,

@@ -39,7 +39,9 @@ def test_index_must_increase(second_index: int) -> None:
     core.lead(term=1)
     core.apply(ClaimLeadership(issued_at_us=core.clock.tick(), node_id="n1", term=1), index=5)
     before = state_digest(core.state)
-    result = core.apply(ClaimLeadership(issued_at_us=core.clock.tick(100 * SECOND_US), node_id="n2", term=9), index=second_index)
+    result = core.apply(
+        ClaimLeadership(issued_at_us=core.clock.tick(100 * SECOND_US), node_id="n2", term=9), index=second_index
+    )
     assert result.rejection is not None and result.rejection.code == "index_not_increasing"
     assert result.index == second_index
     # Nothing moved: not the epoch, not the log position, not the time.
@@ -78,7 +80,9 @@ def _stale_epoch_tick(core: Core, issued: int) -> Command:
 
 
 def _future_epoch_claim(core: Core, issued: int) -> Command:
-    return ClaimRuns(issued_at_us=issued, epoch=core.state.epoch + 1, claims=(claim("a", slot(1), slot(2)),), monotonic_us=issued)
+    return ClaimRuns(
+        issued_at_us=issued, epoch=core.state.epoch + 1, claims=(claim("a", slot(1), slot(2)),), monotonic_us=issued
+    )
 
 
 def _epoch_zero_grant(core: Core, issued: int) -> Command:

@@ -856,7 +856,20 @@ def test_removing_a_job_cancels_its_live_runs_fences_their_leases_and_keeps_hist
 
 JOBS = ("a", "b", "c", "d")
 OVERLAPS = {"a": "allow", "b": "forbid", "c": "queue", "d": "replace"}
-KINDS = ("claim", "claim", "grant", "grant", "extend", "complete", "complete", "expire", "expire", "lead", "jobs", "tick")
+KINDS = (
+    "claim",
+    "claim",
+    "grant",
+    "grant",
+    "extend",
+    "complete",
+    "complete",
+    "expire",
+    "expire",
+    "lead",
+    "jobs",
+    "tick",
+)
 # How far a worker's or a follower's clock is off the leader's; a step of the leader's wall clock alone.
 SKEWS = (0, 0, -20 * SECOND_US, 20 * SECOND_US, HOUR)
 JUMPS = (0, 0, 0, 0, 0, 300 * SECOND_US, -300 * SECOND_US)
@@ -957,7 +970,9 @@ class ExecutionGenerator:
             if latest_us > issued and self.draw(st.booleans()):
                 self._pass(latest_us - issued)  # the leader waits until its plan is due
                 issued = self.clock_us
-            return ClaimRuns(issued_at_us=issued, epoch=self._epoch(state), claims=tuple(claims), monotonic_us=self.mono_us)
+            return ClaimRuns(
+                issued_at_us=issued, epoch=self._epoch(state), claims=tuple(claims), monotonic_us=self.mono_us
+            )
         if kind == "grant":
             refs = []
             for _ in range(self.draw(st.integers(1, 3))):
@@ -998,7 +1013,9 @@ class ExecutionGenerator:
                     self._pass(max(0, due - self.draw(st.integers(0, 1)) - self.clock_us))
                     issued = self.clock_us
                 items.append(Expiry(lease, reason, self.draw(st.integers(0, 999_999))))
-            return ExpireLeases(issued_at_us=issued, epoch=self._epoch(state), expiries=tuple(items), monotonic_us=self.mono_us)
+            return ExpireLeases(
+                issued_at_us=issued, epoch=self._epoch(state), expiries=tuple(items), monotonic_us=self.mono_us
+            )
         raise AssertionError(kind)
 
     def _jobs(self, state: State, issued: int) -> ApplyJobs:

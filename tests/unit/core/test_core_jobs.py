@@ -48,9 +48,7 @@ def add(core: Core, job_id: str = "a", **fields) -> Result:
 def test_add_creates_version_one_with_cursor_at_issue_time(core: Core) -> None:
     issued = core.clock.tick()
     core.advance(issued)  # the leader's clock has reached the proposer's: they agree
-    result = core.apply_jobs(
-        (upsert(spec("a"), next_due_us=issued + TEN_S),), issued_at_us=issued, author="alice"
-    )
+    result = core.apply_jobs((upsert(spec("a"), next_due_us=issued + TEN_S),), issued_at_us=issued, author="alice")
     assert result.accepted and result.events == (JobAdded("a", 1),)
     job = core.state.jobs["a"]
     assert job.version == 1 and job.author == "alice"
@@ -95,9 +93,7 @@ def _first_slot_after(instant_us: int, period_us: int = TEN_S) -> int:
 
 
 @pytest.mark.parametrize("skew_s", [-600, -61, 61, 600])
-def test_a_new_jobs_slots_are_owed_from_replicated_time_whatever_the_proposers_clock(
-    core: Core, skew_s: int
-) -> None:
+def test_a_new_jobs_slots_are_owed_from_replicated_time_whatever_the_proposers_clock(core: Core, skew_s: int) -> None:
     now = core.state.now_us
     issued = now + skew_s * SECOND_US
     # The proposer plans the first slot after its own clock, as the API servicer once did.
@@ -172,7 +168,9 @@ def test_a_plan_from_a_view_ahead_of_replicated_time_cannot_skip_slots(core: Cor
     now = core.state.now_us
     issued = now + ahead_s * SECOND_US
     assert _first_slot_after(now, period) < _first_slot_after(issued, period)  # a slot lies between
-    result = core.apply_jobs((upsert(planned, expected_version, _first_slot_after(issued, period)),), issued_at_us=issued)
+    result = core.apply_jobs(
+        (upsert(planned, expected_version, _first_slot_after(issued, period)),), issued_at_us=issued
+    )
     if result.accepted:
         # Owed: every slot strictly after the cursor; the next due is the first of them.
         job = core.state.jobs["a"]
@@ -297,7 +295,10 @@ def test_any_bad_item_rejects_the_whole_command(core: Core, case: str, code: str
 def test_repeated_request_id_returns_the_first_result_and_changes_nothing(core: Core) -> None:
     due = core.clock.now_us + TEN_S
     command = ApplyJobs(
-        issued_at_us=core.state.now_us, author="alice", request_id="req-1", upserts=(upsert(spec("a"), next_due_us=due),)
+        issued_at_us=core.state.now_us,
+        author="alice",
+        request_id="req-1",
+        upserts=(upsert(spec("a"), next_due_us=due),),
     )
     first = core.apply(command)
     assert first.events == (JobAdded("a", 1),)

@@ -191,7 +191,9 @@ class Generator:
         )
 
     def lease_refs(self, state: State) -> list[LeaseRef]:
-        current = [LeaseRef(run.job_id, run.scheduled_us, run.fencing_token) for run in self.runs_with(state, ("leased",))]
+        current = [
+            LeaseRef(run.job_id, run.scheduled_us, run.fencing_token) for run in self.runs_with(state, ("leased",))
+        ]
         others = [
             LeaseRef(run.job_id, run.scheduled_us, run.fencing_token - self.draw(st.sampled_from((0, 1))))
             for run in self.runs_with(state, ("queued", "succeeded", "failed", "cancelled", "timed_out"))[:4]
@@ -219,7 +221,9 @@ class Generator:
             Expiry(ref, self.draw(st.sampled_from(EXPIRY_REASONS)), self.draw(st.sampled_from((0, 999_999))))
             for ref in self.lease_refs(state)
         ]
-        return ExpireLeases(issued_at_us=issued, epoch=self.epoch(state), expiries=tuple(expiries), monotonic_us=self.mono_us)
+        return ExpireLeases(
+            issued_at_us=issued, epoch=self.epoch(state), expiries=tuple(expiries), monotonic_us=self.mono_us
+        )
 
     def apply_jobs(self, state: State, issued: int) -> ApplyJobs:
         upserts = []
@@ -301,7 +305,10 @@ def test_replicas_applying_the_same_log_agree(data: st.DataObject) -> None:
         assert apply(follower, decode_command(entry), index) == expected
     assert state_digest(follower) == state_digest(leader_view)
     assert follower.run_count == sum(len(runs) for runs in follower.runs.values())
-    live = {job_id: [r.scheduled_us for r in runs if r.status in ("queued", "leased")] for job_id, runs in follower.runs.items()}
+    live = {
+        job_id: [r.scheduled_us for r in runs if r.status in ("queued", "leased")]
+        for job_id, runs in follower.runs.items()
+    }
     assert follower.live_runs == {job_id: keys for job_id, keys in live.items() if keys}
 
 
@@ -530,7 +537,14 @@ def test_apply_never_raises_for_extreme_retry_policies(multiplier: float) -> Non
     # The leader's monotonic clock reads the same as its wall clock: no reading is clamped.
     run(ClaimLeadership(issued_at_us=T0_US, node_id="n1", term=1, monotonic_us=T0_US))
     policy = RetryPolicy(max_attempts=5, backoff_multiplier=multiplier)
-    run(ApplyJobs(issued_at_us=T0_US, author="a", request_id="", upserts=(JobUpsert(spec("a", retry=policy), 0, T0_US + TEN_S),)))
+    run(
+        ApplyJobs(
+            issued_at_us=T0_US,
+            author="a",
+            request_id="",
+            upserts=(JobUpsert(spec("a", retry=policy), 0, T0_US + TEN_S),),
+        )
+    )
     claimed = run(
         ClaimRuns(
             issued_at_us=T0_US + TEN_S,
@@ -558,6 +572,8 @@ def test_apply_never_raises_for_extreme_retry_policies(multiplier: float) -> Non
         )
         assert granted.events[0].__class__.__name__ == "LeaseGranted", (attempt, granted)
         token = granted.events[0].fencing_token
-        failed = CompleteRuns(issued_at_us=at + 1, completions=(Completion(LeaseRef("a", T0_US + TEN_S, token), "w", "failure"),))
+        failed = CompleteRuns(
+            issued_at_us=at + 1, completions=(Completion(LeaseRef("a", T0_US + TEN_S, token), "w", "failure"),)
+        )
         result = run(failed)  # must return, never raise
         assert result.accepted, attempt

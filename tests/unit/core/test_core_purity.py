@@ -101,7 +101,9 @@ def test_core_modules_exist() -> None:
 def test_core_module_is_pure(path: Path) -> None:
     relative = path.relative_to(CORE_DIR).with_suffix("")
     package = ".".join([CORE_PACKAGE, *relative.parts[:-1]])
-    violations = purity_violations(path.read_text(), package=package, filename=str(path.relative_to(CORE_DIR.parents[1])))
+    violations = purity_violations(
+        path.read_text(), package=package, filename=str(path.relative_to(CORE_DIR.parents[1]))
+    )
     assert violations == []
 
 

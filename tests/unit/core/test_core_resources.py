@@ -41,12 +41,16 @@ def test_a_rejection_names_the_first_failing_job_in_state_order():
     core = core_with_jobs(1)
     both = (upsert(spec("new", uses=("nope",))), upsert(spec("j0", uses=("nope",)), expected_version=1))
     result = core.apply(ApplyJobs(core.state.now_us, "alice", "", both))
-    assert result.rejection.code == "invalid" and "job 'j0' uses undeclared resources ['nope']" in result.rejection.message
+    assert (
+        result.rejection.code == "invalid" and "job 'j0' uses undeclared resources ['nope']" in result.rejection.message
+    )
 
 
 def test_jobs_without_resources_apply_beside_jobs_that_use_them():
     core = core_with_jobs(2)
-    result = core.apply(ApplyJobs(core.state.now_us, "alice", "", (upsert(spec("plain")), upsert(spec("db2", uses=("db",))))))
+    result = core.apply(
+        ApplyJobs(core.state.now_us, "alice", "", (upsert(spec("plain")), upsert(spec("db2", uses=("db",)))))
+    )
     assert result.accepted and {"j0", "j1", "plain", "db2"} <= set(core.state.jobs)
 
 
@@ -84,7 +88,9 @@ def test_start_rate_budget_counts_starts_within_one_second():
     assert [type(e).__name__ for e in result.events] == ["LeaseGranted", "LeaseGranted", "LeaseNotGranted"]
     assert result.events[2].reason == "resource_rate:api"
     # The window is the last second, (now - 1 s, now]: those starts leave it exactly 1 s later.
-    assert isinstance(core.grant(run_ref("j2", instants[2]), issued_at_us=at + SECOND_US - 1).events[0], ev.LeaseNotGranted)
+    assert isinstance(
+        core.grant(run_ref("j2", instants[2]), issued_at_us=at + SECOND_US - 1).events[0], ev.LeaseNotGranted
+    )
     assert isinstance(core.grant(run_ref("j2", instants[2]), issued_at_us=at + SECOND_US).events[0], ev.LeaseGranted)
 
 
@@ -98,8 +104,12 @@ def test_an_expired_lease_returns_its_budget():
 
 
 def test_priority_is_a_head_start_and_waiting_ages_a_low_priority_run():
-    urgent_later = _Entry(ready_us=T0_US + 10 * SECOND_US, priority=1, arrival=2, target="t", job_id="u", scheduled_us=0)
+    urgent_later = _Entry(
+        ready_us=T0_US + 10 * SECOND_US, priority=1, arrival=2, target="t", job_id="u", scheduled_us=0
+    )
     plain_earlier = _Entry(ready_us=T0_US, priority=0, arrival=1, target="t", job_id="p", scheduled_us=0)
     assert urgent_later.rank_us < plain_earlier.rank_us  # 10 s later, but one priority point ahead
-    plain_much_earlier = _Entry(ready_us=T0_US - PRIORITY_STEP_US - 1, priority=0, arrival=0, target="t", job_id="o", scheduled_us=0)
+    plain_much_earlier = _Entry(
+        ready_us=T0_US - PRIORITY_STEP_US - 1, priority=0, arrival=0, target="t", job_id="o", scheduled_us=0
+    )
     assert plain_much_earlier.rank_us < urgent_later.rank_us  # waited long enough: it is not starved

@@ -123,8 +123,11 @@ def test_a_pruned_key_cannot_be_claimed_backfilled_or_reused_by_a_manual_run() -
     assert horizon >= slot(1) and core.state.get_run("a", slot(1)) is None
     result = core.claim_runs(claim("a", slot(1), slot(2)), issued_at_us=core.state.now_us)
     assert result.events == (SlotAlreadyAccounted("a", slot(1), core.state.jobs["a"].cursor_us),)
-    backfill = core.apply(BackfillRuns(issued_at_us=core.state.now_us, job_id="a", slots=(slot(1),), author="ops",
-                                       request_id="", interval_us=0))
+    backfill = core.apply(
+        BackfillRuns(
+            issued_at_us=core.state.now_us, job_id="a", slots=(slot(1),), author="ops", request_id="", interval_us=0
+        )
+    )
     assert backfill.events == (ClaimOutOfPlan("a", slot(1), "history_pruned"),)
 
 
@@ -200,7 +203,10 @@ def test_plan_pruning_keeps_live_runs_the_newest_of_each_class_and_nothing_too_o
     kept, pruned = plan_pruning(policy, runs, now_us)
     assert sorted(kept + pruned, key=lambda r: r.scheduled_us) == runs
     assert all(run.status in FINAL_STATUSES for run in pruned)
-    for failed, keep, age in ((False, keep_runs, policy.max_age_us), (True, keep_failed_runs, policy.failed_max_age_us)):
+    for failed, keep, age in (
+        (False, keep_runs, policy.max_age_us),
+        (True, keep_failed_runs, policy.failed_max_age_us),
+    ):
         cls = [r for r in runs if r.status in FINAL_STATUSES and (r.status in FAILURE_STATUSES) == failed]
         kept_cls = [r for r in kept if r.status in FINAL_STATUSES and (r.status in FAILURE_STATUSES) == failed]
         assert len(kept_cls) <= keep

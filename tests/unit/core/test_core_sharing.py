@@ -20,10 +20,23 @@ GOLDEN_V1 = Path(__file__).parent / "golden" / "snapshot_v1.txt"
 def _core_with_jobs(n: int) -> Core:
     core = Core()
     core.lead()
-    specs = [spec(f"job-{i}", target="reports.build", owner="finance", timezone="Europe/Paris", retry=RetryPolicy(max_attempts=5),
-                  history=HistoryPolicy(keep_runs=10)) for i in range(n)]
-    command = ApplyJobs(issued_at_us=core.state.now_us, author="alice", request_id="",
-                        upserts=tuple(upsert(s, next_due_us=T0_US + TEN_S) for s in specs))
+    specs = [
+        spec(
+            f"job-{i}",
+            target="reports.build",
+            owner="finance",
+            timezone="Europe/Paris",
+            retry=RetryPolicy(max_attempts=5),
+            history=HistoryPolicy(keep_runs=10),
+        )
+        for i in range(n)
+    ]
+    command = ApplyJobs(
+        issued_at_us=core.state.now_us,
+        author="alice",
+        request_id="",
+        upserts=tuple(upsert(s, next_due_us=T0_US + TEN_S) for s in specs),
+    )
     # As a follower gets it: decoded from the log entry, every value a fresh object.
     assert core.apply(decode_command(encode_command(command))).accepted
     return core
@@ -41,8 +54,12 @@ def test_jobs_applied_from_the_log_share_their_policies_and_repeated_strings() -
 def test_runs_hold_their_jobs_id_and_the_status_constant() -> None:
     core = _core_with_jobs(1)
     core.clock.set(T0_US + TEN_S)
-    entry = ClaimRuns(issued_at_us=T0_US + TEN_S, epoch=core.state.epoch, monotonic_us=T0_US + TEN_S,
-                      claims=(claim("job-0", T0_US + TEN_S, T0_US + 2 * TEN_S),))
+    entry = ClaimRuns(
+        issued_at_us=T0_US + TEN_S,
+        epoch=core.state.epoch,
+        monotonic_us=T0_US + TEN_S,
+        claims=(claim("job-0", T0_US + TEN_S, T0_US + 2 * TEN_S),),
+    )
     assert core.apply(decode_command(encode_command(entry))).accepted  # fresh strings, as a follower decodes them
     run = core.state.runs["job-0"][0]
     assert run.job_id is core.state.jobs["job-0"].id
@@ -64,10 +81,20 @@ def test_a_decoded_snapshot_is_shared_too_and_its_digest_unchanged() -> None:
 
 def test_jobs_whose_specs_differ_only_by_id_share_one_body() -> None:
     core = _core_with_jobs(3)
-    other = spec("job-other", owner="finance", timezone="Europe/Paris", target="reports.other",
-                 retry=RetryPolicy(max_attempts=5), history=HistoryPolicy(keep_runs=10))
-    command = ApplyJobs(issued_at_us=core.state.now_us, author="alice", request_id="",
-                        upserts=(upsert(other, next_due_us=T0_US + TEN_S),))
+    other = spec(
+        "job-other",
+        owner="finance",
+        timezone="Europe/Paris",
+        target="reports.other",
+        retry=RetryPolicy(max_attempts=5),
+        history=HistoryPolicy(keep_runs=10),
+    )
+    command = ApplyJobs(
+        issued_at_us=core.state.now_us,
+        author="alice",
+        request_id="",
+        upserts=(upsert(other, next_due_us=T0_US + TEN_S),),
+    )
     assert core.apply(decode_command(encode_command(command))).accepted
     jobs = core.state.jobs
     assert jobs["job-0"].body is jobs["job-1"].body is jobs["job-2"].body
@@ -84,8 +111,12 @@ def test_changing_one_jobs_spec_leaves_the_jobs_that_shared_its_body_alone() -> 
     core = _core_with_jobs(2)
     before = core.state.jobs["job-1"].spec
     changed = msgspec.structs.replace(core.state.jobs["job-0"].spec, target="reports.moved")
-    command = ApplyJobs(issued_at_us=core.state.now_us, author="alice", request_id="",
-                        upserts=(upsert(changed, expected_version=1, next_due_us=T0_US + TEN_S),))
+    command = ApplyJobs(
+        issued_at_us=core.state.now_us,
+        author="alice",
+        request_id="",
+        upserts=(upsert(changed, expected_version=1, next_due_us=T0_US + TEN_S),),
+    )
     assert core.apply(command).accepted
     assert core.state.jobs["job-0"].spec == changed
     assert core.state.jobs["job-1"].spec == before
@@ -106,8 +137,12 @@ def test_jobs_due_at_one_instant_hold_one_int_after_applying_and_after_a_restore
     assert jobs[0].next_due_us is jobs[1].next_due_us is jobs[2].next_due_us
     slot_us, next_us = T0_US + TEN_S, T0_US + 2 * TEN_S
     core.clock.set(slot_us)
-    entry = ClaimRuns(issued_at_us=slot_us, epoch=core.state.epoch, monotonic_us=slot_us,
-                      claims=tuple(claim(f"job-{i}", slot_us, next_us) for i in range(3)))
+    entry = ClaimRuns(
+        issued_at_us=slot_us,
+        epoch=core.state.epoch,
+        monotonic_us=slot_us,
+        claims=tuple(claim(f"job-{i}", slot_us, next_us) for i in range(3)),
+    )
     assert core.apply(decode_command(encode_command(entry))).accepted
     jobs = list(core.state.jobs.values())
     assert jobs[0].next_due_us == next_us and jobs[0].next_due_us is jobs[1].next_due_us is jobs[2].next_due_us
@@ -133,8 +168,12 @@ def test_the_jobs_of_one_apply_share_their_change_and_the_jobs_fired_together_th
     assert jobs[0].author == "alice" and jobs[0].updated_us == core.state.now_us
     slot_us = T0_US + TEN_S
     core.clock.set(slot_us)
-    entry = ClaimRuns(issued_at_us=slot_us, epoch=core.state.epoch, monotonic_us=slot_us,
-                      claims=tuple(claim(f"job-{i}", slot_us, slot_us + TEN_S) for i in range(3)))
+    entry = ClaimRuns(
+        issued_at_us=slot_us,
+        epoch=core.state.epoch,
+        monotonic_us=slot_us,
+        claims=tuple(claim(f"job-{i}", slot_us, slot_us + TEN_S) for i in range(3)),
+    )
     assert core.apply(decode_command(encode_command(entry))).accepted
     jobs = list(core.state.jobs.values())
     assert jobs[0].last is jobs[1].last is jobs[2].last
@@ -145,7 +184,10 @@ def test_the_jobs_of_one_apply_share_their_change_and_the_jobs_fired_together_th
 
 @pytest.mark.parametrize(
     ("limit", "field", "shared"),
-    [("MAX_SHARED_RECENT", "target", lambda job: job.body), ("MAX_SHARED_PER_FIELD", "owner", lambda job: job.body.owner)],
+    [
+        ("MAX_SHARED_RECENT", "target", lambda job: job.body),
+        ("MAX_SHARED_PER_FIELD", "owner", lambda job: job.body.owner),
+    ],
     ids=["bodies", "field values"],
 )
 def test_values_first_seen_after_a_table_filled_are_still_shared(monkeypatch, limit, field, shared) -> None:
@@ -155,8 +197,12 @@ def test_values_first_seen_after_a_table_filled_are_still_shared(monkeypatch, li
     core.lead()
     specs = [spec(f"old-{i}", **{field: f"old-{field}-{i}"}) for i in range(3)]
     specs += [spec(f"new-{i}", **{field: f"{field}-first-seen-after-the-table-filled"}) for i in range(2)]
-    command = ApplyJobs(issued_at_us=core.state.now_us, author="alice", request_id="",
-                        upserts=tuple(upsert(s, next_due_us=T0_US + TEN_S) for s in specs))
+    command = ApplyJobs(
+        issued_at_us=core.state.now_us,
+        author="alice",
+        request_id="",
+        upserts=tuple(upsert(s, next_due_us=T0_US + TEN_S) for s in specs),
+    )
     assert core.apply(decode_command(encode_command(command))).accepted
     assert shared(core.state.jobs["new-0"]) is shared(core.state.jobs["new-1"])
     assert core.state.jobs["old-2"].spec == specs[2]

@@ -29,18 +29,37 @@ def replica_with_a_finished_run() -> State:
     state = State()
     commands = [
         ClaimLeadership(issued_at_us=T0_US, node_id="n1", term=1, monotonic_us=T0_US),
-        ApplyJobs(issued_at_us=T0_US, author="t", request_id="req-1", upserts=(
-            JobUpsert(JobSpec(id="a", schedule="* * * * * *", target_kind="handler", target="t.a"), 0, T0_US + SECOND_US),
-        )),
-        ClaimRuns(issued_at_us=T0_US + SECOND_US, epoch=1, claims=(SlotClaim("a", T0_US + SECOND_US, T0_US + 2 * SECOND_US, 1),),
-                  monotonic_us=T0_US + SECOND_US),
-        GrantLeases(issued_at_us=T0_US + SECOND_US + 1, epoch=1, grants=(RunRef("a", T0_US + SECOND_US),), worker_id="w1",
-                    lease_ttl_us=10 * SECOND_US, monotonic_us=T0_US + SECOND_US + 1),
+        ApplyJobs(
+            issued_at_us=T0_US,
+            author="t",
+            request_id="req-1",
+            upserts=(
+                JobUpsert(
+                    JobSpec(id="a", schedule="* * * * * *", target_kind="handler", target="t.a"), 0, T0_US + SECOND_US
+                ),
+            ),
+        ),
+        ClaimRuns(
+            issued_at_us=T0_US + SECOND_US,
+            epoch=1,
+            claims=(SlotClaim("a", T0_US + SECOND_US, T0_US + 2 * SECOND_US, 1),),
+            monotonic_us=T0_US + SECOND_US,
+        ),
+        GrantLeases(
+            issued_at_us=T0_US + SECOND_US + 1,
+            epoch=1,
+            grants=(RunRef("a", T0_US + SECOND_US),),
+            worker_id="w1",
+            lease_ttl_us=10 * SECOND_US,
+            monotonic_us=T0_US + SECOND_US + 1,
+        ),
     ]
     for index, command in enumerate(commands, start=1):  # decoded, as a follower gets them
         assert apply(state, decode_command(encode_command(command)), index).accepted
-    done = CompleteRuns(issued_at_us=T0_US + SECOND_US + 2,
-                        completions=(Completion(LeaseRef("a", T0_US + SECOND_US, 4), worker_id="w1", outcome="success"),))
+    done = CompleteRuns(
+        issued_at_us=T0_US + SECOND_US + 2,
+        completions=(Completion(LeaseRef("a", T0_US + SECOND_US, 4), worker_id="w1", outcome="success"),),
+    )
     assert apply(state, decode_command(encode_command(done)), 5).accepted
     return state
 
@@ -50,8 +69,18 @@ def records(state: State) -> list[object]:
     run = state.get_run("a", T0_US + SECOND_US)
     assert run is not None and run.status == SUCCEEDED and len(run.attempts) == 1
     remembered = state.request_results["req-1"]
-    return [job, job.spec, job.spec.retry, job.spec.misfire, job.spec.history, run, run.attempts[0],
-            remembered, *remembered.events, *state.history.values()]
+    return [
+        job,
+        job.spec,
+        job.spec.retry,
+        job.spec.misfire,
+        job.spec.history,
+        run,
+        run.attempts[0],
+        remembered,
+        *remembered.events,
+        *state.history.values(),
+    ]
 
 
 def test_jobs_runs_attempts_and_remembered_results_are_not_tracked() -> None:
@@ -86,13 +115,29 @@ def test_runs_of_one_grant_share_equal_instants() -> None:
     spec = JobSpec(id="a", schedule="* * * * * *", target_kind="handler", target="t.a")
     commands = [
         ClaimLeadership(issued_at_us=T0_US, node_id="n1", term=1, monotonic_us=T0_US),
-        ApplyJobs(issued_at_us=T0_US, author="t", request_id="", upserts=(
-            JobUpsert(spec, 0, slot_us), JobUpsert(msgspec_replace(spec, id="b"), 0, slot_us))),
-        ClaimRuns(issued_at_us=slot_us, epoch=1, monotonic_us=slot_us, claims=(
-            SlotClaim("a", slot_us, slot_us + SECOND_US, 1, effective_us=slot_us),
-            SlotClaim("b", slot_us, slot_us + SECOND_US, 1, effective_us=spread_us))),
-        GrantLeases(issued_at_us=slot_us + 10, epoch=1, worker_id="w1", lease_ttl_us=10 * SECOND_US,
-                    monotonic_us=slot_us + 10, grants=(RunRef("a", slot_us), RunRef("b", slot_us))),
+        ApplyJobs(
+            issued_at_us=T0_US,
+            author="t",
+            request_id="",
+            upserts=(JobUpsert(spec, 0, slot_us), JobUpsert(msgspec_replace(spec, id="b"), 0, slot_us)),
+        ),
+        ClaimRuns(
+            issued_at_us=slot_us,
+            epoch=1,
+            monotonic_us=slot_us,
+            claims=(
+                SlotClaim("a", slot_us, slot_us + SECOND_US, 1, effective_us=slot_us),
+                SlotClaim("b", slot_us, slot_us + SECOND_US, 1, effective_us=spread_us),
+            ),
+        ),
+        GrantLeases(
+            issued_at_us=slot_us + 10,
+            epoch=1,
+            worker_id="w1",
+            lease_ttl_us=10 * SECOND_US,
+            monotonic_us=slot_us + 10,
+            grants=(RunRef("a", slot_us), RunRef("b", slot_us)),
+        ),
     ]
     for index, command in enumerate(commands, start=1):
         assert apply(state, decode_command(encode_command(command)), index).accepted

@@ -55,17 +55,45 @@ VALUES = {
     ExpiryReason: ("lease_expired", "timed_out"),
     FenceReason: ("not_found", "stale_token", "cancelled", "not_leased", "bad_outcome"),
     LeaseOutcome: ("ok", "fenced", "not_found", "run_cancelled"),
-    LeaseRefusal: ("not_queued", "backing_off", "job_deleted", "class_killed", "overlap_queue", "resource_busy",
-                   "resource_rate"),
-    OutOfPlan: ("unknown_job", "stale_spec", "bad_status", "not_next_slot", "not_due_yet", "next_due_not_after_slot",
-                "not_yet_due", "history_pruned"),
+    LeaseRefusal: (
+        "not_queued",
+        "backing_off",
+        "job_deleted",
+        "class_killed",
+        "overlap_queue",
+        "resource_busy",
+        "resource_rate",
+    ),
+    OutOfPlan: (
+        "unknown_job",
+        "stale_spec",
+        "bad_status",
+        "not_next_slot",
+        "not_due_yet",
+        "next_due_not_after_slot",
+        "not_yet_due",
+        "history_pruned",
+    ),
     SkipReason: ("paused", "killed", "overlap forbid"),
     AlertKind: ("missed", "skipped", "failed", "timed_out", "late", "fenced", "killed"),
     KillAction: ("kill", "revive"),
-    RejectionCode: ("invalid", "not_found", "version_conflict", "stale_plan", "stale_epoch", "stale_term",
-                    "overlap_forbid", "class_killed", "member_exists", "stale_cluster_version",
-                    "unsupported_cluster_version", "index_not_increasing", "unknown_command", "internal_error",
-                    "bad_command"),
+    RejectionCode: (
+        "invalid",
+        "not_found",
+        "version_conflict",
+        "stale_plan",
+        "stale_epoch",
+        "stale_term",
+        "overlap_forbid",
+        "class_killed",
+        "member_exists",
+        "stale_cluster_version",
+        "unsupported_cluster_version",
+        "index_not_increasing",
+        "unknown_command",
+        "internal_error",
+        "bad_command",
+    ),
 }
 
 # Each vocabulary with a proto enum: (enum, its descriptor, to proto, from proto).
@@ -81,7 +109,8 @@ _PROTO_IDS = [kind.__name__ for kind, *_ in PROTO_COUNTERPARTS]
 
 def _vocabularies() -> list[type[Word]]:
     return [
-        value for _, value in inspect.getmembers(vocabulary, inspect.isclass)
+        value
+        for _, value in inspect.getmembers(vocabulary, inspect.isclass)
         if issubclass(value, Word) and value is not Word
     ]
 
@@ -138,10 +167,10 @@ def rejection_codes_in_source(root: Path) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for path in sorted(root.rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
-        builders = {id(node) for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "rejected"}
-        inside_builder = {
-            id(call) for node in ast.walk(tree) if id(node) in builders for call in ast.walk(node)
+        builders = {
+            id(node) for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "rejected"
         }
+        inside_builder = {id(call) for node in ast.walk(tree) if id(node) in builders for call in ast.walk(node)}
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or id(node) in inside_builder:
                 continue
@@ -151,8 +180,12 @@ def rejection_codes_in_source(root: Path) -> dict[str, list[str]]:
             where = f"{path.relative_to(root.parent)}:{node.lineno}"
             if isinstance(code, ast.Constant) and isinstance(code.value, str):
                 found.setdefault(code.value, []).append(where)
-            elif (isinstance(code, ast.Attribute) and isinstance(code.value, ast.Name)
-                  and code.value.id == "RejectionCode" and code.attr in RejectionCode.__members__):
+            elif (
+                isinstance(code, ast.Attribute)
+                and isinstance(code.value, ast.Name)
+                and code.value.id == "RejectionCode"
+                and code.attr in RejectionCode.__members__
+            ):
                 found.setdefault(RejectionCode[code.attr].value, []).append(where)
             else:
                 found.setdefault(f"?{where}", []).append(where)

@@ -36,7 +36,9 @@ MINUTE_US = 60 * SECOND_US
 
 
 def spec(job_id: str = "report", **fields) -> JobSpec:
-    defaults = dict(schedule="* * * * *", target_kind="handler", target="reports.build", owner="finance", jitter="pinned")
+    defaults = dict(
+        schedule="* * * * *", target_kind="handler", target="reports.build", owner="finance", jitter="pinned"
+    )
     return JobSpec(id=job_id, **{**defaults, **fields})
 
 
@@ -56,24 +58,52 @@ def sample_state() -> State:
     """`report` runs every minute: the last six slots met six different fates; the next one is due."""
     state = State(now_us=NOW_US, epoch=3, leader_id="n2", leader_term=7, applied_index=500)
     slots = [NOW_US - (6 - i) * MINUTE_US for i in range(6)]
-    state.jobs["report"] = job(spec(), cursor_us=slots[-1], next_due_us=NOW_US, last_status="failed",
-                               last_scheduled_us=slots[-1])
+    state.jobs["report"] = job(
+        spec(), cursor_us=slots[-1], next_due_us=NOW_US, last_status="failed", last_scheduled_us=slots[-1]
+    )
     state.jobs["cleanup"] = job(spec("cleanup", job_class="batch", owner="ops"), next_due_us=NOW_US)
     state.add_run(run("report", slots[0], model.SUCCEEDED, attempts=[attempt(1, slots[0] + 200_000)], attempt=1))
     state.add_run(run("report", slots[1], model.SUCCEEDED, attempts=[attempt(1, slots[1] + 42 * SECOND_US)], attempt=1))
-    state.add_run(run("report", slots[2], model.SUCCEEDED, attempt=2,
-                      attempts=[attempt(1, slots[2], "failure", 1, "boom"), attempt(2, slots[2] + 9 * SECOND_US)]))
+    state.add_run(
+        run(
+            "report",
+            slots[2],
+            model.SUCCEEDED,
+            attempt=2,
+            attempts=[attempt(1, slots[2], "failure", 1, "boom"), attempt(2, slots[2] + 9 * SECOND_US)],
+        )
+    )
     state.add_run(run("report", slots[3], model.SKIPPED, reason="killed: bad data (by bob)"))
     state.add_run(run("report", slots[4], model.MISSED, reason="the scheduler was not firing between A and B"))
-    state.add_run(run("report", slots[5], model.FAILED, attempt=1, exit_code=3, error="exit status 3",
-                      fencing_token=101, worker_id="w1", output_tail="<script>alert(1)</script>\nlast line",
-                      attempts=[attempt(1, slots[5], "failure", 3, "exit status 3")]))
+    state.add_run(
+        run(
+            "report",
+            slots[5],
+            model.FAILED,
+            attempt=1,
+            exit_code=3,
+            error="exit status 3",
+            fencing_token=101,
+            worker_id="w1",
+            output_tail="<script>alert(1)</script>\nlast line",
+            attempts=[attempt(1, slots[5], "failure", 3, "exit status 3")],
+        )
+    )
     state.kills["batch"] = KillSwitch("batch", "bad data", "bob", NOW_US - MINUTE_US)
     state.kill_log.append(KillRecord("kill", "batch", "bob", NOW_US - MINUTE_US, "bad data"))
     for i, kind in enumerate(("failed", "missed", "killed")):
         key = f"{kind}:report@{slots[i]}"
-        state.alerts[key] = Alert(key, kind, "report", "finance", "default", slots[i], f"{kind} <b>!</b>", NOW_US,
-                                  delivered_us=NOW_US if kind == "failed" else 0)
+        state.alerts[key] = Alert(
+            key,
+            kind,
+            "report",
+            "finance",
+            "default",
+            slots[i],
+            f"{kind} <b>!</b>",
+            NOW_US,
+            delivered_us=NOW_US if kind == "failed" else 0,
+        )
         state.alert_order.append(key)
     return state
 
@@ -112,10 +142,14 @@ class FakeRaftLog:
 
 
 def fake_config():
-    peers = tuple(SimpleNamespace(node_id=f"n{i}", raft_address=f"127.0.0.1:710{i}", grpc_address=f"127.0.0.1:720{i}")
-                  for i in (1, 2, 3))
+    peers = tuple(
+        SimpleNamespace(node_id=f"n{i}", raft_address=f"127.0.0.1:710{i}", grpc_address=f"127.0.0.1:720{i}")
+        for i in (1, 2, 3)
+    )
     return SimpleNamespace(
-        node_id="n1", peers=peers, herd_window_s=3600.0,
+        node_id="n1",
+        peers=peers,
+        herd_window_s=3600.0,
         peer_by_raft_address=lambda address: next((p for p in peers if p.raft_address == address), None),
     )
 
@@ -197,7 +231,9 @@ def test_latest_fires_narrows_from_the_start():
     fires, cut = fates.latest_fires(spec(schedule="* * * * * *"), NOW_US - 3600 * SECOND_US, NOW_US, limit=10)
     assert cut and fires == [NOW_US - (10 - i) * SECOND_US for i in range(10)]
     assert fates.latest_fires(spec(), NOW_US - 3 * MINUTE_US, NOW_US, limit=10) == (
-        [NOW_US - 3 * MINUTE_US, NOW_US - 2 * MINUTE_US, NOW_US - MINUTE_US], False)
+        [NOW_US - 3 * MINUTE_US, NOW_US - 2 * MINUTE_US, NOW_US - MINUTE_US],
+        False,
+    )
 
 
 def test_next_fires_mark_dst_and_jitter():
@@ -333,7 +369,10 @@ def test_windows():
     end_us = NOW_US + SECOND_US  # replicated now, rounded up to a whole second
     assert parse_window({}, NOW_US + 1) == (end_us - 3600 * SECOND_US, end_us + 300 * SECOND_US, "1h")
     assert parse_window({"from": ["2026-03-08T11:00:00Z"], "to": ["2026-03-08T11:30:00Z"]}, NOW_US) == (
-        NOW_US - 3600 * SECOND_US, NOW_US - 1800 * SECOND_US, "")
+        NOW_US - 3600 * SECOND_US,
+        NOW_US - 1800 * SECOND_US,
+        "",
+    )
     for bad in ({"window": ["2y"]}, {"from": ["yesterday"]}, {"from": ["2026-03-08T13:00:00Z"]}):
         with pytest.raises(BadRequest):
             parse_window(bad, NOW_US)
@@ -362,7 +401,11 @@ def test_forecast_axis_rounds_up():
 
 def test_human_durations():
     assert [fates.human_duration_us(us) for us in (850_000, 12_300_000, 245 * SECOND_US, 7380 * SECOND_US)] == [
-        "850ms", "12.3s", "4m05s", "2h03m"]
+        "850ms",
+        "12.3s",
+        "4m05s",
+        "2h03m",
+    ]
 
 
 # -- over HTTP: auth, /metrics, methods ----------------------------------------------------------
@@ -391,7 +434,9 @@ def test_http_serves_metrics_unchanged_and_pages_behind_the_auth_hook():
     base = f"http://127.0.0.1:{server.server_address[1]}"
     try:
         status, headers, body = _get(base + "/metrics")
-        assert status == 200 and "raftcron_example_total 1.0" in body and headers["Content-Type"].startswith("text/plain")
+        assert (
+            status == 200 and "raftcron_example_total 1.0" in body and headers["Content-Type"].startswith("text/plain")
+        )
         assert not seen  # scrapers are not asked for credentials
         status, headers, _ = _get(base + "/jobs")
         assert status == 401 and headers["WWW-Authenticate"].startswith("Bearer")
@@ -420,8 +465,11 @@ def test_basic_credentials_carry_the_token_as_password():
 
 def test_request_headers_are_lowercase():
     environ = {"HTTP_AUTHORIZATION": "Bearer x", "HTTP_X_FORWARDED_FOR": "1.2.3.4", "CONTENT_TYPE": "text/plain"}
-    assert request_headers(environ) == {"authorization": "Bearer x", "x-forwarded-for": "1.2.3.4",
-                                        "content-type": "text/plain"}
+    assert request_headers(environ) == {
+        "authorization": "Bearer x",
+        "x-forwarded-for": "1.2.3.4",
+        "content-type": "text/plain",
+    }
 
 
 def test_start_observability_serves_the_dashboard_beside_metrics():
@@ -433,8 +481,9 @@ def test_start_observability_serves_the_dashboard_beside_metrics():
     config = fake_config()
     config.metrics_address = f"127.0.0.1:{port}"
     raftlog = FakeRaftLog(sample_state())
-    node = SimpleNamespace(raftlog=raftlog, config=config, current_dispatcher=lambda: None,
-                           lifecycle=SimpleNamespace(current=None))
+    node = SimpleNamespace(
+        raftlog=raftlog, config=config, current_dispatcher=lambda: None, lifecycle=SimpleNamespace(current=None)
+    )
     observability = start_observability(node, authorize=lambda headers: headers.get("authorization") == "Bearer t")
     try:
         assert observability.dashboard_url == dashboard_url(config.metrics_address) == f"http://127.0.0.1:{port}/"
@@ -463,8 +512,9 @@ def test_output_tails_and_payloads_are_shown_to_their_owners_principals_only():
     from scheduler.security.principals import ADMIN, READER, SUBMITTER, Principal
 
     state = sample_state()
-    state.jobs["report"] = job(msgspec.structs.replace(spec(), payload_json='{"api_key":"pay-secret"}'),
-                               next_due_us=NOW_US)
+    state.jobs["report"] = job(
+        msgspec.structs.replace(spec(), payload_json='{"api_key":"pay-secret"}'), next_due_us=NOW_US
+    )
     board = Dashboard(FakeRaftLog(state), fake_config())
     run_path, job_path = f"/runs/report/{NOW_US - MINUTE_US}", "/jobs/report"
     finance = Principal("fin", SUBMITTER, owners=("finance",))

@@ -62,14 +62,25 @@ class LeaderLog(FakeRaftLog):
 def leader_with_queued_runs(resource: Resource, jobs: int):
     log = LeaderLog()
     cluster = Cluster(log)
-    specs = [JobSpec(id=f"j{i}", schedule="* * * * * *", target_kind="handler", target="h", jitter="pinned",
-                     uses=(resource.name,)) for i in range(jobs)]
+    specs = [
+        JobSpec(
+            id=f"j{i}",
+            schedule="* * * * * *",
+            target_kind="handler",
+            target="h",
+            jitter="pinned",
+            uses=(resource.name,),
+        )
+        for i in range(jobs)
+    ]
     cluster.jobs(*specs, resources=(resource,))
     slot = T0 + 10 * S
     cluster.at(slot + S)
     cluster.claim(*((s.id, slot, slot + S) for s in specs))
     clock = SimpleNamespace(read=lambda: (cluster.now_us, cluster.now_us - T0), now_us=lambda: cluster.now_us)
-    dispatcher = Dispatcher(SimpleNamespace(clock=clock, stopping=threading.Event(), epoch=cluster.epoch), log, 10 * S, 1.0)
+    dispatcher = Dispatcher(
+        SimpleNamespace(clock=clock, stopping=threading.Event(), epoch=cluster.epoch), log, 10 * S, 1.0
+    )
     dispatcher._queue_live_runs()
     dispatcher.ready.set()
     return SimpleNamespace(log=log, cluster=cluster, dispatcher=dispatcher, slot=slot)

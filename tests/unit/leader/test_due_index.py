@@ -46,7 +46,10 @@ class Leader:
         self.now_us = self.core.state.now_us
         state = self.core.state
         clock = LeaderClock(
-            state.clock_anchor_now_us, state.clock_anchor_mono_us, lambda: self.now_us, lambda: self.now_us,
+            state.clock_anchor_now_us,
+            state.clock_anchor_mono_us,
+            lambda: self.now_us,
+            lambda: self.now_us,
             lambda: (state.clock_anchor_now_us, state.clock_anchor_mono_us),
         )
         self.raftlog = ImmediateRaftLog(state, self.core.index)
@@ -69,8 +72,11 @@ class Leader:
 def test_the_loop_claims_due_jobs_follows_changes_and_forgets_deleted_ones():
     leader = Leader()
     t = (leader.now_us // (10 * S) + 1) * 10 * S  # the next 10-second slot
-    leader.apply(upsert(spec("a", jitter="pinned"), next_due_us=t), upsert(spec("b", jitter="pinned"), next_due_us=t),
-                 upsert(spec("gone", jitter="pinned"), next_due_us=t))
+    leader.apply(
+        upsert(spec("a", jitter="pinned"), next_due_us=t),
+        upsert(spec("b", jitter="pinned"), next_due_us=t),
+        upsert(spec("gone", jitter="pinned"), next_due_us=t),
+    )
     with leader.loop.attached():
         assert leader.pass_at(t - 1) == set()
         assert leader.pass_at(t) == {("a", t), ("b", t), ("gone", t)}

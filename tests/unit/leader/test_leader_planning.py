@@ -117,7 +117,11 @@ def test_a_slot_exactly_at_the_grace_is_on_time(policy: str) -> None:
 @pytest.mark.parametrize(
     ("policy", "status", "reason_end"),
     [
-        ("fire_late", MISSED, f"; the scheduler was not firing between {format_us(T0_US)} and {format_us(slot(1) + GRACE + 1)}"),
+        (
+            "fire_late",
+            MISSED,
+            f"; the scheduler was not firing between {format_us(T0_US)} and {format_us(slot(1) + GRACE + 1)}",
+        ),
         ("skip", SKIPPED, "; policy skip"),
         ("catch_up", QUEUED, ""),
     ],

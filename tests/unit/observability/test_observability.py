@@ -134,8 +134,10 @@ class Cluster:
         return now_us
 
     def jobs(self, *specs: JobSpec, resources=(), removals=(), request_id: str = "r1"):
-        upserts = tuple(JobUpsert(s, self.log._state.jobs[s.id].version if s.id in self.log._state.jobs else 0,
-                                  T0 + 10 * S) for s in specs)
+        upserts = tuple(
+            JobUpsert(s, self.log._state.jobs[s.id].version if s.id in self.log._state.jobs else 0, T0 + 10 * S)
+            for s in specs
+        )
         return self.log.apply(ApplyJobs(self.now_us, "tester", request_id, upserts, tuple(removals), tuple(resources)))
 
     def claim(self, *claims: tuple[str, int, int], status: str = "queued"):
@@ -143,8 +145,16 @@ class Cluster:
         return self.log.apply(ClaimRuns(self.now_us, self.epoch, slots, monotonic_us=self.now_us - T0))
 
     def grant(self, *refs: tuple[str, int], ttl_us: int = 10 * S):
-        result = self.log.apply(GrantLeases(self.now_us, self.epoch, "w1", ttl_us,
-                                            tuple(RunRef(j, s) for j, s in refs), monotonic_us=self.now_us - T0))
+        result = self.log.apply(
+            GrantLeases(
+                self.now_us,
+                self.epoch,
+                "w1",
+                ttl_us,
+                tuple(RunRef(j, s) for j, s in refs),
+                monotonic_us=self.now_us - T0,
+            )
+        )
         return [e for e in result.events if isinstance(e, LeaseGranted)]
 
     def complete(self, job: str, slot: int, token: int, outcome: str = "success"):
@@ -173,15 +183,19 @@ def setup():
     dispatcher = {"current": None}
     registry, observer = build_registry(log, config, lambda: dispatcher["current"], lambda: 1)
     log.add_apply_listener(observer)
-    return SimpleNamespace(config=config, log=log, registry=registry, observer=observer, cluster=Cluster(log),
-                           dispatcher=dispatcher)
+    return SimpleNamespace(
+        config=config, log=log, registry=registry, observer=observer, cluster=Cluster(log), dispatcher=dispatcher
+    )
 
 
 def test_a_day_in_the_life_is_counted(setup):
     c, registry = setup.cluster, setup.registry
-    c.jobs(spec("a", uses=("db",)), JobSpec(id="b", schedule="* * * * *", target_kind="shell", target="echo hi",
-                                                jitter="pinned"),
-           spec("c", paused=True), resources=(Resource("db", max_concurrent=5),))
+    c.jobs(
+        spec("a", uses=("db",)),
+        JobSpec(id="b", schedule="* * * * *", target_kind="shell", target="echo hi", jitter="pinned"),
+        spec("c", paused=True),
+        resources=(Resource("db", max_concurrent=5),),
+    )
     slot = T0 + 10 * S
     c.at(slot + 250_000)  # the trigger pass starts a quarter second after the slot
     c.claim(("a", slot, slot + 10 * S), ("b", slot, slot + 60 * S), ("c", slot, slot + 10 * S))
@@ -189,7 +203,9 @@ def test_a_day_in_the_life_is_counted(setup):
     assert value(registry, "raftcron_runs", status="queued") == 2
     assert value(registry, "raftcron_runs", status="skipped") == 1  # c is paused: accounted, not fired
     assert value(registry, "raftcron_runs_live", target="h", status="queued") == 1
-    assert value(registry, "raftcron_runs_live", target="shell:", status="queued") == 1  # shell jobs are labelled per owner (none here)
+    assert (
+        value(registry, "raftcron_runs_live", target="shell:", status="queued") == 1
+    )  # shell jobs are labelled per owner (none here)
     assert value(registry, "raftcron_resource_queued_runs", resource="db") == 1
     assert value(registry, "raftcron_resource_max_concurrent", resource="db") == 5
     assert value(registry, "raftcron_jobs") == 3
@@ -267,8 +283,11 @@ def test_raft_gauges(setup):
 def test_runs_by_status_stay_exact_through_pruning_backfill_replace_and_removal(setup):
     """Every path the fast path cannot follow is recounted; the totals match a full scan."""
     c, log, registry, tally = setup.cluster, setup.log, setup.registry, setup.observer.tally
-    c.jobs(spec("many", retry=RetryPolicy(max_attempts=1), history=SMALL_HISTORY), spec("gone"),
-           spec("swap", overlap="replace"))
+    c.jobs(
+        spec("many", retry=RetryPolicy(max_attempts=1), history=SMALL_HISTORY),
+        spec("gone"),
+        spec("swap", overlap="replace"),
+    )
     for i in range(1_040):  # far more than the job keeps: the oldest final runs are pruned, in passes
         slot = T0 + (10 + i) * S
         c.at(slot)
@@ -281,7 +300,9 @@ def test_runs_by_status_stay_exact_through_pruning_backfill_replace_and_removal(
             assert dict(brute_force_statuses(log._state)) == {
                 s: n for s in brute_force_statuses(log._state) if (n := value(registry, "raftcron_runs", status=s))
             }
-    assert len(log._state.runs["many"]) <= SMALL_HISTORY.keep_runs + SMALL_HISTORY.keep_failed_runs + slack(SMALL_HISTORY)
+    assert len(log._state.runs["many"]) <= SMALL_HISTORY.keep_runs + SMALL_HISTORY.keep_failed_runs + slack(
+        SMALL_HISTORY
+    )
     c.claim(("gone", T0 + 10 * S, T0 + 20 * S), ("swap", T0 + 10 * S, T0 + 20 * S))
     c.claim(("swap", T0 + 20 * S, T0 + 30 * S))  # replace: cancels the live run, an event nobody returns
     assert log._state.get_run("many", T0 + 1_011 * S).status == "skipped"
@@ -381,8 +402,17 @@ def test_alert_backlog_when_state_has_alerts(setup):
     with log.read() as state:
         state.now_us = T0 + 100 * S
         for i, kind in enumerate(("failed", "failed", "late")):
-            state.alerts[f"{kind}:{i}"] = Alert(f"{kind}:{i}", kind, "a", "team", "default", T0, "x", T0 + i * S,
-                                                delivered_us=T0 + 50 * S if i == 0 else 0)
+            state.alerts[f"{kind}:{i}"] = Alert(
+                f"{kind}:{i}",
+                kind,
+                "a",
+                "team",
+                "default",
+                T0,
+                "x",
+                T0 + i * S,
+                delivered_us=T0 + 50 * S if i == 0 else 0,
+            )
     assert value(registry, "raftcron_alerts_retained") == 3
     assert value(registry, "raftcron_alerts_pending", kind="failed") == 1
     assert value(registry, "raftcron_alerts_pending", kind="late") == 1
@@ -398,10 +428,12 @@ def test_dispatcher_queue_depths(setup):
     term = SimpleNamespace(clock=None, stopping=threading.Event(), epoch=1)
     dispatcher = Dispatcher(term, log, 10 * S, 1.0)
     with log.read() as state:
-        dispatcher._push([
-            dispatcher._queued_entry(state, "a", slot),
-            dispatcher._queued_entry(state, "b", slot, not_before_us=slot + 60 * S),
-        ])
+        dispatcher._push(
+            [
+                dispatcher._queued_entry(state, "a", slot),
+                dispatcher._queued_entry(state, "b", slot, not_before_us=slot + 60 * S),
+            ]
+        )
     dispatcher._promote_ready(slot)
     assert dispatcher_queue_depths(dispatcher) == {("h", "ready"): 1, ("other", "pending"): 1}
     assert dispatcher_queue_depths(None) == {}
@@ -488,8 +520,9 @@ def test_start_observability_serves_metrics_over_http():
     config = make_config(metrics_address=f"127.0.0.1:{_free_port()}")
     log = FakeRaftLog(config)
     Cluster(log)
-    node = SimpleNamespace(raftlog=log, config=config, current_dispatcher=lambda: None,
-                           lifecycle=SimpleNamespace(current=None))
+    node = SimpleNamespace(
+        raftlog=log, config=config, current_dispatcher=lambda: None, lifecycle=SimpleNamespace(current=None)
+    )
     observability = start_observability(node)
     try:
         assert observability.url == f"http://{config.metrics_address}/metrics"
@@ -530,8 +563,9 @@ def _record(message: str, *args, level=logging.INFO, **extra) -> logging.LogReco
 
 
 def test_json_log_lines_carry_run_fields():
-    line = JsonFormatter("n2").format(_record("claimed %d runs", 3, **run_fields("nightly", 1_700_000_000_000_000,
-                                                                                  token=42, epoch=7)))
+    line = JsonFormatter("n2").format(
+        _record("claimed %d runs", 3, **run_fields("nightly", 1_700_000_000_000_000, token=42, epoch=7))
+    )
     doc = json.loads(line)
     assert doc["level"] == "INFO" and doc["logger"] == "raftcron.test" and doc["node"] == "n2"
     assert doc["message"] == "claimed 3 runs"

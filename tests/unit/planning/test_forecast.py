@@ -37,7 +37,9 @@ def test_resources_and_paused_jobs():
 
 
 def test_time_zone_and_every_second_cap():
-    berlin = JobSpec(id="b", schedule="0 6 * * *", timezone="Europe/Berlin", target_kind="handler", target="h", jitter="pinned")
+    berlin = JobSpec(
+        id="b", schedule="0 6 * * *", timezone="Europe/Berlin", target_kind="handler", target="h", jitter="pinned"
+    )
     result = forecast([berlin], START_US, 24, HOUR_US)
     assert result.total == {4 * 60: 1}  # 06:00 CEST is 04:00 UTC in June
 

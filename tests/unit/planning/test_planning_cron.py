@@ -30,13 +30,17 @@ def upcoming(expr: str, after: str, n: int, zone: str = "UTC") -> list[str]:
 
 def test_five_fields_are_minute_hour_dom_month_dow():
     assert upcoming("*/15 9 * * *", "2026-01-01T09:20:00Z", 3) == [
-        "2026-01-01T09:30:00Z", "2026-01-01T09:45:00Z", "2026-01-02T09:00:00Z",
+        "2026-01-01T09:30:00Z",
+        "2026-01-01T09:45:00Z",
+        "2026-01-02T09:00:00Z",
     ]
 
 
 def test_six_fields_put_seconds_first():
     assert upcoming("*/5 * * * * *", "2026-01-01T00:00:00Z", 3) == [
-        "2026-01-01T00:00:05Z", "2026-01-01T00:00:10Z", "2026-01-01T00:00:15Z",
+        "2026-01-01T00:00:05Z",
+        "2026-01-01T00:00:10Z",
+        "2026-01-01T00:00:15Z",
     ]
     # Read seconds-last (croniter's convention) this would be 12:30:00; seconds-first it is
     # 12:00:30.
@@ -48,15 +52,18 @@ def test_six_fields_put_seconds_first():
 def test_single_value_ranges_are_not_read_as_wildcards():
     # croniter 7 reads `23-23` in the hour field as `*`; we must not.
     assert upcoming("0 23-23 * * *", "2026-01-01T00:00:00Z", 2) == [
-        "2026-01-01T23:00:00Z", "2026-01-02T23:00:00Z",
+        "2026-01-01T23:00:00Z",
+        "2026-01-02T23:00:00Z",
     ]
     assert upcoming("0 0 15-15 * *", "2026-01-01T00:00:00Z", 2) == [
-        "2026-01-15T00:00:00Z", "2026-02-15T00:00:00Z",
+        "2026-01-15T00:00:00Z",
+        "2026-02-15T00:00:00Z",
     ]
     assert upcoming("0 0 * 6-6 *", "2026-01-01T00:00:00Z", 1) == ["2026-06-01T00:00:00Z"]
     # 2026-01-07 is a Wednesday (3).
     assert upcoming("0 0 * * 3-3", "2026-01-01T00:00:00Z", 2) == [
-        "2026-01-07T00:00:00Z", "2026-01-14T00:00:00Z",
+        "2026-01-07T00:00:00Z",
+        "2026-01-14T00:00:00Z",
     ]
     assert upcoming("7-7 5-5 23-23 * * *", "2026-01-01T00:00:00Z", 1) == ["2026-01-01T23:05:07Z"]
 
@@ -75,8 +82,10 @@ def test_aliases():
 def test_day_of_month_or_day_of_week_when_both_are_restricted():
     # Vixie/cronie: 13th of the month OR any Friday. 2026-02-06 is a Friday.
     assert upcoming("0 0 13 * fri", "2026-02-01T00:00:00Z", 4) == [
-        "2026-02-06T00:00:00Z", "2026-02-13T00:00:00Z",
-        "2026-02-20T00:00:00Z", "2026-02-27T00:00:00Z",
+        "2026-02-06T00:00:00Z",
+        "2026-02-13T00:00:00Z",
+        "2026-02-20T00:00:00Z",
+        "2026-02-27T00:00:00Z",
     ]
     # The classic surprise: this is "days 1-7, and every Monday", not "first Monday".
     fires = upcoming("0 0 1-7 * 1", "2026-02-07T12:00:00Z", 2)
@@ -86,7 +95,8 @@ def test_day_of_month_or_day_of_week_when_both_are_restricted():
 def test_day_of_month_and_day_of_week_when_one_starts_with_a_star():
     # `*/2` starts with '*': odd days AND Mondays. Mondays of Feb 2026: 2, 9, 16, 23.
     assert upcoming("0 0 */2 * 1", "2026-02-01T00:00:00Z", 2) == [
-        "2026-02-09T00:00:00Z", "2026-02-23T00:00:00Z",
+        "2026-02-09T00:00:00Z",
+        "2026-02-23T00:00:00Z",
     ]
 
 
@@ -96,24 +106,36 @@ def test_weekday_names_numbers_and_sunday_as_seven():
     assert upcoming("0 0 * * SUN", "2026-01-01T00:00:00Z", 3) == sunday_fires
     # fri-sun wraps onto Sunday: Jan 2 (Fri), 3 (Sat), 4 (Sun), then 9.
     assert upcoming("0 0 * * fri-sun", "2026-01-01T00:00:00Z", 4) == [
-        "2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z",
-        "2026-01-04T00:00:00Z", "2026-01-09T00:00:00Z",
+        "2026-01-02T00:00:00Z",
+        "2026-01-03T00:00:00Z",
+        "2026-01-04T00:00:00Z",
+        "2026-01-09T00:00:00Z",
     ]
 
 
 def test_start_with_step_means_start_to_end_of_field():
     assert upcoming("5/20 * * * *", "2026-01-01T00:00:00Z", 3) == [
-        "2026-01-01T00:05:00Z", "2026-01-01T00:25:00Z", "2026-01-01T00:45:00Z",
+        "2026-01-01T00:05:00Z",
+        "2026-01-01T00:25:00Z",
+        "2026-01-01T00:45:00Z",
     ]
 
 
 @pytest.mark.parametrize(
     "expr, fixed",
     [
-        ("30 2 * * *", True), ("0 0-23 * * *", True), ("0 9 * * 1-5", True), ("@daily", True),
-        ("* 30 2 * * *", True), ("*/10 0 3 * * *", True),
-        ("*/5 2 * * *", False), ("0 * * * *", False), ("0 */2 * * *", False), ("@hourly", False),
-        ("* * * * *", False), ("0 */5 2 * * *", False),
+        ("30 2 * * *", True),
+        ("0 0-23 * * *", True),
+        ("0 9 * * 1-5", True),
+        ("@daily", True),
+        ("* 30 2 * * *", True),
+        ("*/10 0 3 * * *", True),
+        ("*/5 2 * * *", False),
+        ("0 * * * *", False),
+        ("0 */2 * * *", False),
+        ("@hourly", False),
+        ("* * * * *", False),
+        ("0 */5 2 * * *", False),
     ],
 )
 def test_fixed_time_is_decided_by_the_minute_and_hour_fields(expr, fixed):
@@ -133,7 +155,8 @@ def test_rare_schedules_are_found_across_decades():
 
 def test_leap_day_schedule_is_valid():
     assert upcoming("0 0 29 2 *", "2026-01-01T00:00:00Z", 2) == [
-        "2028-02-29T00:00:00Z", "2032-02-29T00:00:00Z",
+        "2028-02-29T00:00:00Z",
+        "2032-02-29T00:00:00Z",
     ]
 
 
@@ -162,7 +185,12 @@ def test_fires_between_is_bounded_and_inclusive_at_the_end():
     start, end = us("2026-01-01T00:00:00Z"), us("2026-01-01T01:00:00Z")
     fires = schedule.fires_between(start, end, limit=100)
     assert [format_us(f.at_us)[11:16] for f in fires] == [
-        "00:10", "00:20", "00:30", "00:40", "00:50", "01:00",
+        "00:10",
+        "00:20",
+        "00:30",
+        "00:40",
+        "00:50",
+        "01:00",
     ]
     assert len(schedule.fires_between(start, end, limit=2)) == 2
     assert schedule.fires_between(end, start, limit=10) == []

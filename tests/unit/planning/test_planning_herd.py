@@ -49,10 +49,18 @@ def test_jitter_spreads_ids_evenly_over_the_window():
 @pytest.mark.parametrize(
     "expr, round_",
     [
-        ("0 * * * *", True), ("@hourly", True), ("@daily", True), ("0 9 * * 1-5", True),
-        ("0 0 0 * * *", True), ("0 */6 * * *", True),
-        ("30 2 * * *", False), ("0,30 * * * *", False), ("*/10 0 * * * *", False),
-        ("30 0 * * * *", False), ("* * * * *", False), ("5 0 * * *", False),
+        ("0 * * * *", True),
+        ("@hourly", True),
+        ("@daily", True),
+        ("0 9 * * 1-5", True),
+        ("0 0 0 * * *", True),
+        ("0 */6 * * *", True),
+        ("30 2 * * *", False),
+        ("0,30 * * * *", False),
+        ("*/10 0 * * * *", False),
+        ("30 0 * * * *", False),
+        ("* * * * *", False),
+        ("5 0 * * *", False),
     ],
 )
 def test_round_instant_means_second_zero_and_minute_exactly_zero(expr, round_):

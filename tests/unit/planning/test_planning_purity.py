@@ -13,8 +13,19 @@ import scheduler.planning
 
 PACKAGE_DIR = Path(scheduler.planning.__file__).parent
 ALLOWED_IMPORTS = {
-    "__future__", "bisect", "calendar", "dataclasses", "datetime", "functools", "hashlib",
-    "heapq", "itertools", "re", "typing", "zoneinfo", "collections",
+    "__future__",
+    "bisect",
+    "calendar",
+    "dataclasses",
+    "datetime",
+    "functools",
+    "hashlib",
+    "heapq",
+    "itertools",
+    "re",
+    "typing",
+    "zoneinfo",
+    "collections",
 }
 # Of the project, only the vocabulary (a module of StrEnums, itself pure): DST rule names.
 ALLOWED_PROJECT_MODULES = {"scheduler.core.vocabulary"}

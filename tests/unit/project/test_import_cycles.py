@@ -69,8 +69,9 @@ def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
                 for alias in node.names:
                     # `import a.b.c` as its deepest module of ours.
                     parts = alias.name.split(".")
-                    found = next((".".join(parts[:n]) for n in range(len(parts), 0, -1)
-                                  if ".".join(parts[:n]) in modules), None)
+                    found = next(
+                        (".".join(parts[:n]) for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in modules), None
+                    )
                     if found:
                         targets.add(found)
                 continue
@@ -164,16 +165,19 @@ def _write(root: Path, files: dict[str, str]) -> dict[str, set[str]]:
 
 
 def test_the_graph_reads_every_kind_of_import(tmp_path):
-    graph = _write(tmp_path, {
-        "pkg/__init__.py": "from pkg.a import thing\n",
-        "pkg/a.py": "from . import b\nfrom .sub import name\nimport pkg.sub.c\n",
-        "pkg/b.py": "def later():\n    from pkg import sub\n",
-        "pkg/sub/__init__.py": "from ..a import thing\n",
-        "pkg/sub/c.py": (
-            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import b\n"
-            "else:\n    import os\n    from pkg.sub import missing_name\n"
-        ),
-    })
+    graph = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from pkg.a import thing\n",
+            "pkg/a.py": "from . import b\nfrom .sub import name\nimport pkg.sub.c\n",
+            "pkg/b.py": "def later():\n    from pkg import sub\n",
+            "pkg/sub/__init__.py": "from ..a import thing\n",
+            "pkg/sub/c.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import b\n"
+                "else:\n    import os\n    from pkg.sub import missing_name\n"
+            ),
+        },
+    )
     assert graph == {
         "pkg": {"pkg.a"},
         "pkg.a": {"pkg.b", "pkg.sub", "pkg.sub.c"},

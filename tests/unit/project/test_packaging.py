@@ -15,8 +15,9 @@ SERVER_MODULES = ("pysyncobj", "cryptography", "yaml", "prometheus_client", "grp
 
 def _without_server(code: str) -> subprocess.CompletedProcess:
     blocked = "".join(f"sys.modules[{name!r}] = None\n" for name in SERVER_MODULES)
-    return subprocess.run([sys.executable, "-c", f"import sys\n{blocked}{code}"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", f"import sys\n{blocked}{code}"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_the_raftcron_command_names_the_extra_in_one_line() -> None:

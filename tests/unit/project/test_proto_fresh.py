@@ -20,9 +20,7 @@ def _generated(root: Path) -> dict[str, bytes]:
     package = root / PACKAGE_DIR
     if not package.is_dir():
         return {}
-    return {
-        p.name: p.read_bytes() for p in sorted(package.iterdir()) if p.name.endswith(SUFFIXES)
-    }
+    return {p.name: p.read_bytes() for p in sorted(package.iterdir()) if p.name.endswith(SUFFIXES)}
 
 
 def _diff(name: str, committed: bytes, fresh: bytes, limit: int = 40) -> str:
@@ -50,9 +48,7 @@ def test_generated_code_is_fresh(tmp_path: Path) -> None:
     )
     if proc.returncode != 0:
         pytest.fail(
-            "regenerating the gRPC code failed (run scripts/gen_proto.sh):\n"
-            + proc.stdout
-            + proc.stderr,
+            "regenerating the gRPC code failed (run scripts/gen_proto.sh):\n" + proc.stdout + proc.stderr,
             pytrace=False,
         )
 

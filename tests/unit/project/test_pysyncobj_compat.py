@@ -46,7 +46,10 @@ ADAPTERS = {
     LogFormatMixin: (SyncObj, {compat.ON_MESSAGE_RECEIVED}),
     FollowerAppendMixin: (SyncObj, {compat.ON_MESSAGE_RECEIVED}),
     _CoreConsumer: (SyncObjConsumer, {"_serialize", "_deserialize"}),
-    BoundedTcpConnection: (TcpConnection, {compat.CONN_PROCESS_READ, compat.CONN_PARSE_MESSAGE, "connect", "disconnect"}),
+    BoundedTcpConnection: (
+        TcpConnection,
+        {compat.CONN_PROCESS_READ, compat.CONN_PARSE_MESSAGE, "connect", "disconnect"},
+    ),
     BoundedTcpServer: (TcpServer, {compat.SERVER_ON_NEW_CONNECTION, "bind", "unbind"}),
     RaftcronTransport: (TCPTransport, {"_createServer", "addNode", "_onTick"}),
 }
@@ -103,7 +106,8 @@ def _parameters(function) -> list[tuple[str, object, object]]:
 
 def test_the_installed_pysyncobj_is_the_pinned_release():
     assert compat.INSTALLED_VERSION == metadata.version("pysyncobj") == compat.PYSYNCOBJ_VERSION == "0.3.17", (
-        f"pysyncobj {compat.INSTALLED_VERSION}: re-read every use in pysyncobj_compat.py against it, then move the pin")
+        f"pysyncobj {compat.INSTALLED_VERSION}: re-read every use in pysyncobj_compat.py against it, then move the pin"
+    )
     server = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["server"]
     assert f"pysyncobj=={compat.PYSYNCOBJ_VERSION}" in server  # the node's extra pins the release read here
 
@@ -138,18 +142,30 @@ def test_the_methods_raftcron_overrides_or_calls_keep_their_signatures():
     init = inspect.signature(TcpConnection.__init__).parameters
     assert {"poller", "socket", "timeout", "sendBufferSize", "recvBufferSize", "keepalive"} <= set(init)
     init = inspect.signature(TcpServer.__init__).parameters
-    assert {"poller", "host", "port", "onNewConnection", "sendBufferSize", "recvBufferSize",
-            "connectionTimeout"} <= set(init)
+    assert {
+        "poller",
+        "host",
+        "port",
+        "onNewConnection",
+        "sendBufferSize",
+        "recvBufferSize",
+        "connectionTimeout",
+    } <= set(init)
     init = inspect.signature(SyncObj.__init__).parameters
     assert {"consumers", "transport", "transportClass"} <= set(init)
 
 
 def test_every_override_stands_where_pysyncobj_looks_and_takes_what_it_passes():
     for ours, (theirs, expected) in ADAPTERS.items():
-        overridden = {name for name, value in vars(ours).items()
-                      if name != "__init__" and callable(value) and hasattr(theirs, name)}
+        overridden = {
+            name
+            for name, value in vars(ours).items()
+            if name != "__init__" and callable(value) and hasattr(theirs, name)
+        }
         assert overridden == expected, f"{ours.__name__} overrides {overridden}, not {expected}"
-        assert overridden <= set(PRIVATES[theirs]), f"{overridden - set(PRIVATES[theirs])} not named in the compat module"
+        assert overridden <= set(PRIVATES[theirs]), (
+            f"{overridden - set(PRIVATES[theirs])} not named in the compat module"
+        )
         for name in overridden:
             assert _parameters(vars(ours)[name]) == _parameters(getattr(theirs, name)), f"{ours.__name__}.{name}"
 

@@ -23,7 +23,7 @@ def table_rows(text: str) -> list[tuple[str, str]]:
     lines = text.splitlines()
     start = lines.index(HEADER)
     rows = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         cells = line.strip().strip("|").split("|")

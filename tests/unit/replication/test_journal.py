@@ -268,7 +268,10 @@ def test_converts_pysyncobj_journal_once(tmp_path):
     journal = open_journal(tmp_path)
     assert [journal[i] for i in range(len(journal))] == entries
     assert (journal.getCurrentTerm(), journal.getVotedForNodeId(), journal.getRaftCommitIndex()) == (
-        3, "127.0.0.1:7102", 25)
+        3,
+        "127.0.0.1:7102",
+        25,
+    )
     assert not (tmp_path / LEGACY_JOURNAL_NAME).exists()
     assert not (tmp_path / (LEGACY_JOURNAL_NAME + ".meta")).exists()
     journal.add(*entry(30, term=3))

@@ -49,9 +49,21 @@ def test_outside_building_pysyncobj_gets_its_own_journal(tmp_path):
 
 
 def test_the_journal_interface_is_the_one_implemented():
-    expected = {"add", "clear", "deleteEntriesFrom", "deleteEntriesTo", "__getitem__", "__len__", "_destroy",
-                "setRaftCommitIndex", "getRaftCommitIndex", "setCurrentTerm", "getCurrentTerm",
-                "getVotedForNodeId", "onOneSecondTimer"}
+    expected = {
+        "add",
+        "clear",
+        "deleteEntriesFrom",
+        "deleteEntriesTo",
+        "__getitem__",
+        "__len__",
+        "_destroy",
+        "setRaftCommitIndex",
+        "getRaftCommitIndex",
+        "setCurrentTerm",
+        "getCurrentTerm",
+        "getVotedForNodeId",
+        "onOneSecondTimer",
+    }
     assert {name for name, value in vars(Journal).items() if callable(value)} == expected
     for name in expected:
         assert name in vars(DurableJournal), name
@@ -94,5 +106,6 @@ def test_the_dump_is_renamed_unsynced_before_the_journal_is_cut():
 
 def test_the_snapshot_install_answer_follows_the_dump_load():
     on_message = _source(getattr(SyncObj, ON_MESSAGE_RECEIVED))
-    assert re.search(r"self\.__loadDumpFile\(clearJournal=True\)\s+self\.__sendNextNodeIdx\(node, success=True\)",
-                     on_message)
+    assert re.search(
+        r"self\.__loadDumpFile\(clearJournal=True\)\s+self\.__sendNextNodeIdx\(node, success=True\)", on_message
+    )

@@ -80,8 +80,9 @@ class FakeSocket:
 
 def connection(chunks=(), encryptor=KEY, **kwargs) -> tuple[BoundedTcpConnection, FakeSocket, list]:
     sock = FakeSocket(chunks)
-    conn = BoundedTcpConnection(poller=FakePoller(), socket=sock, timeout=float("inf"), recvBufferSize=RECV_BYTES,
-                                source="10.9.9.9", **kwargs)
+    conn = BoundedTcpConnection(
+        poller=FakePoller(), socket=sock, timeout=float("inf"), recvBufferSize=RECV_BYTES, source="10.9.9.9", **kwargs
+    )
     conn.encryptor = encryptor
     delivered: list = []
     conn.setOnMessageReceivedCallback(delivered.append)
@@ -105,7 +106,7 @@ def wire(message, encryptor=KEY, rand_key: bytes | None = None) -> bytes:
 
 
 def chunked(data: bytes, size: int = RECV_BYTES) -> list[bytes]:
-    return [data[i:i + size] for i in range(0, len(data), size)]
+    return [data[i : i + size] for i in range(0, len(data), size)]
 
 
 def endless(chunk: bytes):
@@ -238,8 +239,14 @@ def test_the_largest_append_batch_fits_well_under_the_frame_cap():
         total += 32
         index += 1
     entries.append((os.urandom(MAX_ENTRY_BYTES + 64), index, 3))  # the command, wrapped by pysyncobj
-    message = {"type": "append_entries", "term": 3, "commit_index": 1, "entries": entries,
-               "prevLogIdx": 0, "prevLogTerm": 0}
+    message = {
+        "type": "append_entries",
+        "term": 3,
+        "commit_index": 1,
+        "entries": entries,
+        "prevLogIdx": 0,
+        "prevLogTerm": 0,
+    }
     frame_bytes = len(wire(message, rand_key=os.urandom(32)))
     assert APPEND_BATCH_BYTES + MAX_ENTRY_BYTES < frame_bytes <= FRAME_MAX_BYTES // 2
 
@@ -248,7 +255,9 @@ def test_the_largest_append_batch_fits_well_under_the_frame_cap():
 
 
 def test_an_unidentified_connection_lives_at_most_the_timeout_however_it_trickles():
-    assert not should_close(now=13.0, accepted_at=10.0, last_read_at=12.9, identified=False, current=False, timeout_s=3.5)
+    assert not should_close(
+        now=13.0, accepted_at=10.0, last_read_at=12.9, identified=False, current=False, timeout_s=3.5
+    )
     assert should_close(now=13.6, accepted_at=10.0, last_read_at=13.5, identified=False, current=False, timeout_s=3.5)
 
 

@@ -44,7 +44,9 @@ def violations(source: str, filename: str = "<source>") -> list[str]:
 
 def test_the_checker_catches_a_listener_reading_the_state_behind_raftlogs_back() -> None:
     assert {"_state", "_lock", "_listeners", "_syncobj"} <= raftlog_privates()
-    source = "def on_apply(self, command, result):\n    return self._raftlog._state, raftlog._lock, node.raftlog._syncobj\n"
+    source = (
+        "def on_apply(self, command, result):\n    return self._raftlog._state, raftlog._lock, node.raftlog._syncobj\n"
+    )
     assert violations(source) == ["<source>:2 ._state", "<source>:2 ._lock", "<source>:2 ._syncobj"]
     assert violations("self._state = state\nself._raftlog.read()\n") == []
 

@@ -184,7 +184,7 @@ def test_the_confirmer_sends_appends_only_while_reads_wait_and_only_as_leader():
     fake.answer(1)
     confirmer()
     reader.join(timeout=10)
-    (step, index), = results
+    ((step, index),) = results
     assert (step.outcome, index, fake.appends_sent) == (CONFIRMED, 20, 2)
     confirmer()
     assert fake.appends_sent == 2

@@ -104,7 +104,10 @@ def test_a_format_1_command_is_always_proposable() -> None:
 def test_a_command_above_the_cluster_version_is_refused_naming_the_nodes_to_upgrade() -> None:
     advertised = {N1: 2, N2: 2, N3: 1}
     message = proposal_refusal(RAISE, 2, 1, [N1, N2, N3], advertised, NAMES.get)
-    assert message == "the cluster runs log format 1; upgrade n3 (advertises 1) before using SetClusterVersion (log format 2)"
+    assert (
+        message
+        == "the cluster runs log format 1; upgrade n3 (advertises 1) before using SetClusterVersion (log format 2)"
+    )
     silent = proposal_refusal(RAISE, 2, 1, [N1, N2, N3], {N1: 2, N2: 2}, NAMES.get)
     assert "upgrade n3 (not heard from)" in silent
 
@@ -154,7 +157,9 @@ def test_a_refused_format_reaches_the_client_as_failed_precondition_with_the_nam
 def test_an_entry_this_node_cannot_decode_changes_nothing_and_says_upgrade() -> None:
     state = State(applied_index=6)
     before = encode_snapshot(state)
-    with pytest.raises(UndecodableEntry, match=r"this node is older than the log: upgrade it \(entry 7: SetClusterVersion"):
+    with pytest.raises(
+        UndecodableEntry, match=r"this node is older than the log: upgrade it \(entry 7: SetClusterVersion"
+    ):
         apply_encoded(state, encode_command(RAISE), 7, max_log_format=1)
     with pytest.raises(UndecodableEntry, match=r"older than the log.*entry 7: unknown command format version 9"):
         apply_encoded(state, b"\x09from a newer node", 7)

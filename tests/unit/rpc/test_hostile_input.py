@@ -179,7 +179,9 @@ MEMBERSHIP = hasattr(cluster_pb2, "AddMemberRequest")  # calls that arrive with 
 
 
 def MEMBER(**fields) -> cluster_pb2.Member:  # noqa: N802 - reads as the message it builds
-    return cluster_pb2.Member(**{"node_id": "n4", "raft_address": "10.0.0.4:7100", "grpc_address": "[::1]:7200", **fields})
+    return cluster_pb2.Member(
+        **{"node_id": "n4", "raft_address": "10.0.0.4:7100", "grpc_address": "[::1]:7200", **fields}
+    )
 
 
 REF = worker_pb2.LeaseRef(job_id="a", scheduled_at=ts(1_700_000_000), fencing_token=7)
@@ -187,11 +189,27 @@ REF = worker_pb2.LeaseRef(job_id="a", scheduled_at=ts(1_700_000_000), fencing_to
 # (case, request, the field a problem must name)
 RPC_CASES = [
     ("too many jobs", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec()] * 10_001), "jobs"),
-    ("oversized payload", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(payload_json='"' + "x" * 70_000 + '"')]), "jobs[0].payload_json"),
-    ("deep payload", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(payload_json="[" * 5000 + "]" * 5000)]), "jobs[0].payload_json"),
+    (
+        "oversized payload",
+        jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(payload_json='"' + "x" * 70_000 + '"')]),
+        "jobs[0].payload_json",
+    ),
+    (
+        "deep payload",
+        jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(payload_json="[" * 5000 + "]" * 5000)]),
+        "jobs[0].payload_json",
+    ),
     ("unknown overlap", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(overlap=99)]), "jobs[0].overlap"),
-    ("infinite multiplier", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(**{"retry.backoff_multiplier": float("inf")})]), "jobs[0].retry.backoff_multiplier"),
-    ("negative duration", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(timeout=Duration(seconds=-1))]), "jobs[0].timeout"),
+    (
+        "infinite multiplier",
+        jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(**{"retry.backoff_multiplier": float("inf")})]),
+        "jobs[0].retry.backoff_multiplier",
+    ),
+    (
+        "negative duration",
+        jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(timeout=Duration(seconds=-1))]),
+        "jobs[0].timeout",
+    ),
     ("huge schedule", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(schedule="*" * 10_000)]), "jobs[0].schedule"),
     ("too many uses", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(uses=["r"] * 100)]), "jobs[0].uses"),
     ("job listed twice", jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(), good_pb_spec()]), "jobs[1].id"),
@@ -214,10 +232,26 @@ RPC_CASES = [
     ("backfill: instant beyond 9999", jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0)}, to=ts(2**62)), "to"),
     ("backfill: negative instant", jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(-1)}, to=ts(5)), "from"),
     ("backfill: bad nanos", jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0, -1)}, to=ts(5)), "from"),
-    ("backfill: NaN rate", jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0)}, to=ts(5), rate_per_s=float("nan")), "rate_per_s"),
-    ("backfill: tiny rate", jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0)}, to=ts(5), rate_per_s=1e-300), "rate_per_s"),
-    ("backfill: negative count", jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0)}, to=ts(5), max_runs=-1), "max_runs"),
-    ("backfill: absurd count", jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0)}, to=ts(5), max_runs=10**9), "max_runs"),
+    (
+        "backfill: NaN rate",
+        jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0)}, to=ts(5), rate_per_s=float("nan")),
+        "rate_per_s",
+    ),
+    (
+        "backfill: tiny rate",
+        jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0)}, to=ts(5), rate_per_s=1e-300),
+        "rate_per_s",
+    ),
+    (
+        "backfill: negative count",
+        jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0)}, to=ts(5), max_runs=-1),
+        "max_runs",
+    ),
+    (
+        "backfill: absurd count",
+        jobs_pb2.BackfillJobRequest(job_id="a", **{"from": ts(0)}, to=ts(5), max_runs=10**9),
+        "max_runs",
+    ),
     ("runs: unknown status", runs_pb2.ListRunsRequest(statuses=[42]), "statuses[0]"),
     ("runs: too many statuses", runs_pb2.ListRunsRequest(statuses=[1] * 100), "statuses"),
     ("runs: instant before 1970", runs_pb2.ListRunsRequest(since=ts(-10)), "since"),
@@ -234,15 +268,41 @@ RPC_CASES = [
     ("lease: too many targets", worker_pb2.LeaseRequest(worker_id="w", targets=["t"] * 1000), "targets"),
     ("lease: bad target", worker_pb2.LeaseRequest(worker_id="w", targets=["t\0"]), "targets[0]"),
     ("heartbeat: too many leases", worker_pb2.HeartbeatRequest(worker_id="w", leases=[REF] * 10_001), "leases"),
-    ("heartbeat: negative token", worker_pb2.HeartbeatRequest(worker_id="w", leases=[worker_pb2.LeaseRef(job_id="a", scheduled_at=ts(1), fencing_token=-1)]), "leases[0].fencing_token"),
-    ("heartbeat: no instant", worker_pb2.HeartbeatRequest(worker_id="w", leases=[worker_pb2.LeaseRef(job_id="a", fencing_token=1)]), "leases[0].scheduled_at"),
+    (
+        "heartbeat: negative token",
+        worker_pb2.HeartbeatRequest(
+            worker_id="w", leases=[worker_pb2.LeaseRef(job_id="a", scheduled_at=ts(1), fencing_token=-1)]
+        ),
+        "leases[0].fencing_token",
+    ),
+    (
+        "heartbeat: no instant",
+        worker_pb2.HeartbeatRequest(worker_id="w", leases=[worker_pb2.LeaseRef(job_id="a", fencing_token=1)]),
+        "leases[0].scheduled_at",
+    ),
     ("complete: no lease", worker_pb2.CompleteRequest(worker_id="w", kind=worker_pb2.SUCCESS), "lease"),
     ("complete: no kind", worker_pb2.CompleteRequest(worker_id="w", lease=REF), "kind"),
     ("complete: unknown kind", worker_pb2.CompleteRequest(worker_id="w", lease=REF, kind=17), "kind"),
-    ("complete: huge error", worker_pb2.CompleteRequest(worker_id="w", lease=REF, kind=2, error="e" * 100_000), "error"),
-    ("complete: huge output", worker_pb2.CompleteRequest(worker_id="w", lease=REF, kind=2, output_tail="o" * 100_000), "output_tail"),
-    ("complete: negative retry", worker_pb2.CompleteRequest(worker_id="w", lease=REF, kind=3, retry_after=Duration(seconds=-9)), "retry_after"),
-    ("complete: absurd retry", worker_pb2.CompleteRequest(worker_id="w", lease=REF, kind=3, retry_after=Duration(seconds=2**40)), "retry_after"),
+    (
+        "complete: huge error",
+        worker_pb2.CompleteRequest(worker_id="w", lease=REF, kind=2, error="e" * 100_000),
+        "error",
+    ),
+    (
+        "complete: huge output",
+        worker_pb2.CompleteRequest(worker_id="w", lease=REF, kind=2, output_tail="o" * 100_000),
+        "output_tail",
+    ),
+    (
+        "complete: negative retry",
+        worker_pb2.CompleteRequest(worker_id="w", lease=REF, kind=3, retry_after=Duration(seconds=-9)),
+        "retry_after",
+    ),
+    (
+        "complete: absurd retry",
+        worker_pb2.CompleteRequest(worker_id="w", lease=REF, kind=3, retry_after=Duration(seconds=2**40)),
+        "retry_after",
+    ),
     ("kill: no class", ops_pb2.KillClassRequest(reason="x"), "job_class"),
     ("kill: until beyond 9999", ops_pb2.KillClassRequest(job_class="c", until=ts(2**40)), "until"),
     ("kill: reason too long", ops_pb2.KillClassRequest(job_class="c", reason="r" * 5000), "reason"),
@@ -253,7 +313,11 @@ RPC_CASES = [
 if MEMBERSHIP:
     RPC_CASES += [
         ("add member: none", cluster_pb2.AddMemberRequest(), "member"),
-        ("add member: bad port", cluster_pb2.AddMemberRequest(member=MEMBER(grpc_address="h:99999")), "member.grpc_address"),
+        (
+            "add member: bad port",
+            cluster_pb2.AddMemberRequest(member=MEMBER(grpc_address="h:99999")),
+            "member.grpc_address",
+        ),
         ("add member: id with NUL", cluster_pb2.AddMemberRequest(member=MEMBER(node_id="n\0")), "member.node_id"),
         ("remove member: no id", cluster_pb2.RemoveMemberRequest(), "node_id"),
     ]
@@ -266,7 +330,9 @@ def test_a_hostile_rpc_argument_names_the_field(request_, field):
 
 
 GOOD_REQUESTS = [
-    jobs_pb2.ApplyJobsRequest(jobs=[good_pb_spec(payload_json='{"a":[1,{"b":"[[["}]}')], author="alice", request_id="r1"),
+    jobs_pb2.ApplyJobsRequest(
+        jobs=[good_pb_spec(payload_json='{"a":[1,{"b":"[[["}]}')], author="alice", request_id="r1"
+    ),
     jobs_pb2.GetJobRequest(job_id="a"),
     jobs_pb2.ListJobsRequest(page_size=100, owner="team x"),
     jobs_pb2.DeleteJobRequest(job_id="a"),
@@ -285,7 +351,11 @@ GOOD_REQUESTS = [
     ops_pb2.ListKillsRequest(),
     ops_pb2.ListAlertsRequest(limit=10),
     cluster_pb2.StatusRequest(include_digest=True),
-    *([cluster_pb2.AddMemberRequest(member=MEMBER()), cluster_pb2.RemoveMemberRequest(node_id="n4")] if MEMBERSHIP else []),
+    *(
+        [cluster_pb2.AddMemberRequest(member=MEMBER()), cluster_pb2.RemoveMemberRequest(node_id="n4")]
+        if MEMBERSHIP
+        else []
+    ),
 ]
 
 
@@ -337,8 +407,24 @@ def test_payload_depth_is_the_depth_of_any_json_text(value, ascii_only):
 
 # Any text in any field of a spec: validate_spec answers with problems, never an exception.
 _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40) | st.sampled_from(
-    ["*/5 * * * *", "0 0 29 2 *", "@daily", "* * * * * * *", "99999999999999999999 * * * *", "*/0 * * * *",
-     "UTC", "Europe/Paris", "America", "zone.tab", "posix/UTC", "auto", "pinned", "30m", "0s", "1e9d"]
+    [
+        "*/5 * * * *",
+        "0 0 29 2 *",
+        "@daily",
+        "* * * * * * *",
+        "99999999999999999999 * * * *",
+        "*/0 * * * *",
+        "UTC",
+        "Europe/Paris",
+        "America",
+        "zone.tab",
+        "posix/UTC",
+        "auto",
+        "pinned",
+        "30m",
+        "0s",
+        "1e9d",
+    ]
 )
 
 
@@ -357,7 +443,14 @@ def replica() -> Core:
     core = Core(FakeClock())
     core.lead()
     result = core.apply(
-        ApplyJobs(core.state.now_us, "alice", "", (upsert(spec("a"), next_due_us=T0_US + 60_000_000),), (), (Resource("db", 1, 1),))
+        ApplyJobs(
+            core.state.now_us,
+            "alice",
+            "",
+            (upsert(spec("a"), next_due_us=T0_US + 60_000_000),),
+            (),
+            (Resource("db", 1, 1),),
+        )
     )
     assert result.accepted
     return core
@@ -464,7 +557,6 @@ def test_coalesced_completions_with_long_texts_are_split_below_the_entry_limit()
     assert max(raftlog.entry_sizes) <= MAX_ENTRY_BYTES
 
 
-
 # -- the interceptor, with a fake call context --------------------------------------------------
 
 
@@ -492,13 +584,17 @@ class CallDetails:
 
 
 def intercepted(interceptor: LimitsInterceptor, method: str, behavior):
-    handler = interceptor.intercept_service(lambda details: grpc.unary_unary_rpc_method_handler(behavior), CallDetails(method))
+    handler = interceptor.intercept_service(
+        lambda details: grpc.unary_unary_rpc_method_handler(behavior), CallDetails(method)
+    )
     return handler.unary_unary
 
 
 def test_the_interceptor_refuses_an_invalid_request_before_the_servicer():
     seen = []
-    call = intercepted(LimitsInterceptor(), "/raftcron.v1.JobService/GetJob", lambda request, context: seen.append(request))
+    call = intercepted(
+        LimitsInterceptor(), "/raftcron.v1.JobService/GetJob", lambda request, context: seen.append(request)
+    )
     with pytest.raises(Aborted) as raised:
         call(jobs_pb2.GetJobRequest(job_id="a\0"), FakeContext())
     assert raised.value.code == grpc.StatusCode.INVALID_ARGUMENT and "job_id" in raised.value.details
@@ -509,7 +605,9 @@ def test_the_interceptor_refuses_an_invalid_request_before_the_servicer():
 
 def test_the_interceptor_ends_a_long_poll_inside_its_callers_deadline():
     waits = []
-    call = intercepted(LimitsInterceptor(), "/raftcron.v1.WorkerService/Lease", lambda r, c: waits.append(r.wait.ToNanoseconds()))
+    call = intercepted(
+        LimitsInterceptor(), "/raftcron.v1.WorkerService/Lease", lambda r, c: waits.append(r.wait.ToNanoseconds())
+    )
     call(worker_pb2.LeaseRequest(worker_id="w", wait=Duration(seconds=25)), FakeContext(remaining_s=2.0))
     call(worker_pb2.LeaseRequest(worker_id="w", wait=Duration(seconds=1)), FakeContext(remaining_s=60.0))
     assert waits == [1_750_000_000, 1_000_000_000]
@@ -582,8 +680,11 @@ def all_pages(state: State, query: RunQuery, limit: int, max_examined: int) -> l
 @given(
     runs_per_job=st.dictionaries(
         st.sampled_from(["a", "b", "c", "d"]),
-        st.lists(st.tuples(st.integers(0, 30), st.sampled_from(["succeeded", "failed", "queued"])), max_size=25,
-                 unique_by=lambda item: item[0]),
+        st.lists(
+            st.tuples(st.integers(0, 30), st.sampled_from(["succeeded", "failed", "queued"])),
+            max_size=25,
+            unique_by=lambda item: item[0],
+        ),
         max_size=4,
     ),
     statuses=st.sampled_from([frozenset(), frozenset({"failed"}), frozenset({"queued", "failed"})]),
@@ -592,12 +693,18 @@ def all_pages(state: State, query: RunQuery, limit: int, max_examined: int) -> l
     max_examined=st.integers(1, 12),
     window=st.tuples(st.integers(-1, 31), st.integers(-1, 32)),
 )
-def test_run_pages_cover_every_matching_run_once_in_order(runs_per_job, statuses, newest_first, limit, max_examined, window):
+def test_run_pages_cover_every_matching_run_once_in_order(
+    runs_per_job, statuses, newest_first, limit, max_examined, window
+):
     state = history_state(runs_per_job)
     query = RunQuery(statuses=statuses, since_us=window[0], until_us=window[1], newest_first=newest_first)
     expected = sorted(
-        ((at, job) for job, runs in runs_per_job.items() for at, status in runs
-         if window[0] <= at < window[1] and (not statuses or status in statuses)),
+        (
+            (at, job)
+            for job, runs in runs_per_job.items()
+            for at, status in runs
+            if window[0] <= at < window[1] and (not statuses or status in statuses)
+        ),
         reverse=newest_first,
     )
     assert all_pages(state, query, limit, max_examined) == expected
@@ -720,8 +827,9 @@ def test_the_cli_follows_short_pages_of_runs_until_its_page_is_full(monkeypatch,
             return runs_pb2.ListRunsResponse(runs=[pb.Run(job_id=job) for job in runs], next_page_token=token)
 
     monkeypatch.setattr(connection, "cluster_client", lambda args: FakeClient())
-    args = argparse.Namespace(job="", status=["failed"], since=None, until=None, limit=3, oldest_first=False,
-                              linearizable=False, json=True)
+    args = argparse.Namespace(
+        job="", status=["failed"], since=None, until=None, limit=3, oldest_first=False, linearizable=False, json=True
+    )
     assert cmd_runs(args) == 0
     assert [run["job_id"] for run in json.loads(capsys.readouterr().out)] == ["x", "y", "z"]
     assert asked == [("", 3), ("10:a", 3), ("20:b", 2), ("30:c", 2)]
@@ -763,7 +871,9 @@ def test_a_hostile_job_document_is_refused_with_a_clear_message(text, fragment):
     assert fragment in str(raised.value)
 
 
-@pytest.mark.parametrize("data", [b"\xff\xff\xff", b"\x0a\x02\xc3\x28", b"\x08" + b"\xff" * 11], ids=["corrupt", "bad UTF-8", "varint"])
+@pytest.mark.parametrize(
+    "data", [b"\xff\xff\xff", b"\x0a\x02\xc3\x28", b"\x08" + b"\xff" * 11], ids=["corrupt", "bad UTF-8", "varint"]
+)
 def test_the_interceptor_answers_undecodable_bytes_invalid_argument(data):
     seen = []
     handler = LimitsInterceptor().intercept_service(
@@ -798,8 +908,12 @@ def test_a_call_without_a_token_is_refused_without_reading_its_body():
         def authenticate(self, token):
             return None
 
-    inner = grpc.unary_unary_rpc_method_handler(lambda r, c: "served", request_deserializer=jobs_pb2.GetJobRequest.FromString)
-    handler = AuthInterceptor(Nobody()).intercept_service(lambda details: inner, CallDetails("/raftcron.v1.JobService/GetJob"))
+    inner = grpc.unary_unary_rpc_method_handler(
+        lambda r, c: "served", request_deserializer=jobs_pb2.GetJobRequest.FromString
+    )
+    handler = AuthInterceptor(Nobody()).intercept_service(
+        lambda details: inner, CallDetails("/raftcron.v1.JobService/GetJob")
+    )
     assert handler.request_streaming and handler.request_deserializer is None
     with pytest.raises(Aborted) as raised:
         handler.stream_unary(Untouchable(), FakeContext())
@@ -863,15 +977,17 @@ def caller_key_of(context) -> str:
 
 
 # A day field: a list of values, or a star with a step (starred, so both day fields must match).
-_DAYS_OF_MONTH = st.sets(st.integers(1, 31), min_size=1).map(lambda days: ",".join(map(str, sorted(days)))) | st.sets(
-    st.integers(28, 31), min_size=1
-).map(lambda days: ",".join(map(str, sorted(days)))) | st.integers(1, 31).map(lambda step: f"*/{step}")
+_DAYS_OF_MONTH = (
+    st.sets(st.integers(1, 31), min_size=1).map(lambda days: ",".join(map(str, sorted(days))))
+    | st.sets(st.integers(28, 31), min_size=1).map(lambda days: ",".join(map(str, sorted(days))))
+    | st.integers(1, 31).map(lambda step: f"*/{step}")
+)
 _DAYS_OF_WEEK = st.sets(st.integers(0, 6), min_size=1).map(lambda days: ",".join(map(str, sorted(days)))) | st.integers(
     1, 7
 ).map(lambda step: f"*/{step}")
-_MONTHS = st.sets(st.integers(1, 12), min_size=1).map(lambda months: ",".join(map(str, sorted(months)))) | st.sampled_from(
-    ["2", "2,4,6,9,11", "4,6,9,11", "*"]
-)
+_MONTHS = st.sets(st.integers(1, 12), min_size=1).map(
+    lambda months: ",".join(map(str, sorted(months)))
+) | st.sampled_from(["2", "2,4,6,9,11", "4,6,9,11", "*"])
 
 
 @settings(max_examples=500, derandomize=True, deadline=None)
@@ -906,7 +1022,9 @@ def test_the_health_service_answers_through_the_request_intake():
         servicer.set("", health_pb2.HealthCheckResponse.SERVING)
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = health_pb2_grpc.HealthStub(channel)
-            assert stub.Check(health_pb2.HealthCheckRequest(), timeout=10).status == health_pb2.HealthCheckResponse.SERVING
+            assert (
+                stub.Check(health_pb2.HealthCheckRequest(), timeout=10).status == health_pb2.HealthCheckResponse.SERVING
+            )
             watch = stub.Watch(health_pb2.HealthCheckRequest(), timeout=10)
             assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
             watch.cancel()

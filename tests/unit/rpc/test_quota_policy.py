@@ -26,9 +26,16 @@ from scheduler.security.interceptor import _CALLER
 from scheduler.security.principals import ADMIN, SUBMITTER, Principal
 from tests.fakes import Core, ImmediateRaftLog, spec, upsert
 
-LIMITS = QuotaLimits(max_jobs_per_owner=10, max_live_runs_per_owner=5, max_backfill_runs_per_call=3,
-                     max_backfill_runs_per_window=6, max_triggers_per_window=2, window_s=60.0,
-                     writes_per_s=1.0, write_burst=2)
+LIMITS = QuotaLimits(
+    max_jobs_per_owner=10,
+    max_live_runs_per_owner=5,
+    max_backfill_runs_per_call=3,
+    max_backfill_runs_per_window=6,
+    max_triggers_per_window=2,
+    window_s=60.0,
+    writes_per_s=1.0,
+    write_burst=2,
+)
 
 
 class Aborted(Exception):
@@ -134,8 +141,9 @@ def test_buckets_are_per_key():
 def _state_with_jobs():
     core = Core()
     core.lead()
-    core.apply_jobs((upsert(spec("f1", owner="finance")), upsert(spec("f2", owner="finance")),
-                     upsert(spec("o1", owner="ops"))))
+    core.apply_jobs(
+        (upsert(spec("f1", owner="finance")), upsert(spec("f2", owner="finance")), upsert(spec("o1", owner="ops")))
+    )
     core.state.add_run(Run(job_id="f1", scheduled_us=1, status=QUEUED))
     core.state.add_run(Run(job_id="f1", scheduled_us=2, status=QUEUED))
     return core.state
@@ -150,20 +158,24 @@ def test_owner_usage_counts_jobs_and_live_runs(monkeypatch):
 
 def test_apply_deltas_count_new_jobs_moves_and_removals():
     state = _state_with_jobs()
-    command = ApplyJobs(0, "a", "r", (JobUpsert(spec("f1", owner="ops"), 1, 0), JobUpsert(spec("n", owner="finance"), 0, 0)),
-                        ("o1",))
+    command = ApplyJobs(
+        0, "a", "r", (JobUpsert(spec("f1", owner="ops"), 1, 0), JobUpsert(spec("n", owner="finance"), 0, 0)), ("o1",)
+    )
     assert apply_job_deltas(state, command) == {"finance": 0, "ops": 0}
 
 
 # -- admission ------------------------------------------------------------------------------------
 def test_a_submitter_past_its_job_quota_is_refused(as_submitter):
     admission = Admission(ImmediateRaftLog(_state_with_jobs()).read, QuotaLimits(max_jobs_per_owner=3))
-    command = ApplyJobs(0, "a", "r", (JobUpsert(spec("n1", owner="finance"), 0, 0),
-                                      JobUpsert(spec("n2", owner="finance"), 0, 0)))
+    command = ApplyJobs(
+        0, "a", "r", (JobUpsert(spec("n1", owner="finance"), 0, 0), JobUpsert(spec("n2", owner="finance"), 0, 0))
+    )
     with pytest.raises(Aborted) as aborted:
         admission.check_apply(FakeContext(), command)
-    assert aborted.value.args == (grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                  "quota exceeded: owner 'finance' has 2 jobs and this adds 2; the limit is 3")
+    assert aborted.value.args == (
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "quota exceeded: owner 'finance' has 2 jobs and this adds 2; the limit is 3",
+    )
     admission.check_apply(FakeContext(), ApplyJobs(0, "a", "r", command.upserts[:1]))
 
 
@@ -212,8 +224,9 @@ def test_triggers_count_live_runs_and_a_window(as_submitter):
 def test_admins_are_rate_limited_but_not_held_to_quotas():
     token = _CALLER.set(Principal("root", ADMIN))
     try:
-        admission = Admission(ImmediateRaftLog(_state_with_jobs()).read, QuotaLimits(max_jobs_per_owner=0,
-                                                                                   write_burst=1))
+        admission = Admission(
+            ImmediateRaftLog(_state_with_jobs()).read, QuotaLimits(max_jobs_per_owner=0, write_burst=1)
+        )
         admission.check_apply(FakeContext(), ApplyJobs(0, "a", "r", (JobUpsert(spec("n", owner="finance"), 0, 0),)))
         admission.admit_write(FakeContext())
         with pytest.raises(Aborted, match="rate limited"):
@@ -244,8 +257,11 @@ def _load(tmp_path, quotas_yaml: str):
 
 
 def test_quotas_come_from_the_node_config(tmp_path):
-    config = _load(tmp_path, "quotas: {max_jobs_per_owner: 50, writes_per_s: 5, owners: {big: {max_jobs_per_owner: 500}},"
-                             " principals: {ci: {writes_per_s: 50}}}\n")
+    config = _load(
+        tmp_path,
+        "quotas: {max_jobs_per_owner: 50, writes_per_s: 5, owners: {big: {max_jobs_per_owner: 500}},"
+        " principals: {ci: {writes_per_s: 50}}}\n",
+    )
     assert config.quotas.max_jobs_per_owner == 50 and config.quotas.writes_per_s == 5
     assert config.quotas.for_principal("ci").writes_per_s == 50
     assert config.quotas.for_owner("big").max_jobs_per_owner == 500

@@ -54,8 +54,12 @@ def test_every_node_serves_tls_with_tokens(compose, tmp_path, made):
         config = _effective_config(service, secret)
         assert not config.insecure_grpc
         tls = config.tls_files()
-        for path, expected in ((tls.cert_file, "node.pem"), (tls.key_file, "node.key"), (tls.ca_file, "ca.pem"),
-                               (config.principals_file, "principals.yaml")):
+        for path, expected in (
+            (tls.cert_file, "node.pem"),
+            (tls.key_file, "node.key"),
+            (tls.ca_file, "ca.pem"),
+            (config.principals_file, "principals.yaml"),
+        ):
             assert secret_file(compose, mounted(service, path), made).name == expected
         # The health check (`raftcron status`) reads the CA and a token allowed to call Status.
         env = _environment(service)

@@ -51,7 +51,10 @@ def test_insecure_is_an_explicit_choice_and_says_so():
     assert serving_refusal(lax) is None and lax.insecure_grpc
     assert insecure_warning(lax) == "insecure: gRPC without tokens; anyone on this machine can call every RPC"
     exposed = config(cluster_secret=SECRET, insecure=True)
-    assert insecure_warning(exposed) == "insecure: gRPC without tokens; anyone who can reach 10.0.0.1:7201 can call every RPC"
+    assert (
+        insecure_warning(exposed)
+        == "insecure: gRPC without tokens; anyone who can reach 10.0.0.1:7201 can call every RPC"
+    )
     # insecure does not lift the secret: a node without one runs any pickle it is sent.
     assert "without a cluster secret" in serving_refusal(config("127.0.0.1", insecure=True))
     with pytest.raises(ConfigError, match="without a cluster secret"):
@@ -149,10 +152,17 @@ def test_loader_reads_tls_and_principals_from_file_env_and_flags(tmp_path):
     loaded = load_node_config(parse(["--config", str(path)]), {"RAFTCRON_CLUSTER_SECRET": SECRET})
     tls = loaded.tls_files()
     assert (tls.cert_file, tls.key_file, tls.ca_file, tls.require_client_cert) == (
-        "/etc/rc/node.pem", "/etc/rc/node.key", "/etc/rc/ca.pem", True
+        "/etc/rc/node.pem",
+        "/etc/rc/node.key",
+        "/etc/rc/ca.pem",
+        True,
     )
     assert loaded.principals_file == "/etc/rc/principals.yaml"
-    env = {"RAFTCRON_CLUSTER_SECRET": SECRET, "RAFTCRON_TLS_CERT_FILE": "/env/node.pem", "RAFTCRON_TLS_CLIENT_AUTH": "no"}
+    env = {
+        "RAFTCRON_CLUSTER_SECRET": SECRET,
+        "RAFTCRON_TLS_CERT_FILE": "/env/node.pem",
+        "RAFTCRON_TLS_CLIENT_AUTH": "no",
+    }
     loaded = load_node_config(parse(["--config", str(path), "--principals-file", "/flag/p.yaml"]), env)
     assert loaded.tls_cert_file == "/env/node.pem" and not loaded.tls_client_auth
     assert loaded.principals_file == "/flag/p.yaml"
@@ -190,16 +200,22 @@ def test_a_dashboard_off_loopback_needs_tokens_or_an_explicit_choice():
         config(cluster_secret=SECRET, insecure=True, metrics_address="10.0.0.1:9100")
     assert config("127.0.0.1", metrics_address="127.0.0.1:9100").metrics_address  # loopback: fine
     assert config(metrics_address="10.0.0.1:9100", **loopback).principals_file  # tokens: fine
-    assert config("127.0.0.1", cluster_secret=SECRET, metrics_address="0.0.0.0:9100", insecure_dashboard=True).insecure_dashboard
+    assert config(
+        "127.0.0.1", cluster_secret=SECRET, metrics_address="0.0.0.0:9100", insecure_dashboard=True
+    ).insecure_dashboard
 
 
 def test_insecure_dashboard_is_read_from_the_file_and_env(tmp_path):
     path = tmp_path / "node.yaml"
-    path.write_text("node_id: n1\ndata_dir: /tmp/x\npeers: ['n1=127.0.0.1:7101/127.0.0.1:7201', "
-                    "'n2=127.0.0.1:7102/127.0.0.1:7202', 'n3=127.0.0.1:7103/127.0.0.1:7203']\nmetrics: 0.0.0.0:9100\n")
+    path.write_text(
+        "node_id: n1\ndata_dir: /tmp/x\npeers: ['n1=127.0.0.1:7101/127.0.0.1:7201', "
+        "'n2=127.0.0.1:7102/127.0.0.1:7202', 'n3=127.0.0.1:7103/127.0.0.1:7203']\nmetrics: 0.0.0.0:9100\n"
+    )
     env = {"RAFTCRON_CLUSTER_SECRET": SECRET}
     with pytest.raises(ConfigError, match="insecure_dashboard: true"):
         load_node_config(parse(["--config", str(path)]), env)
-    assert load_node_config(parse(["--config", str(path)]), {**env, "RAFTCRON_INSECURE_DASHBOARD": "true"}).insecure_dashboard
+    assert load_node_config(
+        parse(["--config", str(path)]), {**env, "RAFTCRON_INSECURE_DASHBOARD": "true"}
+    ).insecure_dashboard
     path.write_text(path.read_text() + "insecure_dashboard: true\n")
     assert load_node_config(parse(["--config", str(path)]), env).insecure_dashboard

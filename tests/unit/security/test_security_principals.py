@@ -69,7 +69,10 @@ def test_dev_credentials_are_private_files_that_work_together(tmp_path):
     for path in directory.iterdir():
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path.name
     authenticator = Authenticator.from_file(credentials.node_config()["principals_file"])
-    roles = {role: authenticator.authenticate(open(credentials.token_file(role)).read()) for role in ("admin", "submitter", "worker")}
+    roles = {
+        role: authenticator.authenticate(open(credentials.token_file(role)).read())
+        for role in ("admin", "submitter", "worker")
+    }
     assert {role: p.role for role, p in roles.items()} == {"admin": ADMIN, "submitter": SUBMITTER, "worker": WORKER}
     assert roles["worker"].serves("demo.echo") and roles["worker"].serves("shell")
     assert roles["submitter"].owns("finance") and not roles["submitter"].owns("someone-else")
@@ -90,7 +93,11 @@ def test_dev_credentials_are_kept_across_restarts(tmp_path):
 def test_http_pages_take_a_bearer_token_of_a_reading_role():
     from scheduler.security.principals import READER, http_authorizer
 
-    pairs = [(Principal("a", ADMIN), "ta"), (Principal("r", READER), "tr"), (Principal("w", WORKER, targets=("*",)), "tw")]
+    pairs = [
+        (Principal("a", ADMIN), "ta"),
+        (Principal("r", READER), "tr"),
+        (Principal("w", WORKER, targets=("*",)), "tw"),
+    ]
     authorize = http_authorizer(Authenticator(parse_principals(principals_document(pairs))))
     assert authorize({"authorization": "Bearer tr"}) and authorize({"authorization": "bearer ta"})
     assert not authorize({"authorization": "Bearer tw"})  # workers read nothing
@@ -102,8 +109,13 @@ def test_the_dev_worker_gets_the_worker_token_and_the_ca_and_nothing_else(tmp_pa
 
     credentials = ensure_dev_credentials(tmp_path / "credentials")
     admin_token = open(credentials.token_file("admin")).read()
-    caller = {"PATH": "/usr/bin", "RAFTCRON_TOKEN_FILE": credentials.token_file("admin"), "RAFTCRON_TOKEN": admin_token,
-              "RAFTCRON_CLUSTER_SECRET": "s3cret", "RAFTCRON_LOG_LEVEL": "DEBUG"}
+    caller = {
+        "PATH": "/usr/bin",
+        "RAFTCRON_TOKEN_FILE": credentials.token_file("admin"),
+        "RAFTCRON_TOKEN": admin_token,
+        "RAFTCRON_CLUSTER_SECRET": "s3cret",
+        "RAFTCRON_LOG_LEVEL": "DEBUG",
+    }
     env = demo_worker_env(credentials, tmp_path, caller)
     assert env["PATH"] == "/usr/bin" and env["RAFTCRON_LOG_LEVEL"] == "DEBUG"
     assert {k for k in env if k.startswith("RAFTCRON_")} == {"RAFTCRON_CA", "RAFTCRON_TOKEN_FILE", "RAFTCRON_LOG_LEVEL"}

@@ -58,16 +58,30 @@ def test_a_refusal_names_the_target_the_job_and_the_principal():
     denial = target_denial(starry, "nightly", "x", "shell", "cat /etc/shadow")
     assert "star-ci" in denial and "'shell:x'" in denial and "'nightly'" in denial and "shell:" in denial
     assert "cat /etc/shadow" not in denial
-    assert jobs_target_denial(reports, [("a", "ops", "shell", "x"), ("b", "finance", "handler", "payroll.run")]) == \
-        target_denial(reports, "b", "finance", "handler", "payroll.run")
+    assert jobs_target_denial(
+        reports, [("a", "ops", "shell", "x"), ("b", "finance", "handler", "payroll.run")]
+    ) == target_denial(reports, "b", "finance", "handler", "payroll.run")
 
 
 def test_submitters_may_list_targets_and_readers_owners():
-    entries = parse_principals({"principals": [
-        {"name": "ci", "role": "submitter", "owners": ["ops"], "targets": ["shell:ops"], "token_sha256": "ab" * 32},
-        {"name": "grafana", "role": "reader", "owners": ["*"], "token_sha256": "cd" * 32},
-    ]})
-    assert [p for _, p in entries] == [Principal("ci", SUBMITTER, ("ops",), ("shell:ops",)), Principal("grafana", READER, ("*",))]
+    entries = parse_principals(
+        {
+            "principals": [
+                {
+                    "name": "ci",
+                    "role": "submitter",
+                    "owners": ["ops"],
+                    "targets": ["shell:ops"],
+                    "token_sha256": "ab" * 32,
+                },
+                {"name": "grafana", "role": "reader", "owners": ["*"], "token_sha256": "cd" * 32},
+            ]
+        }
+    )
+    assert [p for _, p in entries] == [
+        Principal("ci", SUBMITTER, ("ops",), ("shell:ops",)),
+        Principal("grafana", READER, ("*",)),
+    ]
     with pytest.raises(PrincipalsError, match="targets to submitters and workers"):
         parse_principals({"principals": [{"name": "r", "role": "reader", "targets": ["x"], "token_sha256": "ab" * 32}]})
 
@@ -79,13 +93,17 @@ def test_a_principal_name_cannot_contain_the_holder_separator():
 
 # -- the shell targets workers lease -------------------------------------------------------------
 
+
 def shell_job(owner: str) -> JobSpec:
     return JobSpec(id="j", schedule="* * * * *", target_kind="shell", target="echo hi", owner=owner)
 
 
 def test_a_shell_job_is_leased_under_its_owner():
     assert target_key(shell_job("ops")) == "shell:ops"
-    assert target_key(JobSpec(id="j", schedule="* * * * *", target_kind="handler", target="reports.build")) == "reports.build"
+    assert (
+        target_key(JobSpec(id="j", schedule="* * * * *", target_kind="handler", target="reports.build"))
+        == "reports.build"
+    )
 
 
 def test_shell_leases_every_owners_shell_queue_and_an_owner_only_its_own():
@@ -108,6 +126,7 @@ def test_a_worker_token_scoped_to_an_owner_serves_only_its_shell_jobs():
 
 # -- owner-scoped details --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "principal, owner, sees",
     [
@@ -125,6 +144,7 @@ def test_payloads_and_output_tails_are_the_owners(principal, owner, sees):
 
 
 # -- leases belong to the principal they were granted to ------------------------------------------
+
 
 def leased_run(*holders_and_tokens: tuple[str, int]) -> Run:
     attempts = tuple(Attempt(number=i + 1, worker_id=w, fencing_token=t) for i, (w, t) in enumerate(holders_and_tokens))
@@ -161,19 +181,29 @@ def test_a_worker_asking_for_one_owners_shell_jobs_gets_no_other_owners_even_aft
 
     log = LeaderLog()
     cluster = Cluster(log)
-    ops, fin = (JobSpec(id=f"{o}-job", schedule="* * * * * *", target_kind="shell", target=f"echo {o}", owner=o,
-                        jitter="pinned") for o in ("ops", "finance"))
+    ops, fin = (
+        JobSpec(
+            id=f"{o}-job", schedule="* * * * * *", target_kind="shell", target=f"echo {o}", owner=o, jitter="pinned"
+        )
+        for o in ("ops", "finance")
+    )
     cluster.jobs(ops, fin)
     slot = T0 + 10 * S
     cluster.at(slot + S)
     cluster.claim((ops.id, slot, slot + S), (fin.id, slot, slot + S))
     clock = SimpleNamespace(read=lambda: (cluster.now_us, cluster.now_us - T0), now_us=lambda: cluster.now_us)
-    dispatcher = Dispatcher(SimpleNamespace(clock=clock, stopping=threading.Event(), epoch=cluster.epoch), log, 10 * S, 1.0)
+    dispatcher = Dispatcher(
+        SimpleNamespace(clock=clock, stopping=threading.Event(), epoch=cluster.epoch), log, 10 * S, 1.0
+    )
     dispatcher._queue_live_runs()
     dispatcher.ready.set()
     # The ops job moves to finance while its run is queued under shell:ops.
-    cluster.jobs(JobSpec(id=ops.id, schedule=ops.schedule, target_kind="shell", target="echo moved", owner="finance",
-                         jitter="pinned"), request_id="r2")
+    cluster.jobs(
+        JobSpec(
+            id=ops.id, schedule=ops.schedule, target_kind="shell", target="echo moved", owner="finance", jitter="pinned"
+        ),
+        request_id="r2",
+    )
     assert dispatcher.lease("ops-w", ["shell:ops"], max_runs=5, wait_s=0) == []
     granted = dispatcher.lease("fin-w", ["shell:finance"], max_runs=5, wait_s=0)
     assert sorted(g.run.job_id for g in granted) == ["finance-job", "ops-job"]

@@ -586,9 +586,7 @@ def test_retry_rules() -> None:
     assert problem(retry=None).field == "retry"
 
 
-@pytest.mark.parametrize(
-    ("value", "ok"), [(-1000, True), (1000, True), (0, True), (-1001, False), (1001, False)]
-)
+@pytest.mark.parametrize(("value", "ok"), [(-1000, True), (1000, True), (0, True), (-1001, False), (1001, False)])
 def test_priority_bounds(value: int, ok: bool) -> None:
     if ok:
         assert one(priority=value).priority == value
@@ -655,9 +653,7 @@ def test_payload_is_canonical_json() -> None:
 
 def test_same_payload_written_differently_is_the_same_spec() -> None:
     first = parse_jobs_document('- {id: j, schedule: "* * * * *", target: h, payload: {a: 1, b: [x]}}')
-    second = parse_jobs_document(
-        '- id: j\n  schedule: "* * * * *"\n  target: h\n  payload:\n    b: ["x"]\n    a: 1\n'
-    )
+    second = parse_jobs_document('- id: j\n  schedule: "* * * * *"\n  target: h\n  payload:\n    b: ["x"]\n    a: 1\n')
     assert first == second
 
 
@@ -747,8 +743,9 @@ def test_validate_spec_reports_every_bad_field() -> None:
         owner="a\x00",
         job_class="",
         timeout_us=0,
-        retry=RetryPolicy(max_attempts=0, backoff_initial_us=-1, backoff_max_us=2 * DAY_US,
-                          backoff_multiplier=math.nan, within_us=-5),  # fmt: skip
+        retry=RetryPolicy(
+            max_attempts=0, backoff_initial_us=-1, backoff_max_us=2 * DAY_US, backoff_multiplier=math.nan, within_us=-5
+        ),  # fmt: skip
         priority=True,
         payload_json="{bad",
         misfire=MisfirePolicy(policy="later", grace_us=-1, max_catch_up=1001),
@@ -972,9 +969,7 @@ def test_load_jobs_file_refuses_non_utf8_and_big_files(tmp_path: Path) -> None:
 # Robustness: any input ends in specs or in a SpecError, never in another exception
 # ---------------------------------------------------------------------------------------------
 
-plausible = st.sampled_from(
-    ["5m", "0", "auto", "skip", "forbid", "*/5 * * * * *", "Europe/Berlin", "demo.echo"]
-)
+plausible = st.sampled_from(["5m", "0", "auto", "skip", "forbid", "*/5 * * * * *", "Europe/Berlin", "demo.echo"])
 nested_keys = st.sampled_from(
     ["handler", "shell", "initial", "max", "multiplier", "gap", "policy", "grace", "max_attempts",
      "backoff", "x"]

@@ -23,7 +23,12 @@ _REQUEST_IDS = (f"r{n}" for n in itertools.count(1))  # a replica answers a repe
 
 def plan(core: Core, specs=(), resources=(), prune: bool = False, caller: Principal | None = None):
     return plan_apply(
-        core.state, list(specs), list(resources), prune=prune, caller=caller, author="alice",
+        core.state,
+        list(specs),
+        list(resources),
+        prune=prune,
+        caller=caller,
+        author="alice",
         request_id=next(_REQUEST_IDS),
     )
 
@@ -132,7 +137,9 @@ def test_taking_over_a_job_of_another_owner_is_refused():
 def test_changing_a_shared_budget_needs_an_admin():
     core = replica(resources=[DB])
     command = plan(core, [spec("a", owner="finance", uses=("db",))], [Resource("db", 8, 0)], caller=FINANCE_CI)
-    assert apply_refusal(core.state, command, FINANCE_CI) == "fin-ci may not change shared resources ['db']: needs admin"
+    assert (
+        apply_refusal(core.state, command, FINANCE_CI) == "fin-ci may not change shared resources ['db']: needs admin"
+    )
     assert apply_refusal(core.state, command, ROOT) is None
     unchanged = plan(core, [spec("a", owner="finance", uses=("db",))], [DB], caller=FINANCE_CI)
     assert apply_refusal(core.state, unchanged, FINANCE_CI) is None
@@ -168,7 +175,9 @@ def test_a_dry_run_reports_what_the_apply_does_without_doing_it():
     ]
     assert set(core.state.jobs) == {"same", "edit", "gone"}
     result = core.apply(command)
-    applied = [PlannedChange(e.job_id, CHANGE_NAMES[type(e)], e.version) for e in result.events if type(e) in CHANGE_NAMES]
+    applied = [
+        PlannedChange(e.job_id, CHANGE_NAMES[type(e)], e.version) for e in result.events if type(e) in CHANGE_NAMES
+    ]
     assert applied == changes
 
 
@@ -178,6 +187,10 @@ def test_a_dry_run_reports_what_the_apply_does_without_doing_it():
 def test_every_problem_of_every_spec_and_resource_is_listed_then_repeated_ids():
     bad_spec, bad_resource = spec("b", priority=5000), Resource("bad name", 1, 0)
     problems = apply_problems([spec("a"), bad_spec, spec("a")], [bad_resource])
-    assert problems == [*map(str, validate_spec(bad_spec)), *map(str, validate_resource(bad_resource)), "job 'a': listed twice"]
+    assert problems == [
+        *map(str, validate_spec(bad_spec)),
+        *map(str, validate_resource(bad_resource)),
+        "job 'a': listed twice",
+    ]
     assert problems[0] == "job 'b' field 'priority': must be between -1000 and 1000, got 5000"
     assert apply_problems([spec("a"), spec("b")], [DB]) == []

@@ -23,7 +23,9 @@ from worker._client import ALLOW, REFUSE, WARN, Credentials, PlaintextTokenRefus
         ("0.0.0.0:7200", False, True, False, REFUSE),
     ],
 )
-def test_the_token_goes_in_plaintext_only_to_loopback_or_when_allowed(address, tls, has_token, allow_plaintext, expected):
+def test_the_token_goes_in_plaintext_only_to_loopback_or_when_allowed(
+    address, tls, has_token, allow_plaintext, expected
+):
     assert plaintext_decision(address, tls, has_token, allow_plaintext) == expected
 
 

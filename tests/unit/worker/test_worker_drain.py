@@ -40,8 +40,15 @@ def test_drain_finishes_what_it_can_and_hands_back_the_rest() -> None:
             make_grant("cooperative", 2, ttl_s=0.9),
             make_grant("ignorer", 3, ttl_s=0.9),
         )
-        worker = Worker([address], handlers=handlers, concurrency=3, lease_wait_s=0.5,
-                        drain_timeout_s=1.2, shell_grace_s=0.2, call_timeout_s=1.0)
+        worker = Worker(
+            [address],
+            handlers=handlers,
+            concurrency=3,
+            lease_wait_s=0.5,
+            drain_timeout_s=1.2,
+            shell_grace_s=0.2,
+            call_timeout_s=1.0,
+        )
         worker.start()
         assert wait_until(lambda: len(started) == 3)
         leases_before_stop = len(service.lease_requests)
@@ -141,8 +148,10 @@ def test_runs_past_their_deadline_report_deadline_exceeded() -> None:
         ctx.cancelled.wait(WAIT_S)
 
     with fake_cluster() as (service, address):
-        service.add(make_grant("slow", 1, deadline_s=0.3), make_grant("slow", 2, deadline_s=-1,
-                                                                      scheduled_at=SLOT + timedelta(hours=1)))
+        service.add(
+            make_grant("slow", 1, deadline_s=0.3),
+            make_grant("slow", 2, deadline_s=-1, scheduled_at=SLOT + timedelta(hours=1)),
+        )
         worker = Worker([address], handlers={"slow": slow}, lease_wait_s=0.5, concurrency=2)
         worker.start()
         try:

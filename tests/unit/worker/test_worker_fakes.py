@@ -148,9 +148,7 @@ class FakeWorkerService(worker_pb2_grpc.WorkerServiceServicer):
                 context.abort(grpc.StatusCode.UNAVAILABLE, "fake: heartbeat fails on purpose")
             self.heartbeats.append(request)
             results = [
-                worker_pb2.LeaseResult(
-                    lease=ref, outcome=self.heartbeat_verdicts.get(ref.fencing_token, worker_pb2.OK)
-                )
+                worker_pb2.LeaseResult(lease=ref, outcome=self.heartbeat_verdicts.get(ref.fencing_token, worker_pb2.OK))
                 for ref in request.leases
             ]
             self.cond.notify_all()

@@ -33,8 +33,15 @@ def grants(n: int, ttl_s: float) -> list[worker_pb2.LeaseGrant]:
 
 
 def start_worker(address: str, handler, concurrency: int = 3) -> Worker:
-    worker = Worker([address], worker_id="w1", handlers={"job": handler}, concurrency=concurrency,
-                    lease_wait_s=0.5, call_timeout_s=1.0, drain_timeout_s=1.0)
+    worker = Worker(
+        [address],
+        worker_id="w1",
+        handlers={"job": handler},
+        concurrency=concurrency,
+        lease_wait_s=0.5,
+        call_timeout_s=1.0,
+        drain_timeout_s=1.0,
+    )
     worker.start()
     return worker
 
@@ -161,7 +168,9 @@ def test_a_short_heartbeat_outage_keeps_the_lease() -> None:
 def held(token: int, ttl_s: float):
     from worker._leases import lease_from_grant
 
-    lease, _ = lease_from_grant(make_grant("job", token, ttl_s=ttl_s, scheduled_at=SLOT + timedelta(minutes=token)), "w1")
+    lease, _ = lease_from_grant(
+        make_grant("job", token, ttl_s=ttl_s, scheduled_at=SLOT + timedelta(minutes=token)), "w1"
+    )
     return lease
 
 

@@ -75,7 +75,9 @@ def test_a_finished_run_frees_its_slot_before_its_outcome_is_answered_up_to_a_bo
     with fake_cluster() as (service, address):
         service.completes_held.set()  # no outcome is answered until released
         service.add(*[make_grant("quick", t, scheduled_at=SLOT + timedelta(minutes=t)) for t in range(1, 8)])
-        with running([address], concurrency=2, handlers={"quick": lambda ctx: started.append(ctx.fencing_token)}) as worker:
+        with running(
+            [address], concurrency=2, handlers={"quick": lambda ctx: started.append(ctx.fencing_token)}
+        ) as worker:
             # Two runs, then two more while the first two outcomes wait; then no slot is free.
             assert wait_until(lambda: len(started) == 4), started
             assert worker.active_runs == 4  # every lease is still held (and heartbeated)

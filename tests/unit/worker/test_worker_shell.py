@@ -45,8 +45,12 @@ def test_environment_and_stdin_carry_the_run() -> None:
     scheduled = datetime(2026, 3, 1, 6, 15, tzinfo=timezone.utc)
     command = ShellCommand('env | grep ^RAFTCRON_ | sort; printf "STDIN=%s\\n" "$(cat)"')
     outcome = run_handler(
-        command, payload={"report": "sales", "ü": 1}, job_id="reports.nightly", scheduled_at=scheduled,
-        attempt=2, fencing_token=42,
+        command,
+        payload={"report": "sales", "ü": 1},
+        job_id="reports.nightly",
+        scheduled_at=scheduled,
+        attempt=2,
+        fencing_token=42,
     )
     assert outcome.kind == "SUCCESS" and outcome.exit_code == 0
     lines = dict(line.split("=", 1) for line in outcome.output_tail.splitlines())
@@ -185,8 +189,16 @@ def test_a_command_gets_an_allow_listed_environment_without_the_workers_credenti
         monkeypatch.setenv(name, value)
     outcome = run_handler(ShellCommand("env"), job_id="cleanup", payload={"a": 1})
     env = env_of(outcome)
-    run_names = {"RAFTCRON_JOB_ID", "RAFTCRON_RUN_KEY", "RAFTCRON_SCHEDULED_AT", "RAFTCRON_FENCING_TOKEN",
-                 "RAFTCRON_ATTEMPT", "RAFTCRON_DEADLINE", "RAFTCRON_IDEMPOTENCY_KEY", "RAFTCRON_PAYLOAD"}
+    run_names = {
+        "RAFTCRON_JOB_ID",
+        "RAFTCRON_RUN_KEY",
+        "RAFTCRON_SCHEDULED_AT",
+        "RAFTCRON_FENCING_TOKEN",
+        "RAFTCRON_ATTEMPT",
+        "RAFTCRON_DEADLINE",
+        "RAFTCRON_IDEMPOTENCY_KEY",
+        "RAFTCRON_PAYLOAD",
+    }
     assert set(env) - {"PWD", "SHLVL", "_", "OLDPWD"} <= {"PATH", "HOME", "LANG", "TZ", "LC_ALL"} | run_names
     assert env["TZ"] == "Europe/Paris" and env["LC_ALL"] == "C.UTF-8" and env["RAFTCRON_JOB_ID"] == "cleanup"
     for value in WORKER_SECRETS.values():
@@ -226,7 +238,10 @@ def test_another_shell_user_needs_root() -> None:
 
 
 def test_a_worker_restricted_to_owners_leases_only_their_shell_targets() -> None:
-    assert Worker(["127.0.0.1:1"], shell=True, shell_owners=["ops", "ops", "finance"]).targets == ["shell:ops", "shell:finance"]
+    assert Worker(["127.0.0.1:1"], shell=True, shell_owners=["ops", "ops", "finance"]).targets == [
+        "shell:ops",
+        "shell:finance",
+    ]
     assert Worker(["127.0.0.1:1"], shell=True).targets == ["shell"]
     with pytest.raises(ValueError, match="at least one owner"):
         Worker(["127.0.0.1:1"], shell=True, shell_owners=[])
