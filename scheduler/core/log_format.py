@@ -44,9 +44,11 @@ from scheduler.core.commands import (
     SetJobPaused,
     TriggerRun,
 )
+from scheduler.core.model import Alert
+from scheduler.core.state import State
 
 # The newest log format this code reads and may propose.
-LOG_FORMAT = 2
+LOG_FORMAT = 3
 # What a node without a cluster version (an older snapshot, an empty state) runs.
 BASE_LOG_FORMAT = 1
 
@@ -71,8 +73,24 @@ COMMAND_LOG_FORMATS: dict[type, int] = {
     SetClusterVersion: 2,
 }
 
+# Format 3 changes what existing commands do, from the moment the cluster version reaches it:
+# consecutive missed or skipped slots of a job coalesce into one alert, and a success after
+# failures raises `recovered` (scheduler/core/alerts.py).
+STREAK_ALERTS_FORMAT = 3
+
 # (struct type, field name) -> the format that added the field; each such field defaults to UNSET.
-FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {}
+# Fields of state records are listed too (their UNSET default is checked the same way); apply
+# sets them only once the cluster version allows.
+FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {
+    (MarkAlertsDelivered, "counts"): 3,
+    (Alert, "count"): 3,
+    (Alert, "last_scheduled_us"): 3,
+    (Alert, "closed_us"): 3,
+    (Alert, "delivered_count"): 3,
+    (Alert, "since_us"): 3,
+    (State, "alert_streaks"): 3,
+    (State, "failure_streaks"): 3,
+}
 
 # Snapshot format byte -> the log format a node needs to read it (codec.py writes 3 only once
 # the cluster version is above 1: the field it adds is what format 2 introduced).
