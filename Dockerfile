@@ -53,8 +53,9 @@ EXPOSE 7100 7200 7300
 USER 10001:10001
 
 # Ready: a member with a connected leader whose epoch it applied, caught up (see README,
-# Probes). The image has Python, not curl: the check is a few lines of urllib. A worker runs no
-# HTTP port: docker-compose.yml disables the check for it.
+# Probes). The image has Python, not curl: the check is a few lines of urllib. Set
+# RAFTCRON_HEALTH_URL when RAFTCRON_METRICS names another port. A worker runs no HTTP port:
+# docker-compose.yml disables the check for it.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
     CMD python -m scheduler.observability.healthcheck "${RAFTCRON_HEALTH_URL:-http://127.0.0.1:7300/readyz}"
 
