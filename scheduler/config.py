@@ -112,6 +112,8 @@ class NodeConfig:
     join: bool = False
     # Quotas per owner and the write rate per principal (see scheduler/rpc/quotas.py).
     quotas: QuotaLimits = field(default_factory=QuotaLimits, hash=False)
+    # gRPC server reflection (grpcurl, grpcui): the schema only, which proto/ publishes anyway.
+    grpc_reflection: bool = True
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -415,6 +417,7 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
         insecure_dashboard=_flag(
             pick(None, "RAFTCRON_INSECURE_DASHBOARD", "insecure_dashboard", False), "insecure_dashboard"
         ),
+        grpc_reflection=_flag(pick(None, "RAFTCRON_GRPC_REFLECTION", "grpc_reflection", True), "grpc_reflection"),
         **extra,
     )
 
