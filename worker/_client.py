@@ -328,6 +328,12 @@ class ClusterClient:
     ) -> jobs_pb2.TriggerJobResponse:
         return self._call("JobService", "TriggerJob", request, fields)
 
+    def cancel_run(
+        self, request: jobs_pb2.CancelRunRequest | None = None, /, **fields: Any
+    ) -> jobs_pb2.CancelRunResponse:
+        """Cancel one queued or leased run (the cluster must be at log format 3)."""
+        return self._call("JobService", "CancelRun", request, fields)
+
     def kill_class(
         self, request: ops_pb2.KillClassRequest | None = None, /, **fields: Any
     ) -> ops_pb2.KillClassResponse:

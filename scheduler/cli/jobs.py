@@ -105,6 +105,17 @@ def cmd_trigger(args) -> int:
     return 0
 
 
+def cmd_cancel(args) -> int:
+    from scheduler.rpc.convert import timestamp
+
+    with connection.cluster_client(args) as client:
+        response = client.cancel_run(
+            job_id=args.job, scheduled_at=timestamp(parse_when(args.at)), reason=args.reason, author=args.author
+        )
+    out.print_runs_list([response.run], args.json)
+    return 0
+
+
 def cmd_backfill(args) -> int:
     from scheduler.rpc.convert import timestamp
     from worker.api.v1 import jobs_pb2

@@ -142,6 +142,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=jobs.cmd_trigger)
 
+    p = sub.add_parser(
+        "cancel", help="cancel one queued or running run (a running one is stopped at its next heartbeat)"
+    )
+    p.add_argument("job")
+    p.add_argument("--at", required=True, help="the run's slot instant, as `raftcron runs JOB` shows it")
+    p.add_argument("--reason", default="", help="recorded on the run, with the author")
+    p.add_argument("--author", default=author)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=jobs.cmd_cancel)
+
     p = sub.add_parser("backfill", help="fire every past slot in a range that never ran, once")
     p.add_argument("job")
     p.add_argument("--from", dest="from_", required=True, help="first slot instant (inclusive)")

@@ -18,6 +18,7 @@ from scheduler.core.commands import (
     AdvanceTime,
     ApplyJobs,
     BackfillRuns,
+    CancelRun,
     ClaimLeadership,
     ClaimRuns,
     Command,
@@ -35,6 +36,7 @@ from scheduler.core.commands import (
     TriggerRun,
 )
 from scheduler.core.execution import (
+    cancel_run,
     complete_runs,
     expire_leases,
     extend_all_live_leases,
@@ -130,6 +132,7 @@ HANDLERS: dict[type, Handler] = {
     AddMember: _with_request_memory(add_member),
     RemoveMember: _with_request_memory(remove_member),
     SetClusterVersion: _set_cluster_version,
+    CancelRun: _with_request_memory(cancel_run),
 }
 
 

@@ -147,6 +147,17 @@ class TriggerRun(_Command, frozen=True):
     request_id: str
 
 
+class CancelRun(_Command, frozen=True):
+    """End one queued or leased run `cancelled` (log format 3); a lease is fenced, so its worker
+    stops the attempt at its next heartbeat."""
+
+    job_id: str
+    scheduled_us: int
+    author: str
+    reason: str
+    request_id: str
+
+
 class BackfillRuns(_Command, frozen=True):
     """Fire past slots that never ran; the proposer lists them from the job's schedule."""
 
@@ -248,6 +259,7 @@ Command = (
     | AddMember
     | RemoveMember
     | SetClusterVersion
+    | CancelRun
 )
 
 # Commands stamped with the leader's epoch: the only ones that move replicated time.

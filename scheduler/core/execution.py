@@ -9,6 +9,7 @@ from __future__ import annotations
 from scheduler.core import results as ev
 from scheduler.core.alerts import note_success, raise_alert
 from scheduler.core.commands import (
+    CancelRun,
     CompleteRuns,
     Completion,
     ExpireLeases,
@@ -18,7 +19,19 @@ from scheduler.core.commands import (
     LeaseRef,
     RunRef,
 )
-from scheduler.core.model import CANCELLED, FAILED, LEASED, QUEUED, SECOND_US, SUCCEEDED, TIMED_OUT, Attempt, Run
+from scheduler.core.model import (
+    CANCELLED,
+    FAILED,
+    LEASED,
+    LIVE_STATUSES,
+    QUEUED,
+    SECOND_US,
+    SUCCEEDED,
+    TIMED_OUT,
+    Attempt,
+    Run,
+    format_run_key,
+)
 from scheduler.core.results import Result, rejected
 from scheduler.core.retry import end_run, retry_or_end
 from scheduler.core.sharing import share_last
@@ -220,3 +233,15 @@ def extend_all_live_leases(state: State) -> None:
 def cancel_live_runs(state: State, job_id: str, reason: str) -> list[ev.AnyEvent]:
     """Cancelled runs fence their leases: the holder's next heartbeat answers RUN_CANCELLED."""
     return [end_run(state, run, CANCELLED, reason) for run in state.live(job_id)]
+
+
+def cancel_run(state: State, cmd: CancelRun, index: int) -> Result:
+    """An operator's cancel of one run: queued, it never starts; leased, its lease is fenced."""
+    run = state.get_run(cmd.job_id, cmd.scheduled_us)
+    key = format_run_key(cmd.job_id, cmd.scheduled_us)
+    if run is None:
+        return rejected(index, RejectionCode.NOT_FOUND, f"no run {key}")
+    if run.status not in LIVE_STATUSES:
+        return rejected(index, RejectionCode.RUN_NOT_LIVE, f"run {key} already ended {run.status}")
+    why = f"cancelled by {cmd.author}" + (f": {cmd.reason}" if cmd.reason else "")
+    return Result(index=index, events=(end_run(state, run, CANCELLED, why),))

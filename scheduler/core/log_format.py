@@ -29,6 +29,7 @@ from scheduler.core.commands import (
     AdvanceTime,
     ApplyJobs,
     BackfillRuns,
+    CancelRun,
     ClaimLeadership,
     ClaimRuns,
     CompleteRuns,
@@ -71,6 +72,7 @@ COMMAND_LOG_FORMATS: dict[type, int] = {
     AddMember: 1,
     RemoveMember: 1,
     SetClusterVersion: 2,
+    CancelRun: 3,
 }
 
 # Format 3 changes what existing commands do, from the moment the cluster version reaches it:

@@ -194,6 +194,7 @@ class RejectionCode(Word):
     OVERLAP_FORBID = "overlap_forbid"
     CLASS_KILLED = "class_killed"
     MEMBER_EXISTS = "member_exists"
+    RUN_NOT_LIVE = "run_not_live"
     STALE_CLUSTER_VERSION = "stale_cluster_version"
     UNSUPPORTED_CLUSTER_VERSION = "unsupported_cluster_version"
     INDEX_NOT_INCREASING = "index_not_increasing"

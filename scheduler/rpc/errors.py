@@ -31,6 +31,7 @@ REJECTION_CODES: dict[RejectionCode, grpc.StatusCode] = {
     RejectionCode.CLASS_KILLED: grpc.StatusCode.FAILED_PRECONDITION,
     # The statuses the five below had from a fallback, before the table was total.
     RejectionCode.MEMBER_EXISTS: grpc.StatusCode.FAILED_PRECONDITION,
+    RejectionCode.RUN_NOT_LIVE: grpc.StatusCode.FAILED_PRECONDITION,
     RejectionCode.STALE_CLUSTER_VERSION: grpc.StatusCode.FAILED_PRECONDITION,
     RejectionCode.UNSUPPORTED_CLUSTER_VERSION: grpc.StatusCode.FAILED_PRECONDITION,
     RejectionCode.INDEX_NOT_INCREASING: grpc.StatusCode.FAILED_PRECONDITION,

@@ -11,7 +11,7 @@ import msgspec
 
 from scheduler.core import Result, model
 from scheduler.core import results as ev
-from scheduler.core.commands import ApplyJobs, BackfillRuns, SetJobPaused, TriggerRun
+from scheduler.core.commands import ApplyJobs, BackfillRuns, CancelRun, SetJobPaused, TriggerRun
 from scheduler.core.manual import MAX_BACKFILL_SLOTS
 from scheduler.core.model import SECOND_US
 from scheduler.planning.jobs import schedule_for
@@ -174,6 +174,25 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         )
         result = self._submit(command, context)
         return jobs_pb2.TriggerJobResponse(run=self._runs_of(result, context)[0])
+
+    def CancelRun(self, request, context):
+        self._admission.admit_write(context)
+        if not request.job_id or not request.HasField("scheduled_at"):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "need a job_id and the run's scheduled_at")
+        self._require_may_change(request.job_id, context, runs=True)
+        scheduled_us = timestamp_us(request.scheduled_at)
+        command = CancelRun(
+            self._clock_us(),
+            request.job_id,
+            scheduled_us,
+            audited_author(request.author),
+            request.reason,
+            request.request_id or uuid.uuid4().hex,
+        )
+        self._submit(command, context)
+        with self._raftlog.read() as state:
+            run = state.get_run(request.job_id, scheduled_us)
+            return jobs_pb2.CancelRunResponse(run=run_to_pb(run) if run is not None else None)
 
     def BackfillJob(self, request, context):
         self._admission.admit_write(context)

@@ -255,7 +255,7 @@ def _apply_jobs(found: _Found, request) -> None:
 
 
 def _job_write(found: _Found, request) -> None:
-    """DeleteJob, TriggerJob, PauseJob, ResumeJob."""
+    """DeleteJob, TriggerJob, PauseJob, ResumeJob, CancelRun."""
     found.name("job_id", request.job_id)
     _writer(found, request)
     if "reason" in request.DESCRIPTOR.fields_by_name:
@@ -452,6 +452,7 @@ _CHECKERS: dict[str, Callable[[_Found, Message], None]] = {
     "PauseJobRequest": _job_write,
     "ResumeJobRequest": _job_write,
     "TriggerJobRequest": _job_write,
+    "CancelRunRequest": _job_write,
     "BackfillJobRequest": _backfill_job,
     "ListRunsRequest": _list_runs,
     "GetRunRequest": _get_run,

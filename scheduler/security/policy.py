@@ -48,6 +48,7 @@ METHOD_ROLES: dict[str, frozenset[str]] = {
     _V1 + "JobService/ResumeJob": SUBMITTERS,
     _V1 + "JobService/TriggerJob": SUBMITTERS,
     _V1 + "JobService/BackfillJob": SUBMITTERS,
+    _V1 + "JobService/CancelRun": SUBMITTERS,
     _V1 + "RunService/ListRuns": READERS,
     _V1 + "RunService/GetRun": READERS,
     _V1 + "WorkerService/Lease": WORKERS,

@@ -4,6 +4,9 @@ webhook at least once, with their dedup key, across a leader change."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -85,6 +88,44 @@ def test_kill_switch(make_cluster, cancel_running):
         client.revive_class(job_class="batch", author="carol")
         assert [r.action for r in client.list_kills().audit[:2]] == ["revive", "kill"]
     wait_until(lambda: STATUS_FROM_PB[runs(cluster, "batch-a")[-1].status] == "queued", 20, "firing again after revive")
+    assert_clean_logs(cluster)
+
+
+def test_cancel_one_queued_and_one_leased_run(make_cluster):
+    cluster = make_cluster(3, lease_ttl_s=30)
+    cluster.start()
+    leader = cluster.wait_for_leader()
+    wait_until(lambda: cluster.status(leader).cluster_version >= 3, 30, "the cluster at log format 3")
+    job = JobSpec(id="once", schedule="0 0 1 1 *", target_kind="handler", target="h", jitter="pinned", overlap="allow")
+    with cluster.client() as client:
+        client.apply_jobs(jobs=[spec_to_pb(job)])
+        queued = client.trigger_job(job_id="once", author="alice").run
+    env = {**os.environ, "RAFTCRON_CLUSTER": cluster.cluster_arg}
+    at = queued.scheduled_at.ToDatetime().isoformat() + "Z"
+    shown = subprocess.run(
+        [sys.executable, "-m", "scheduler.cli", "cancel", "once", "--at", at, "--reason", "wrong input", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    (printed,) = json.loads(shown.stdout)
+    assert (
+        printed["status"] == "cancelled" and "cancelled by" in printed["reason"] and "wrong input" in printed["reason"]
+    )
+    again = subprocess.run(
+        [sys.executable, "-m", "scheduler.cli", "cancel", "once", "--at", at], env=env, capture_output=True, text=True
+    )
+    assert again.returncode != 0 and "already ended cancelled" in again.stderr
+
+    with cluster.client() as client:
+        client.trigger_job(job_id="once", author="alice")
+    ref = lease_one(cluster)
+    with cluster.client() as client:
+        cancelled = client.cancel_run(job_id="once", scheduled_at=ref.scheduled_at, author="carol").run
+    assert STATUS_FROM_PB[cancelled.status] == "cancelled"
+    assert heartbeat(cluster, ref) == wpb.RUN_CANCELLED
     assert_clean_logs(cluster)
 
 

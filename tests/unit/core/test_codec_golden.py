@@ -39,6 +39,7 @@ from scheduler.core.commands import (
     AdvanceTime,
     ApplyJobs,
     BackfillRuns,
+    CancelRun,
     ClaimLeadership,
     ClaimRuns,
     Command,
@@ -196,6 +197,11 @@ COMMANDS: dict[str, Command] = {
     ),
     "remove_member": RemoveMember(T + 19, "n2", "alice", "req-9"),
     "set_cluster_version": SetClusterVersion(T + 20, version=2, epoch=12, monotonic_us=6),
+    # Log format 3.
+    "cancel_run": CancelRun(T + 21, "hello", T, "alice", "bad input file", "req-10"),
+    "mark_alerts_delivered_counts": MarkAlertsDelivered(
+        T + 22, 12, ("missed:hello@1", "recovered:hello@2"), monotonic_us=7, counts=(86_400, 2)
+    ),
 }
 
 

@@ -87,6 +87,7 @@ VALUES = {
         "overlap_forbid",
         "class_killed",
         "member_exists",
+        "run_not_live",
         "stale_cluster_version",
         "unsupported_cluster_version",
         "index_not_increasing",

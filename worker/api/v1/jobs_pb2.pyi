@@ -26,6 +26,26 @@ class TriggerJobResponse(_message.Message):
     run: _common_pb2.Run
     def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ...) -> None: ...
 
+class CancelRunRequest(_message.Message):
+    __slots__ = ("job_id", "scheduled_at", "reason", "author", "request_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    scheduled_at: _timestamp_pb2.Timestamp
+    reason: str
+    author: str
+    request_id: str
+    def __init__(self, job_id: _Optional[str] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., author: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CancelRunResponse(_message.Message):
+    __slots__ = ("run",)
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run: _common_pb2.Run
+    def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ...) -> None: ...
+
 class BackfillJobRequest(_message.Message):
     __slots__ = ("job_id", "to", "max_runs", "rate_per_s", "author", "request_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]

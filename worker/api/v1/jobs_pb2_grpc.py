@@ -76,6 +76,11 @@ class JobServiceStub:
                 request_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobRequest.SerializeToString,
                 response_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobResponse.FromString,
                 _registered_method=True)
+        self.CancelRun = channel.unary_unary(
+                '/raftcron.v1.JobService/CancelRun',
+                request_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.CancelRunRequest.SerializeToString,
+                response_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.CancelRunResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -143,6 +148,16 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelRun(self, request, context):
+        """Ends one queued or leased run `cancelled`: a queued run never starts, a leased one is
+        fenced (its worker's next heartbeat answers RUN_CANCELLED and the attempt is stopped).
+        NOT_FOUND for no such run, FAILED_PRECONDITION for a run that already ended. Needs every
+        node at log format 3.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +200,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.BackfillJob,
                     request_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobRequest.FromString,
                     response_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobResponse.SerializeToString,
+            ),
+            'CancelRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelRun,
+                    request_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.CancelRunRequest.FromString,
+                    response_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.CancelRunResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -405,6 +425,33 @@ class JobService:
             '/raftcron.v1.JobService/BackfillJob',
             worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobRequest.SerializeToString,
             worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftcron.v1.JobService/CancelRun',
+            worker_dot_api_dot_v1_dot_jobs__pb2.CancelRunRequest.SerializeToString,
+            worker_dot_api_dot_v1_dot_jobs__pb2.CancelRunResponse.FromString,
             options,
             channel_credentials,
             insecure,
