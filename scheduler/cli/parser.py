@@ -9,16 +9,14 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
-import sys
 import zoneinfo
 
-import grpc
-
-from scheduler.cli import cluster, jobs, ops, runs, serve
-from scheduler.cli.connection import add_credential_flags
+from scheduler.cli import cluster, jobs, ops, plan, runs, serve
+from scheduler.cli.connection import DEFAULT_CLUSTER, add_global_flags
+from scheduler.cli.failures import EPILOG, run_reporting_errors
 from scheduler.core.vocabulary import DstGap, DstRepeat
 
-DEFAULT_CLUSTER = "127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203"
+__all__ = ["DEFAULT_CLUSTER", "build_parser", "main"]
 
 
 def cmd_dev(args) -> int:
@@ -32,21 +30,24 @@ def cmd_dev(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from scheduler.config import add_node_flags
 
-    parser = argparse.ArgumentParser(prog="raftcron", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--cluster",
-        default=os.environ.get("RAFTCRON_CLUSTER", DEFAULT_CLUSTER),
-        help="gRPC addresses host:port,... of any nodes (env RAFTCRON_CLUSTER; default %(default)s)",
+    parser = argparse.ArgumentParser(
+        prog="raftcron",
+        description=__doc__.splitlines()[0],
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default %(default)s)")
-    add_credential_flags(parser)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"raftcron {installed_version()}")
+    add_global_flags(parser)
+    # Every command that talks to a cluster takes the global flags after its name too.
+    global_flags = argparse.ArgumentParser(add_help=False)
+    add_global_flags(global_flags, repeated=True)
+    sub = _Subcommands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"), global_flags)
 
-    p = sub.add_parser("serve", help="run one node")
+    p = sub.add_parser("serve", help="run one node", local=True)
     add_node_flags(p)
     p.set_defaults(func=serve.cmd_serve)
 
-    p = sub.add_parser("dev", help="run a local cluster of node processes on loopback")
+    p = sub.add_parser("dev", help="run a local cluster of node processes on loopback", local=True)
     p.add_argument("--nodes", type=int, default=3, help="how many nodes (default %(default)s)")
     p.add_argument("--data-dir", default=".raftcron/dev", help="where node data lives (default %(default)s)")
     p.add_argument("--port-base", type=int, default=7100, help="Raft ports are P+i, gRPC P+100+i (default %(default)s)")
@@ -56,13 +57,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_dev)
 
     author = getpass.getuser() if hasattr(os, "getuid") else "operator"
-    p = sub.add_parser("credentials", help="create a private CA, node and client certificates and role tokens")
+    p = sub.add_parser(
+        "credentials", help="create a private CA, node and client certificates and role tokens", local=True
+    )
     p.add_argument("directory", help="where to write them (kept if already there)")
     p.add_argument("--host", action="append", default=[], help="a name clients dial the nodes by (repeat)")
     p.set_defaults(func=serve.cmd_credentials)
 
     p = sub.add_parser("apply", help="apply a jobs file: all or nothing")
-    p.add_argument("-f", "--file", required=True, help="YAML jobs file")
+    p.add_argument("-f", "--file", required=True, help="YAML jobs file ('-': standard input)")
     p.add_argument("--prune", action="store_true", help="remove jobs missing from the file")
     p.add_argument("--dry-run", action="store_true", help="show the changes, apply nothing")
     p.add_argument("--author", default=author)
@@ -94,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cluster.cmd_status)
 
     p = sub.add_parser("cluster", help="membership: add or remove a node (admin)")
-    cluster_sub = p.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
+    cluster_sub = _Subcommands(p.add_subparsers(dest="cluster_command", required=True, metavar="ACTION"), global_flags)
     c = cluster_sub.add_parser(
         "add", help="make a node started with `raftcron serve --join` a voting member, and wait until it caught up"
     )
@@ -177,10 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=ops.cmd_alerts)
 
     p = sub.add_parser("plan", help="what `apply -f FILE` would change, effective settings and next fires")
-    p.add_argument("-f", "--file", required=True)
+    p.add_argument("-f", "--file", required=True, help="YAML jobs file ('-': standard input)")
     p.add_argument("--prune", action="store_true")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=jobs.cmd_plan)
+    p.set_defaults(func=plan.cmd_plan)
 
     p = sub.add_parser("forecast", help="fires per minute over the coming hours: see the herd before it happens")
     p.add_argument("--hours", type=float, default=24.0)
@@ -201,17 +204,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=runs.cmd_explain)
 
-    p = sub.add_parser("worker", help="run a worker (see `raftcron worker --help`)", add_help=False)
+    p = sub.add_parser("worker", help="run a worker (see `raftcron worker --help`)", add_help=False, local=True)
     p.add_argument("worker_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=serve.cmd_worker)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    from scheduler.config import ConfigError
-    from scheduler.planning import ScheduleError
-    from scheduler.specs import SpecError
+class _Subcommands:
+    """`add_subparsers()` whose commands take the global flags too, unless they are `local`
+    (they start processes or write files rather than talk to a cluster)."""
 
+    def __init__(self, action, global_flags: argparse.ArgumentParser) -> None:
+        self._action, self._global_flags = action, global_flags
+
+    def add_parser(self, name: str, *, local: bool = False, **kwargs) -> argparse.ArgumentParser:
+        parents = [] if local else [self._global_flags]
+        return self._action.add_parser(name, parents=parents, **kwargs)
+
+
+def installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("raftcron")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
+def main(argv: list[str] | None = None) -> int:
     # Zone rules come from the pinned tzdata package only, never from the host's
     # /usr/share/zoneinfo, so every node computes the same instants.
     zoneinfo.reset_tzpath(to=())
@@ -225,13 +245,4 @@ def main(argv: list[str] | None = None) -> int:
         from scheduler.cli.times import now_iso
 
         args.after = now_iso()
-    try:
-        return args.func(args)
-    except (ConfigError, SpecError, ScheduleError, ValueError) as exc:
-        print(f"raftcron {args.command}: {exc}", file=sys.stderr)
-        return 2
-    except grpc.RpcError as exc:
-        print(f"raftcron {args.command}: {exc.code().name}: {exc.details()}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        return 0
+    return run_reporting_errors(args.func, args, f"raftcron {args.command}")
