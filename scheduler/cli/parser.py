@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import sys
 import zoneinfo
 
 from scheduler.cli import cluster, jobs, ops, plan, runs, serve
@@ -81,7 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=jobs.cmd_jobs)
 
     p = sub.add_parser("runs", help="list runs of a job (newest first)")
-    p.add_argument("job", nargs="?", help="job id (all jobs when omitted)")
+    p.add_argument(
+        "job", nargs="?", help="job id (all jobs when omitted), or a run key like nightly@2026-12-01T02:00:00Z"
+    )
     p.add_argument("--since", help="e.g. 2026-11-28T18:00:00Z, 'yesterday 18:00', '2h ago'")
     p.add_argument("--until")
     p.add_argument("--status", action="append", help="filter by status (repeatable)")
@@ -199,8 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=ops.cmd_forecast)
 
     p = sub.add_parser("explain", help="what happened to the slot of JOB nearest a time")
-    p.add_argument("job")
-    p.add_argument("--at", required=True, help="e.g. 'yesterday 02:00' or an ISO-8601 instant")
+    p.add_argument(
+        "job", metavar="JOB | RUN_KEY", help="a job id with --at, or a run key like nightly@2026-12-01T02:00:00Z"
+    )
+    p.add_argument("--at", help="e.g. 'yesterday 02:00' or an ISO-8601 instant")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=runs.cmd_explain)
 
@@ -245,4 +250,25 @@ def main(argv: list[str] | None = None) -> int:
         from scheduler.cli.times import now_iso
 
         args.after = now_iso()
+    if args.command == "explain" and (problem := _explain_slot(args)):
+        print(f"raftcron explain: {problem}", file=sys.stderr)
+        return 2
     return run_reporting_errors(args.func, args, f"raftcron {args.command}")
+
+
+def _explain_slot(args) -> str | None:
+    """`explain JOB@INSTANT` is `explain JOB --at INSTANT`; what is wrong with the arguments, if anything."""
+    from scheduler.planning import format_us
+    from scheduler.planning.runkeys import parse_run_key
+
+    if "@" in args.job:
+        if args.at:
+            return "give a run key or --at, not both"
+        try:
+            args.job, at_us = parse_run_key(args.job)
+        except ValueError as exc:
+            return str(exc)
+        args.at = format_us(at_us)
+    elif not args.at:
+        return "explain needs --at TIME, or a run key JOB@INSTANT"
+    return None

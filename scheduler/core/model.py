@@ -292,5 +292,8 @@ class Alert(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 
 def format_run_key(job_id: str, scheduled_us: int) -> str:
-    """A printable run key; the core never parses it back."""
+    """The run key as replicated state writes it inside reasons and alert ids (`job@MICROSECONDS`).
+
+    Kept in this form: those bytes are replicated and dedup keys. People see it readable through
+    `scheduler.planning.runkeys.readable_run_keys_in`; the core never parses it back."""
     return f"{job_id}@{scheduled_us}"

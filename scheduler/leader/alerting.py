@@ -19,6 +19,7 @@ from scheduler.core.model import SECOND_US, Alert
 from scheduler.core.vocabulary import RejectionCode
 from scheduler.leader.lifecycle import LeaderTerm
 from scheduler.planning import format_us
+from scheduler.planning.runkeys import readable_run_keys_in
 from scheduler.replication import RaftLog, ReplicationError
 
 log = logging.getLogger("raftcron.alerts")
@@ -31,7 +32,8 @@ POLL_S = 0.5
 
 def alert_document(alert: Alert) -> dict:
     return {
-        "id": alert.id,
+        "id": alert.id,  # the dedup key, as replicated state holds it (also the Idempotency-Key)
+        "readable_id": readable_run_keys_in(alert.id),  # failed:job@2026-12-01T18:59:00Z
         "kind": alert.kind,
         "job_id": alert.job_id,
         "owner": alert.owner,

@@ -87,3 +87,29 @@ def test_apply_dash_sends_what_standard_input_holds(monkeypatch, capsys):
     assert cli.main(["apply", "-f", "-"]) == 0
     assert [job.id for job in sent[0].jobs] == ["nightly"]
     assert "added  nightly" in capsys.readouterr().out
+
+
+def test_runs_of_a_run_key_reads_that_one_run(monkeypatch, capsys):
+    from worker.api.v1 import runs_pb2
+
+    asked = []
+
+    class Client:
+        def get_run(self, **fields):
+            asked.append(fields)
+            return runs_pb2.GetRunResponse(run=common_pb2.Run(job_id="payroll"), read=common_pb2.ReadInfo(node_id="n1"))
+
+    monkeypatch.setattr(connection, "cluster_client", lambda args: contextlib.nullcontext(Client()))
+    for key in ("payroll@2026-12-01T18:59:00Z", "payroll@1796151540000000"):
+        assert cli.main(["runs", key]) == 0
+    assert [(a["job_id"], a["scheduled_at"].seconds) for a in asked] == [("payroll", 1_796_151_540)] * 2
+    assert "payroll" in capsys.readouterr().out
+
+
+def test_explain_takes_a_run_key_for_job_and_at(monkeypatch):
+    from scheduler.cli import runs
+
+    seen = []
+    monkeypatch.setattr(runs, "cmd_explain", lambda args: seen.append((args.job, args.at)) or 0)
+    assert cli.main(["explain", "payroll@1796151540000000"]) == 0
+    assert seen == [("payroll", "2026-12-01T18:59:00Z")]

@@ -78,6 +78,9 @@ USER_ERRORS = [
     ("missing token file", ["jobs", "--token-file", "{dir}/none.token"], "cannot read RAFTCRON_TOKEN_FILE"),
     ("missing CA", ["jobs", "--ca", "{dir}/none.pem"], "cannot read"),
     ("bad timeout", ["jobs", "--timeout", "-1"], "timeout_s must be a positive"),
+    ("bad run key", ["runs", "payroll@soon"], "'soon' is not an ISO-8601 instant"),
+    ("explain without an instant", ["explain", "payroll"], "explain needs --at TIME, or a run key"),
+    ("explain with both", ["explain", "payroll@1796151540000000", "--at", "now"], "not both"),
 ]
 
 
