@@ -149,6 +149,9 @@ def status_dict(status) -> dict:
             for v in status.voter_log_formats
         ],
         "halted": status.halted,
+        "herd_window_s": (status.herd_window.seconds + status.herd_window.nanos / 1e9)
+        if status.HasField("herd_window")
+        else None,
         "peers": [
             MessageToDict(p, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
             for p in status.peers

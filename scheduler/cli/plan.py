@@ -83,6 +83,18 @@ def next_due(spec, after_us: int, herd_window_us: int | None) -> NextDue:
     return NextDue(slot_us, spread_offset_us(spec, schedule_for(spec), herd_window_us), herd_window_us)
 
 
+def spread_text(spread_us: int) -> str:
+    """`33m38.22161s`: whole units as durations are written, the fraction as decimal seconds."""
+    whole_us, fraction_us = divmod(spread_us, 1_000_000)
+    text = format_duration_us(whole_us * 1_000_000) if whole_us else ""
+    if not fraction_us:
+        return text or "0s"
+    seconds = text.rsplit("m", 1)[-1].rsplit("h", 1)[-1].rsplit("d", 1)[-1] if text.endswith("s") else ""
+    head = text[: len(text) - len(seconds)]
+    whole_seconds = int(seconds[:-1]) if seconds else 0
+    return f"{head}{whole_seconds}.{fraction_us:06d}".rstrip("0") + "s"
+
+
 def due_text(due: NextDue) -> str:
     if not due.slot_us:
         return "never fires again"
@@ -92,7 +104,8 @@ def due_text(due: NextDue) -> str:
     if due.spread_us == 0:
         return f"next due {slot} (its slot; no herd spread)"
     window = format_duration_us(due.herd_window_us or 0)
-    return f"next due {format_us(due.slot_us + due.spread_us)} (slot {slot} + {format_duration_us(due.spread_us)} herd spread, window {window})"
+    spread = spread_text(due.spread_us)
+    return f"next due {format_us(due.slot_us + due.spread_us)} (slot {slot} + {spread} herd spread, window {window})"
 
 
 def cluster_herd_window_us(client) -> int | None:

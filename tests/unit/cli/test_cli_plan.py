@@ -130,3 +130,11 @@ def test_plan_from_a_node_without_a_herd_window_is_nominal(monkeypatch, capsys, 
     entries = {e["job_id"]: e for e in json.loads(capsys.readouterr().out)}
     assert entries["job-new"]["next_due"] is None and entries["job-new"]["herd_window_s"] is None
     assert entries["job-x"]["fields"] == [{"field": "schedule", "from": "17 1 * * *", "to": "17 2 * * *"}]
+
+
+@pytest.mark.parametrize(
+    ("spread_us", "text"),
+    [(0, "0s"), (2_018_221_610, "33m38.22161s"), (2_018_000_000, "33m38s"), (60_500_000, "1m0.5s"), (5, "0.000005s")],
+)
+def test_spreads_read_as_durations_with_decimal_seconds(spread_us, text):
+    assert plan.spread_text(spread_us) == text
