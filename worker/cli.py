@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from worker._client import Credentials, parse_cluster
 from worker._execution import Handler
-from worker._runner import Worker
+from worker._runner import LeaseRefused, Worker
 
 __all__ = ["build_worker", "load_handlers", "main"]
 
@@ -110,6 +110,9 @@ def load_handlers(spec: str) -> dict[str, Handler]:
     module_name, colon, attr = location.partition(":")
     if not colon or not module_name or not attr or (equals and not name):
         raise ValueError(f"--handlers {spec!r}: expected MODULE:ATTR or NAME=MODULE:ATTR")
+    if module_name.partition(".")[0] == "worker" and (shadow := _shadowing_file(os.getcwd())):
+        # `worker` is this SDK, imported already: a user's worker.py can never be loaded by that name.
+        raise ValueError(f"--handlers {spec!r}: your file {shadow} shadows raftcron's worker package: rename it")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # like `python -m`: the user's modules sit here
     value = importlib.import_module(module_name)
@@ -122,6 +125,13 @@ def load_handlers(spec: str) -> dict[str, Handler]:
     if not isinstance(value, Mapping):
         raise ValueError(f"--handlers {spec!r}: {location} is not a dict of handlers (use NAME={location})")
     return dict(value)
+
+
+def _shadowing_file(directory: str) -> str | None:
+    for candidate in (os.path.join(directory, "worker.py"), os.path.join(directory, "worker", "__init__.py")):
+        if os.path.isfile(candidate):
+            return os.path.dirname(candidate) if candidate.endswith("__init__.py") else candidate
+    return None
 
 
 def build_worker(args: argparse.Namespace) -> Worker:
@@ -178,10 +188,14 @@ def main(argv: list[str] | None = None) -> int:
         if not logging.getLogger().handlers:
             logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         worker = build_worker(args)
-    except (ValueError, TypeError, ImportError, AttributeError) as exc:
+    except (ValueError, TypeError, ImportError, AttributeError, OSError) as exc:
         print(f"raftcron worker: {exc}", file=sys.stderr)
         return 2
-    worker.run()
+    try:
+        worker.run()
+    except LeaseRefused as refused:
+        print(f"raftcron worker: {refused}", file=sys.stderr)
+        return 2
     return 0
 
 
