@@ -70,7 +70,8 @@ def deliver(alert: Alert, route: Mapping[str, str]) -> None:
         with open(route["file"], "ab") as file:
             file.write(body + b"\n")
     else:
-        log.warning("ALERT %s %s: %s", alert.kind, alert.job_id, alert.message, extra={"alert_id": alert.id})
+        message = readable_run_keys_in(alert.message)
+        log.warning("ALERT %s %s: %s", alert.kind, alert.job_id, message, extra={"alert_id": alert.id})
 
 
 class AlertDispatcher:

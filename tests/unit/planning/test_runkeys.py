@@ -59,3 +59,14 @@ def test_the_sdks_test_context_uses_the_same_form():
     at = datetime(2026, 12, 1, 18, 59, tzinfo=timezone.utc)
     assert make_context(job_id="a", scheduled_at=at).run_key == "a@2026-12-01T18:59:00Z"
     assert make_context(job_id="a", scheduled_at=at.replace(microsecond=5)).run_key == "a@2026-12-01T18:59:00.000005Z"
+
+
+def test_a_delivered_alert_keeps_its_dedup_id_and_reads_readable():
+    from scheduler.core.model import Alert
+    from scheduler.leader.alerting import alert_document
+
+    stored_id = alert_id(AlertKind.SKIPPED, "a", SLOT_US)
+    alert = Alert(stored_id, "skipped", "a", "ops", "default", SLOT_US, f"run a@{SLOT_US} still live", SLOT_US)
+    document = alert_document(alert)
+    assert document["id"] == stored_id  # the Idempotency-Key a receiver already dedups by
+    assert document["readable_id"] == "skipped:a@2026-12-01T18:59:00Z"
