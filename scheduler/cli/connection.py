@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 
 # Global credential flags and the variables they override (`raftcron dev` prints the variables).
@@ -47,6 +48,17 @@ def cluster_client(args):
 DEFAULT_CLUSTER = "127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203"
 
 
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
 def add_global_flags(parser: argparse.ArgumentParser, *, repeated: bool = False) -> None:
     """The options every cluster command takes, before or after its name.
 
@@ -66,7 +78,7 @@ def add_global_flags(parser: argparse.ArgumentParser, *, repeated: bool = False)
         + (os.environ.get("RAFTCRON_CLUSTER") or DEFAULT_CLUSTER).replace("%", "%%")
         + ")",
     )
-    group.add_argument("--timeout", type=float, default=default(10.0), help="seconds per call (default 10)")
+    group.add_argument("--timeout", type=seconds, default=default(10.0), help="seconds per call (default 10)")
     add_credential_flags(group, default)
 
 

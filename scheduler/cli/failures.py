@@ -52,7 +52,7 @@ def rpc_error_line(exc, cluster: str) -> tuple[str, int]:
 
 def os_error_line(exc: OSError) -> str:
     if exc.filename is not None:
-        return f"cannot read {exc.filename}: {exc.strerror or exc}"
+        return f"{exc.filename}: {exc.strerror or exc}"
     return str(exc.strerror or exc)
 
 

@@ -7,6 +7,7 @@ import sys
 
 from scheduler.cli import connection
 from scheduler.cli import output as out
+from scheduler.cli.failures import CommandError
 from scheduler.cli.times import parse_when
 from scheduler.specs import MAX_FILE_BYTES, SpecError, SpecProblem, load_job_document
 from scheduler.specs.reader import JobDocument, parse_job_document
@@ -17,7 +18,10 @@ STDIN = "-"
 def read_job_document(path: str, stdin=None) -> JobDocument:
     """The jobs file at `path`, or standard input for `-` (`kubectl`-style: `... | raftcron apply -f -`)."""
     if path != STDIN:
-        return load_job_document(path)
+        try:
+            return load_job_document(path)
+        except OSError as exc:
+            raise CommandError(f"cannot read the jobs file {path}: {exc.strerror or exc}") from None
     stream = stdin if stdin is not None else sys.stdin.buffer
     data = stream.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES:

@@ -66,8 +66,12 @@ def files(tmp_path):
 
 
 USER_ERRORS = [
-    ("missing file", ["plan", "-f", "{dir}/missing.yaml"], "cannot read {dir}/missing.yaml: No such file"),
-    ("a directory for a file", ["apply", "-f", "{dir}"], "cannot read {dir}: Is a directory"),
+    (
+        "missing file",
+        ["plan", "-f", "{dir}/missing.yaml"],
+        "cannot read the jobs file {dir}/missing.yaml: No such file",
+    ),
+    ("a directory for a file", ["apply", "-f", "{dir}"], "cannot read the jobs file {dir}: Is a directory"),
     ("YAML syntax", ["apply", "-f", "{bad}"], "YAML syntax error"),
     ("invalid spec", ["plan", "-f", "{invalid}"], "job 'x' field 'timezone'"),
     ("not UTF-8", ["plan", "-f", "{latin1}"], "is not UTF-8"),
@@ -77,7 +81,6 @@ USER_ERRORS = [
     ("bad cluster list", ["--cluster", "no-port", "jobs"], "invalid address 'no-port'"),
     ("missing token file", ["jobs", "--token-file", "{dir}/none.token"], "cannot read RAFTCRON_TOKEN_FILE"),
     ("missing CA", ["jobs", "--ca", "{dir}/none.pem"], "cannot read"),
-    ("bad timeout", ["jobs", "--timeout", "-1"], "timeout_s must be a positive"),
     ("bad run key", ["runs", "payroll@soon"], "'soon' is not an ISO-8601 instant"),
     ("explain without an instant", ["explain", "payroll"], "explain needs --at TIME, or a run key"),
     ("explain with both", ["explain", "payroll@1796151540000000", "--at", "now"], "not both"),
@@ -158,3 +161,20 @@ def test_user_errors_in_a_real_process(argv):
     done = subprocess.run([sys.executable, "-m", "scheduler.cli", *argv], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "inf", "soon"])
+def test_a_bad_timeout_is_a_usage_error(capsys, value):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["jobs", f"--timeout={value}"])
+    assert exited.value.code == 2
+    assert "is not a positive number of seconds" in capsys.readouterr().err
+
+
+def test_a_file_that_cannot_be_written_is_named(monkeypatch, capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    monkeypatch.setattr(connection, "cluster_client", lambda args: contextlib.nullcontext(EmptyCluster()))
+    target = tmp_path / "no-such-dir" / "herd.png"
+    assert cli.main(["forecast", "--plot", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert str(target) in err and "No such file or directory" in err and "Traceback" not in err
