@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import grpc
+
 from scheduler.cli import connection
 from scheduler.cli.times import parse_when
 from scheduler.planning import format_us, preview
@@ -115,8 +117,8 @@ def cluster_herd_window_us(client) -> int | None:
     if status.role != "leader" and status.leader_grpc_address:
         try:
             status = client.status(address=status.leader_grpc_address)
-        except Exception:  # the leader's address may not be reachable from here: this node's is as good a guess
-            pass
+        except (grpc.RpcError, ValueError):  # the leader's address may not be reachable from here
+            pass  # this node's window is then the best guess: nodes are normally configured alike
     if not status.HasField("herd_window"):
         return None
     return status.herd_window.seconds * 1_000_000 + status.herd_window.nanos // 1000

@@ -138,3 +138,22 @@ def test_plan_from_a_node_without_a_herd_window_is_nominal(monkeypatch, capsys, 
 )
 def test_spreads_read_as_durations_with_decimal_seconds(spread_us, text):
     assert plan.spread_text(spread_us) == text
+
+
+def test_the_herd_window_is_the_leaders_when_a_follower_answers():
+    class Follower:
+        asked: list = []
+
+        def status(self, address=None):
+            self.asked.append(address)
+            if address is None:
+                status = cluster_pb2.StatusResponse(role="follower", leader_grpc_address="10.0.0.1:7200")
+                status.herd_window.CopyFrom(duration(60 * SECOND_US))
+                return status
+            status = cluster_pb2.StatusResponse(role="leader")
+            status.herd_window.CopyFrom(duration(HOUR_US))
+            return status
+
+    follower = Follower()
+    assert plan.cluster_herd_window_us(follower) == HOUR_US
+    assert follower.asked == [None, "10.0.0.1:7200"]
