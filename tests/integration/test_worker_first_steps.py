@@ -18,7 +18,7 @@ from scheduler.security.principals import ADMIN, WORKER, Principal
 from scheduler.specs import load_job_document
 from tests.security.principals_cluster import secured_cluster, start_worker
 
-pytestmark = [pytest.mark.security, pytest.mark.integration]
+pytestmark = pytest.mark.integration  # with tokens and TLS on, as `raftcron dev` runs
 
 ROOT = Path(__file__).resolve().parents[2]
 PRINCIPALS = [
@@ -32,7 +32,7 @@ SUCCESS_LINE = re.compile(r"INFO run demo\.heartbeat@\d{4}-\d\d-\d\dT\d\d:\d\d:\
 def readme_worker_example() -> str:
     """The Python block the README marks as the one its test runs."""
     readme = (ROOT / "README.md").read_text()
-    marker = readme.index("<!-- tests/security/test_worker_first_steps.py runs this block as it stands -->")
+    marker = readme.index("<!-- tests/integration/test_worker_first_steps.py runs this block as it stands -->")
     block = re.search(r"```python\n(.*?)```", readme[marker:], re.S)
     assert block is not None
     return block.group(1)
