@@ -22,6 +22,11 @@ __all__ = ["DEFAULT_CLUSTER", "build_parser", "main"]
 
 def cmd_dev(args) -> int:
     from scheduler.cli.dev import run_dev_cluster
+    from scheduler.cli.shadowing import shadowing_in
+
+    if shadow := shadowing_in(os.getcwd()):  # its nodes and worker start here, as `python -m`
+        print(f"raftcron dev: {shadow}", file=sys.stderr)
+        return 2
 
     # The dev cluster applies its jobs file through this whole command line, as `raftcron apply`
     # would; handed in rather than imported there, since this module imports that one.

@@ -16,6 +16,23 @@ from pathlib import Path
 _OURS = Path(__file__).resolve().parent.parent.parent / "worker" / "__init__.py"
 
 
+def _sentence(found: Path) -> str:
+    package = found.name == "__init__.py"
+    return (
+        f"your {'package' if package else 'file'} {found.parent if package else found} shadows raftcron's worker "
+        "package: rename it (Python imports it instead of raftcron's SDK)"
+    )
+
+
+def shadowing_in(directory: Path) -> str | None:
+    """What in `directory` would shadow the SDK for a `python -m` started there (the processes
+    `raftcron dev` starts inherit its directory); None if nothing."""
+    for candidate in (Path(directory) / "worker.py", Path(directory) / "worker" / "__init__.py"):
+        if candidate.is_file() and candidate.resolve() != _OURS:
+            return _sentence(candidate)
+    return None
+
+
 def shadowing_worker(ours: Path = _OURS) -> str | None:
     """What shadows raftcron's worker package, as a sentence for the operator; None if nothing."""
     if not ours.is_file():
@@ -31,9 +48,4 @@ def shadowing_worker(ours: Path = _OURS) -> str | None:
         origin = spec.origin if spec is not None else None
     if not origin or Path(origin).resolve() == ours:
         return None
-    found = Path(origin)
-    shown = found.parent if found.name == "__init__.py" else found
-    return (
-        f"your {'package' if found.name == '__init__.py' else 'file'} {shown} shadows raftcron's worker "
-        "package: rename it (Python imports it instead of raftcron's SDK)"
-    )
+    return _sentence(Path(origin))

@@ -58,3 +58,13 @@ def test_handlers_named_worker_in_a_directory_with_worker_py(tmp_path, monkeypat
     assert worker_cli.main(["--handlers", "worker:HANDLERS"]) == 2
     err = capsys.readouterr().err
     assert f"your file {tmp_path / 'worker.py'} shadows raftcron's worker package: rename it" in err
+
+
+def test_dev_refuses_to_start_its_processes_beside_a_worker_py(tmp_path, monkeypatch, capsys):
+    from scheduler import cli
+
+    (tmp_path / "worker.py").write_text("raise SystemExit('never imported')\n")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["dev", "--data-dir", str(tmp_path / "dev")]) == 2
+    assert f"raftcron dev: your file {tmp_path / 'worker.py'} shadows" in capsys.readouterr().err
+    assert not (tmp_path / "dev").exists()
