@@ -29,7 +29,13 @@ DEFAULT_CLUSTER = "127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="raftcron worker", description="Run raftcron jobs: lease, run, report.")
+    parser = argparse.ArgumentParser(
+        prog="raftcron worker",
+        description="Run raftcron jobs: lease, run, report.",
+        epilog="exit status: 0 stopped by SIGTERM or Ctrl-C (after draining); 2 a usage error, a handler "
+        "module that does not load, or the cluster refused the token (UNAUTHENTICATED) or its targets "
+        "(PERMISSION_DENIED). An unreachable cluster is retried until it answers.",
+    )
     parser.add_argument(
         "--cluster",
         default=os.environ.get("RAFTCRON_CLUSTER", DEFAULT_CLUSTER),
