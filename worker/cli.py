@@ -134,8 +134,9 @@ def load_handlers(spec: str) -> dict[str, Handler]:
 
 
 def _shadowing_file(directory: str) -> str | None:
+    ours = os.path.realpath(os.path.join(os.path.dirname(__file__), "__init__.py"))
     for candidate in (os.path.join(directory, "worker.py"), os.path.join(directory, "worker", "__init__.py")):
-        if os.path.isfile(candidate):
+        if os.path.isfile(candidate) and os.path.realpath(candidate) != ours:
             return os.path.dirname(candidate) if candidate.endswith("__init__.py") else candidate
     return None
 
