@@ -35,10 +35,10 @@ def extra_fields(record: logging.LogRecord) -> dict:
 
 
 def run_fields(job_id: str, scheduled_us: int, token: int | None = None, epoch: int | None = None, **more) -> dict:
-    """`extra` fields naming a run: run_key (`job@instant_us`, as the CLI prints it), job_id, and more."""
-    from scheduler.core.model import format_run_key
+    """`extra` fields naming a run: run_key (`job@2026-12-01T18:59:00Z`, as the CLI prints it), job_id, and more."""
+    from scheduler.planning.runkeys import readable_run_key
 
-    fields = {"run_key": format_run_key(job_id, scheduled_us), "job_id": job_id}
+    fields = {"run_key": readable_run_key(job_id, scheduled_us), "job_id": job_id}
     if token is not None:
         fields["token"] = token
     if epoch is not None:

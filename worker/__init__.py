@@ -7,7 +7,7 @@ SDK's internals and may change without notice. `worker.cli` is `raftcron worker`
 from worker._client import ClusterClient, Credentials, PlaintextTokenRefused, parse_cluster
 from worker._context import CancelReason, RetryLater, RunContext
 from worker._execution import Outcome, OutcomeKind
-from worker._runner import SHELL_TARGET, Worker
+from worker._runner import SHELL_TARGET, LeaseRefused, Worker
 from worker._shell import ShellCommand, ShellResult
 from worker.testing import HandlerOutcome, make_context, run_handler
 
@@ -17,6 +17,7 @@ __all__ = [
     "ClusterClient",
     "Credentials",
     "HandlerOutcome",
+    "LeaseRefused",
     "Outcome",
     "OutcomeKind",
     "PlaintextTokenRefused",

@@ -54,7 +54,7 @@ from worker._shell import shell_user as shell_user_named
 from worker._threads import HandlerThreads
 from worker.api.v1 import common_pb2, worker_pb2
 
-__all__ = ["SHELL_TARGET", "Worker"]
+__all__ = ["SHELL_TARGET", "LeaseRefused", "Worker"]
 
 # What signal.signal() returns and takes back: a handler, SIG_DFL/SIG_IGN, or None (not set from Python).
 _SignalHandler = Callable[[int, FrameType | None], Any] | int | None
@@ -63,13 +63,26 @@ log = logging.getLogger("raftcron.worker")
 
 # How long a grant for a target this worker cannot run waits before another attempt.
 UNSERVED_RETRY_AFTER_S = 10.0
+# Lease answers that no retry changes: the token is not accepted, or may not lease these
+# targets. Everything else (UNAVAILABLE while a leader is elected, RESOURCE_EXHAUSTED...) passes.
+_REFUSED_CODES = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+
+
+class LeaseRefused(Exception):
+    """The cluster refused this worker's leases for good: its token is not accepted, or may not
+    lease the targets it asked for. `Worker.run()` raises it once the worker has stopped."""
+
+    def __init__(self, code: str, details: str, targets: Iterable[str]) -> None:
+        self.code, self.details, self.targets = code, details, tuple(targets)
+        super().__init__(f"the cluster refused to lease {', '.join(self.targets)}: {code}: {details}")
 
 
 class Worker:
     """Runs handlers for the cluster's runs (see the module docstring).
 
     Args:
-        cluster: node addresses, a list or "host:port,host:port"; any node will do.
+        cluster: node addresses, a list or "host:port,host:port"; any node will do. Default
+            RAFTCRON_CLUSTER (what `raftcron dev` prints).
         concurrency: most handlers running at once (and most outcomes waiting for the
             cluster's answer at once; a run's slot frees when its handler returns).
         worker_id: stable id reported to the cluster; default "<hostname>-<pid>".
@@ -95,7 +108,7 @@ class Worker:
 
     def __init__(
         self,
-        cluster: list[str] | str,
+        cluster: list[str] | str | None = None,
         concurrency: int = 4,
         worker_id: str | None = None,
         targets: Iterable[str] | None = None,
@@ -113,6 +126,12 @@ class Worker:
         metadata: Mapping[str, str] | None = None,
         credentials: Credentials | None = None,
     ) -> None:
+        if cluster is None:
+            cluster = os.environ.get("RAFTCRON_CLUSTER", "")
+            if not cluster:
+                raise ValueError(
+                    "no cluster to lease from: pass Worker(cluster='host:port,...') or set RAFTCRON_CLUSTER"
+                )
         self._addresses = parse_cluster(cluster) if isinstance(cluster, str) else list(cluster)
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency!r}")
@@ -156,6 +175,7 @@ class Worker:
         self._leasing_stopped = threading.Event()
         self._give_up = threading.Event()  # last stage of a stop: no more Complete retries
         self._stop_requested = threading.Event()  # wakes run()
+        self.refused: LeaseRefused | None = None  # set when the cluster refuses leases for good
         # Signals received under run(). A signal handler only bumps this counter: taking a lock
         # there could deadlock with the very code it interrupted; the main thread polls it.
         self._signals = 0
@@ -244,7 +264,8 @@ class Worker:
         )
 
     def run(self) -> None:
-        """start(), then block until stopped; on the main thread, SIGTERM and SIGINT drain."""
+        """start(), then block until stopped; on the main thread, SIGTERM and SIGINT drain.
+        Raises LeaseRefused, after stopping, when the cluster refuses the worker's token."""
         self.start()
         previous = self._install_signal_handlers()
         try:
@@ -260,6 +281,8 @@ class Worker:
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+        if self.refused is not None:
+            raise self.refused
 
     def stop(self, timeout_s: float | None = None) -> bool:
         """Drain and stop (see the module docstring); waits up to `timeout_s` (default
@@ -391,6 +414,9 @@ class Worker:
         except grpc.RpcError as error:
             if self._leasing_stopped.is_set():
                 return False
+            if isinstance(error, grpc.Call) and error.code() in _REFUSED_CODES:
+                self._refuse(LeaseRefused(error.code().name, error.details() or "", self._targets))
+                return False
             failures.failed(error)
             self._leasing_stopped.wait(backoff.next_delay_s())
             return True
@@ -405,6 +431,13 @@ class Worker:
             # or ignores it): pause, jittered, so an idle worker never polls in a tight loop.
             self._leasing_stopped.wait(random.uniform(0.5, 1.0))
         return True
+
+    def _refuse(self, refusal: LeaseRefused) -> None:
+        """Stop leasing for good: retrying a refused token only fills the node's logs. Runs
+        already held go on and report; run() stops the worker and raises the refusal."""
+        self.refused = refusal
+        log.error("worker %s: %s; stopping (check its token and the targets it may lease)", self.worker_id, refusal)
+        self._stop_requested.set()
 
     def _follow_leader(self, address: str) -> None:
         """The node called forwarded our Lease to the leader at `address`: call the leader
@@ -435,7 +468,7 @@ class Worker:
             message = f"worker {self.worker_id} has no handler for target {ctx.target!r}"
             self._finish(lease, Outcome(OutcomeKind.RETRY_LATER, message, retry_after_s=UNSERVED_RETRY_AFTER_S))
         else:
-            log.debug("run %s: leased (attempt %d, token %d)", lease.run_key, ctx.attempt, ctx.fencing_token)
+            log.info("run %s: leased (attempt %d, token %d)", lease.run_key, ctx.attempt, ctx.fencing_token)
             self._threads.submit(self._run, lease, handler)
 
     def _handler_for(self, target: common_pb2.Target) -> Handler | None:

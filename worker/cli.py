@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from worker._client import Credentials, parse_cluster
 from worker._execution import Handler
-from worker._runner import Worker
+from worker._runner import LeaseRefused, Worker
 
 __all__ = ["build_worker", "load_handlers", "main"]
 
@@ -29,7 +29,13 @@ DEFAULT_CLUSTER = "127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="raftcron worker", description="Run raftcron jobs: lease, run, report.")
+    parser = argparse.ArgumentParser(
+        prog="raftcron worker",
+        description="Run raftcron jobs: lease, run, report.",
+        epilog="exit status: 0 stopped by SIGTERM or Ctrl-C (after draining); 2 a usage error, a handler "
+        "module that does not load, or the cluster refused the token (UNAUTHENTICATED) or its targets "
+        "(PERMISSION_DENIED). An unreachable cluster is retried until it answers.",
+    )
     parser.add_argument(
         "--cluster",
         default=os.environ.get("RAFTCRON_CLUSTER", DEFAULT_CLUSTER),
@@ -110,6 +116,9 @@ def load_handlers(spec: str) -> dict[str, Handler]:
     module_name, colon, attr = location.partition(":")
     if not colon or not module_name or not attr or (equals and not name):
         raise ValueError(f"--handlers {spec!r}: expected MODULE:ATTR or NAME=MODULE:ATTR")
+    if module_name.partition(".")[0] == "worker" and (shadow := _shadowing_file(os.getcwd())):
+        # `worker` is this SDK, imported already: a user's worker.py can never be loaded by that name.
+        raise ValueError(f"--handlers {spec!r}: your file {shadow} shadows raftcron's worker package: rename it")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # like `python -m`: the user's modules sit here
     value = importlib.import_module(module_name)
@@ -122,6 +131,14 @@ def load_handlers(spec: str) -> dict[str, Handler]:
     if not isinstance(value, Mapping):
         raise ValueError(f"--handlers {spec!r}: {location} is not a dict of handlers (use NAME={location})")
     return dict(value)
+
+
+def _shadowing_file(directory: str) -> str | None:
+    ours = os.path.realpath(os.path.join(os.path.dirname(__file__), "__init__.py"))
+    for candidate in (os.path.join(directory, "worker.py"), os.path.join(directory, "worker", "__init__.py")):
+        if os.path.isfile(candidate) and os.path.realpath(candidate) != ours:
+            return os.path.dirname(candidate) if candidate.endswith("__init__.py") else candidate
+    return None
 
 
 def build_worker(args: argparse.Namespace) -> Worker:
@@ -178,10 +195,14 @@ def main(argv: list[str] | None = None) -> int:
         if not logging.getLogger().handlers:
             logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         worker = build_worker(args)
-    except (ValueError, TypeError, ImportError, AttributeError) as exc:
+    except (ValueError, TypeError, ImportError, AttributeError, OSError) as exc:
         print(f"raftcron worker: {exc}", file=sys.stderr)
         return 2
-    worker.run()
+    try:
+        worker.run()
+    except LeaseRefused as refused:
+        print(f"raftcron worker: {refused}", file=sys.stderr)
+        return 2
     return 0
 
 

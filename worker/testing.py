@@ -58,6 +58,12 @@ class HandlerOutcome:
     context: RunContext
 
 
+def readable_run_key(job_id: str, scheduled_at: datetime) -> str:
+    """`job@2026-12-01T18:59:00Z` as the cluster sends it: fractional seconds only when there are any."""
+    utc = scheduled_at.astimezone(timezone.utc).replace(tzinfo=None)
+    return f"{job_id}@{utc.isoformat()}Z"
+
+
 def make_context(
     payload: Any = None,
     *,
@@ -73,7 +79,7 @@ def make_context(
     deadline = None if deadline_s is None else datetime.now(timezone.utc) + timedelta(seconds=deadline_s)
     return RunContext(
         job_id=job_id,
-        run_key=f"{job_id}@{scheduled_at.astimezone(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
+        run_key=readable_run_key(job_id, scheduled_at),
         scheduled_at=scheduled_at,
         fencing_token=fencing_token,
         attempt=attempt,

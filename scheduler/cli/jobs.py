@@ -1,19 +1,40 @@
-"""Jobs: `raftcron apply`, `plan` (what an apply would change), `jobs`, `pause` and `resume`,
+"""Jobs: `raftcron apply`, `jobs`, `pause` and `resume`,
 `delete`, `trigger` and `backfill`."""
 
 from __future__ import annotations
 
-import json
+import sys
 
 from scheduler.cli import connection
 from scheduler.cli import output as out
-from scheduler.cli.times import now_iso, parse_when
-from scheduler.planning import preview
-from scheduler.specs import load_job_document, spec_to_document
+from scheduler.cli.failures import CommandError
+from scheduler.cli.times import parse_when
+from scheduler.specs import MAX_FILE_BYTES, SpecError, SpecProblem, load_job_document
+from scheduler.specs.reader import JobDocument, parse_job_document
+
+STDIN = "-"
+
+
+def read_job_document(path: str, stdin=None) -> JobDocument:
+    """The jobs file at `path`, or standard input for `-` (`kubectl`-style: `... | raftcron apply -f -`)."""
+    if path != STDIN:
+        try:
+            return load_job_document(path)
+        except OSError as exc:
+            raise CommandError(f"cannot read the jobs file {path}: {exc.strerror or exc}") from None
+    stream = stdin if stdin is not None else sys.stdin.buffer
+    data = stream.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise SpecError([SpecProblem("", "", "<stdin> is larger than 8 MiB")], "<stdin>")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise SpecError([SpecProblem("", "", f"<stdin> is not UTF-8 (byte {error.start})")], "<stdin>") from None
+    return parse_job_document(text, "<stdin>")
 
 
 def apply_request(document, prune: bool, dry_run: bool, author: str = ""):
-    """The ApplyJobs request for a loaded job file (shared by apply and plan)."""
+    """The ApplyJobs request for a loaded job file (shared by apply and `raftcron plan`)."""
     from scheduler.rpc.convert import resource_to_pb, spec_to_pb
     from worker.api.v1 import jobs_pb2
 
@@ -27,51 +48,11 @@ def apply_request(document, prune: bool, dry_run: bool, author: str = ""):
 
 
 def cmd_apply(args) -> int:
-    request = apply_request(load_job_document(args.file), args.prune, args.dry_run, args.author)
+    request = apply_request(read_job_document(args.file), args.prune, args.dry_run, args.author)
     with connection.cluster_client(args) as client:
         response = client.apply_jobs(request)
     out.print_changes(response, args.json, args.dry_run)
     return 0
-
-
-def cmd_plan(args) -> int:
-    print(plan(args))
-    return 0
-
-
-NEXT_FIRES = 3
-
-
-def plan(args) -> str:
-    """The diff an apply would make, each job's effective settings and next fires."""
-    document = load_job_document(args.file)
-    with connection.cluster_client(args) as client:
-        changes = client.apply_jobs(apply_request(document, args.prune, dry_run=True)).changes
-    after = now_iso()
-    specs = {spec.id: spec for spec in document.jobs}
-    entries = []
-    for change in changes:
-        spec = specs.get(change.job_id)
-        entry = {"job_id": change.job_id, "change": change.change, "version": change.version}
-        if spec is not None:
-            entry["effective"] = spec_to_document(spec, full=True)
-            fires = preview(
-                spec.schedule, spec.timezone, after, NEXT_FIRES, spec.dst_gap or None, spec.dst_repeat or None
-            )
-            entry["next_fires"] = [
-                fire["at"] + (f" ({fire['adjustment']})" if fire["adjustment"] else "") for fire in fires
-            ]
-        entries.append(entry)
-    if args.json:
-        return json.dumps(entries, indent=2)
-    lines = []
-    for entry in entries:
-        lines.append(f"{entry['change']:>9}  {entry['job_id']} (v{entry['version']})")
-        if entry["change"] in ("added", "changed"):
-            lines.append("           next: " + ", ".join(entry.get("next_fires", [])))
-    counts = {kind: sum(e["change"] == kind for e in entries) for kind in ("added", "changed", "removed", "unchanged")}
-    lines.append(", ".join(f"{n} {kind}" for kind, n in counts.items()) + "  (nothing applied; run `raftcron apply`)")
-    return "\n".join(lines)
 
 
 def cmd_jobs(args) -> int:

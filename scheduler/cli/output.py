@@ -12,6 +12,7 @@ import sys
 from google.protobuf.json_format import MessageToDict
 
 from scheduler.planning import format_us
+from scheduler.planning.runkeys import readable_run_keys_in
 from scheduler.rpc.convert import STATUS_FROM_PB, timestamp_us
 from scheduler.security.safetext import shown_text
 
@@ -32,13 +33,18 @@ def _freshness(read) -> None:
     print(f"(read from {read.node_id}, {source}, applied index {read.applied_index})", file=sys.stderr)
 
 
+def print_freshness(read) -> None:
+    """Where a read came from, on stderr (stdout stays the answer)."""
+    _freshness(read)
+
+
 def run_dict(run) -> dict:
     return {
         "job_id": run.job_id,
         "scheduled_at": _iso(run, "scheduled_at"),
         "run_key": run.run_key,
         "status": STATUS_FROM_PB.get(run.status, "unknown"),
-        "reason": run.reason,
+        "reason": readable_run_keys_in(run.reason),
         "kind": run.kind,
         "effective_at": _iso(run, "effective_at"),
         "claimed_at": _iso(run, "claimed_at"),
@@ -143,6 +149,9 @@ def status_dict(status) -> dict:
             for v in status.voter_log_formats
         ],
         "halted": status.halted,
+        "herd_window_s": (status.herd_window.seconds + status.herd_window.nanos / 1e9)
+        if status.HasField("herd_window")
+        else None,
         "peers": [
             MessageToDict(p, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
             for p in status.peers
@@ -230,14 +239,15 @@ def _slots(alert: dict) -> str:
 def print_alerts(response, as_json: bool) -> None:
     alerts = [
         {
-            "id": a.id,
+            "id": a.id,  # the dedup key as stored (a webhook's Idempotency-Key)
+            "readable_id": readable_run_keys_in(a.id),
             "kind": a.kind,
             "job_id": a.job_id,
             "owner": a.owner,
             "scheduled_at": _iso(a, "scheduled_at"),
             "created_at": _iso(a, "created_at"),
             "delivered_at": _iso(a, "delivered_at"),
-            "message": a.message,
+            "message": readable_run_keys_in(a.message),
             "count": a.count or 1,
             "last_scheduled_at": _iso(a, "last_scheduled_at"),
             "open": a.open,

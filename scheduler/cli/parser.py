@@ -12,17 +12,21 @@ import os
 import sys
 import zoneinfo
 
-import grpc
-
-from scheduler.cli import cluster, jobs, ops, runs, serve
-from scheduler.cli.connection import add_credential_flags
+from scheduler.cli import cluster, jobs, ops, plan, runs, serve
+from scheduler.cli.connection import DEFAULT_CLUSTER, add_global_flags
+from scheduler.cli.failures import EPILOG, run_reporting_errors
 from scheduler.core.vocabulary import DstGap, DstRepeat
 
-DEFAULT_CLUSTER = "127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203"
+__all__ = ["DEFAULT_CLUSTER", "build_parser", "main"]
 
 
 def cmd_dev(args) -> int:
     from scheduler.cli.dev import run_dev_cluster
+    from scheduler.cli.shadowing import shadowing_in
+
+    if shadow := shadowing_in(os.getcwd()):  # its nodes and worker start here, as `python -m`
+        print(f"raftcron dev: {shadow}", file=sys.stderr)
+        return 2
 
     # The dev cluster applies its jobs file through this whole command line, as `raftcron apply`
     # would; handed in rather than imported there, since this module imports that one.
@@ -32,21 +36,24 @@ def cmd_dev(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from scheduler.config import add_node_flags
 
-    parser = argparse.ArgumentParser(prog="raftcron", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--cluster",
-        default=os.environ.get("RAFTCRON_CLUSTER", DEFAULT_CLUSTER),
-        help="gRPC addresses host:port,... of any nodes (env RAFTCRON_CLUSTER; default %(default)s)",
+    parser = argparse.ArgumentParser(
+        prog="raftcron",
+        description=__doc__.splitlines()[0],
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default %(default)s)")
-    add_credential_flags(parser)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"raftcron {installed_version()}")
+    add_global_flags(parser)
+    # Every command that talks to a cluster takes the global flags after its name too.
+    global_flags = argparse.ArgumentParser(add_help=False)
+    add_global_flags(global_flags, repeated=True)
+    sub = _Subcommands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"), global_flags)
 
-    p = sub.add_parser("serve", help="run one node")
+    p = sub.add_parser("serve", help="run one node", local=True)
     add_node_flags(p)
     p.set_defaults(func=serve.cmd_serve)
 
-    p = sub.add_parser("dev", help="run a local cluster of node processes on loopback")
+    p = sub.add_parser("dev", help="run a local cluster of node processes on loopback", local=True)
     p.add_argument("--nodes", type=int, default=3, help="how many nodes (default %(default)s)")
     p.add_argument("--data-dir", default=".raftcron/dev", help="where node data lives (default %(default)s)")
     p.add_argument("--port-base", type=int, default=7100, help="Raft ports are P+i, gRPC P+100+i (default %(default)s)")
@@ -56,13 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_dev)
 
     author = getpass.getuser() if hasattr(os, "getuid") else "operator"
-    p = sub.add_parser("credentials", help="create a private CA, node and client certificates and role tokens")
+    p = sub.add_parser(
+        "credentials", help="create a private CA, node and client certificates and role tokens", local=True
+    )
     p.add_argument("directory", help="where to write them (kept if already there)")
     p.add_argument("--host", action="append", default=[], help="a name clients dial the nodes by (repeat)")
     p.set_defaults(func=serve.cmd_credentials)
 
     p = sub.add_parser("apply", help="apply a jobs file: all or nothing")
-    p.add_argument("-f", "--file", required=True, help="YAML jobs file")
+    p.add_argument("-f", "--file", required=True, help="YAML jobs file ('-': standard input)")
     p.add_argument("--prune", action="store_true", help="remove jobs missing from the file")
     p.add_argument("--dry-run", action="store_true", help="show the changes, apply nothing")
     p.add_argument("--author", default=author)
@@ -78,7 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=jobs.cmd_jobs)
 
     p = sub.add_parser("runs", help="list runs of a job (newest first)")
-    p.add_argument("job", nargs="?", help="job id (all jobs when omitted)")
+    p.add_argument(
+        "job", nargs="?", help="job id (all jobs when omitted), or a run key like nightly@2026-12-01T02:00:00Z"
+    )
     p.add_argument("--since", help="e.g. 2026-11-28T18:00:00Z, 'yesterday 18:00', '2h ago'")
     p.add_argument("--until")
     p.add_argument("--status", action="append", help="filter by status (repeatable)")
@@ -94,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cluster.cmd_status)
 
     p = sub.add_parser("cluster", help="membership: add or remove a node (admin)")
-    cluster_sub = p.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
+    cluster_sub = _Subcommands(p.add_subparsers(dest="cluster_command", required=True, metavar="ACTION"), global_flags)
     c = cluster_sub.add_parser(
         "add", help="make a node started with `raftcron serve --join` a voting member, and wait until it caught up"
     )
@@ -187,10 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=ops.cmd_alerts)
 
     p = sub.add_parser("plan", help="what `apply -f FILE` would change, effective settings and next fires")
-    p.add_argument("-f", "--file", required=True)
+    p.add_argument("-f", "--file", required=True, help="YAML jobs file ('-': standard input)")
     p.add_argument("--prune", action="store_true")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=jobs.cmd_plan)
+    p.set_defaults(func=plan.cmd_plan)
 
     p = sub.add_parser("forecast", help="fires per minute over the coming hours: see the herd before it happens")
     p.add_argument("--hours", type=float, default=24.0)
@@ -206,22 +217,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=ops.cmd_forecast)
 
     p = sub.add_parser("explain", help="what happened to the slot of JOB nearest a time")
-    p.add_argument("job")
-    p.add_argument("--at", required=True, help="e.g. 'yesterday 02:00' or an ISO-8601 instant")
+    p.add_argument(
+        "job", metavar="JOB | RUN_KEY", help="a job id with --at, or a run key like nightly@2026-12-01T02:00:00Z"
+    )
+    p.add_argument("--at", help="e.g. 'yesterday 02:00' or an ISO-8601 instant")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=runs.cmd_explain)
 
-    p = sub.add_parser("worker", help="run a worker (see `raftcron worker --help`)", add_help=False)
+    p = sub.add_parser("worker", help="run a worker (see `raftcron worker --help`)", add_help=False, local=True)
     p.add_argument("worker_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=serve.cmd_worker)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    from scheduler.config import ConfigError
-    from scheduler.planning import ScheduleError
-    from scheduler.specs import SpecError
+class _Subcommands:
+    """`add_subparsers()` whose commands take the global flags too, unless they are `local`
+    (they start processes or write files rather than talk to a cluster)."""
 
+    def __init__(self, action, global_flags: argparse.ArgumentParser) -> None:
+        self._action, self._global_flags = action, global_flags
+
+    def add_parser(self, name: str, *, local: bool = False, **kwargs) -> argparse.ArgumentParser:
+        parents = [] if local else [self._global_flags]
+        return self._action.add_parser(name, parents=parents, **kwargs)
+
+
+def installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("raftcron")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
+def main(argv: list[str] | None = None) -> int:
     # Zone rules come from the pinned tzdata package only, never from the host's
     # /usr/share/zoneinfo, so every node computes the same instants.
     zoneinfo.reset_tzpath(to=())
@@ -235,13 +265,25 @@ def main(argv: list[str] | None = None) -> int:
         from scheduler.cli.times import now_iso
 
         args.after = now_iso()
-    try:
-        return args.func(args)
-    except (ConfigError, SpecError, ScheduleError, ValueError) as exc:
-        print(f"raftcron {args.command}: {exc}", file=sys.stderr)
+    if args.command == "explain" and (problem := _explain_slot(args)):
+        print(f"raftcron explain: {problem}", file=sys.stderr)
         return 2
-    except grpc.RpcError as exc:
-        print(f"raftcron {args.command}: {exc.code().name}: {exc.details()}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        return 0
+    return run_reporting_errors(args.func, args, f"raftcron {args.command}")
+
+
+def _explain_slot(args) -> str | None:
+    """`explain JOB@INSTANT` is `explain JOB --at INSTANT`; what is wrong with the arguments, if anything."""
+    from scheduler.planning import format_us
+    from scheduler.planning.runkeys import parse_run_key
+
+    if "@" in args.job:
+        if args.at:
+            return "give a run key or --at, not both"
+        try:
+            args.job, at_us = parse_run_key(args.job)
+        except ValueError as exc:
+            return str(exc)
+        args.at = format_us(at_us)
+    elif not args.at:
+        return "explain needs --at TIME, or a run key JOB@INSTANT"
+    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from scheduler.cli.failures import CommandError
 from scheduler.planning.forecast import MINUTE_US, Forecast
 
 
@@ -12,7 +13,9 @@ def plot_png(result: Forecast, path: str) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise RuntimeError("--plot needs matplotlib: pip install 'raftcron[plot]'") from None
+        raise CommandError(
+            "--plot needs matplotlib, which the `plot` extra installs: pip install 'raftcron[plot]'"
+        ) from None
     figure, axis = plt.subplots(figsize=(12, 4))
     hours = [m / 60 for m in range(result.minutes)]
     axis.plot(hours, result.series(), label="all jobs", linewidth=1)

@@ -12,6 +12,7 @@ from scheduler.cli.times import parse_when
 from scheduler.core.model import SECOND_US
 from scheduler.core.vocabulary import RunStatus
 from scheduler.planning import compile_schedule, format_us, preview
+from scheduler.planning.runkeys import parse_run_key
 from scheduler.rpc.convert import STATUS_FROM_PB, timestamp, timestamp_us
 from scheduler.security.safetext import shown_text
 from worker.api.v1 import runs_pb2
@@ -20,6 +21,8 @@ RUN_PAGES_FOLLOWED = 50
 
 
 def cmd_runs(args) -> int:
+    if args.job and "@" in args.job:  # ids never hold an @: this is one run's key
+        return _one_run(args)
     statuses = {name: value for value, name in STATUS_FROM_PB.items()}
     request = runs_pb2.ListRunsRequest(
         job_id=args.job or "",
@@ -44,6 +47,15 @@ def cmd_runs(args) -> int:
             more.runs.extend(runs)
             response = more
     out.print_runs(response, args.json)
+    return 0
+
+
+def _one_run(args) -> int:
+    job_id, scheduled_us = parse_run_key(args.job)
+    with connection.cluster_client(args) as client:
+        response = client.get_run(job_id=job_id, scheduled_at=timestamp(scheduled_us), linearizable=args.linearizable)
+    out.print_runs_list([response.run], args.json)
+    out.print_freshness(response.read)
     return 0
 
 

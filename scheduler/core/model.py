@@ -310,5 +310,8 @@ class FailureStreak(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=
 
 
 def format_run_key(job_id: str, scheduled_us: int) -> str:
-    """A printable run key; the core never parses it back."""
+    """The run key as replicated state writes it inside reasons and alert ids (`job@MICROSECONDS`).
+
+    Kept in this form: those bytes are replicated and dedup keys. People see it readable through
+    `scheduler.planning.runkeys.readable_run_keys_in`; the core never parses it back."""
     return f"{job_id}@{scheduled_us}"

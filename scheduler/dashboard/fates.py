@@ -17,6 +17,7 @@ from scheduler.core.model import SECOND_US
 from scheduler.core.vocabulary import RunKind
 from scheduler.planning import format_us
 from scheduler.planning.jobs import schedule_for
+from scheduler.planning.runkeys import readable_run_keys_in
 
 if TYPE_CHECKING:
     from scheduler.dashboard.data import JobDetail
@@ -94,7 +95,7 @@ def fate_of(run: model.Run) -> Slot:
     tries = len(run.attempts)
     late = f"; started {human_duration_us(_lateness_us(run))} after it was due" if tries else ""
     exit_note = f" (exit code {run.exit_code})" if run.exit_code else ""
-    status, reason = run.status, run.reason or run.error
+    status, reason = run.status, readable_run_keys_in(run.reason) or run.error
     if status == model.SUCCEEDED:
         if tries > 1:
             fate, label = RETRIED, f"succeeded on attempt {tries}"

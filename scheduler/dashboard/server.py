@@ -36,6 +36,7 @@ from scheduler.dashboard.herd import grouped_forecast
 from scheduler.membership import members_view, peer_by_raft_address
 from scheduler.planning import parse_iso_to_us
 from scheduler.planning.forecast import MINUTE_US
+from scheduler.planning.runkeys import readable_run_key
 from scheduler.replication.raftlog import ROLE_NAMES
 from scheduler.rpc.intake import CallDeadlines
 from scheduler.security.policy import sees_details
@@ -306,7 +307,7 @@ class Dashboard:
         with self._raftlog.read() as state:
             detail = data.run_detail(state, job_id, scheduled_us)
         if detail is None:
-            raise NotFound(f"no retained run {job_id}@{scheduled_us}")
+            raise NotFound(f"no retained run {readable_run_key(job_id, scheduled_us)}")
         # A deleted job's owner is unknown: its runs' output is the admin's alone.
         details = (
             principal is None

@@ -11,6 +11,7 @@ from scheduler.core.vocabulary import CompletionKind, Misfire, RunKind, RunStatu
 from scheduler.dashboard import data, fates
 from scheduler.dashboard.svg import FATE_COLOURS, legend_html, run_href, timeline_svg
 from scheduler.planning import format_us
+from scheduler.planning.runkeys import readable_run_key
 from scheduler.planning.timeconv import format_offset
 
 NAV = (("/", "Cluster"), ("/jobs", "Jobs"), ("/herd", "Herd"), ("/alerts", "Alerts"), ("/kills", "Kill switches"))
@@ -442,7 +443,7 @@ def run_page(detail: data.RunDetail, node_id: str = "", details: bool = True) ->
     summary = _facts(
         [
             ("job", job_link),
-            ("run key", f"<code>{escape(run.job_id)}@{run.scheduled_us}</code>"),
+            ("run key", f"<code>{escape(readable_run_key(run.job_id, run.scheduled_us))}</code>"),
             ("slot", when(run.scheduled_us, now_us)),
             ("kind", escape(run.kind)),
             (

@@ -12,6 +12,7 @@ from scheduler.dashboard import data
 from scheduler.dashboard.svg import SERIES_COLOURS, forecast_svg, run_href
 from scheduler.dashboard.views import badge_html, job_href, layout, pager_html, table_html, when
 from scheduler.planning import format_us
+from scheduler.planning.runkeys import readable_run_keys_in
 
 # Alert kinds drawn with the `bad` badge.
 _BAD_ALERTS = frozenset({AlertKind.FAILED, AlertKind.TIMED_OUT, AlertKind.MISSED, AlertKind.FENCED})
@@ -76,7 +77,7 @@ def _alert_cells(a: Alert, has_run: bool, now_us: int) -> list[str]:
         escape(a.owner) or '<span class="muted">—</span>',
         escape(a.job_class),
         f'<a href="{run_href(a.job_id, a.scheduled_us)}">{slot}</a>' if has_run else slot,
-        escape(a.message),
+        escape(readable_run_keys_in(a.message)),
         when(a.delivered_us, now_us) if a.delivered_us else badge_html("pending"),
     ]
 

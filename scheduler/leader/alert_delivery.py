@@ -19,6 +19,7 @@ from scheduler.core.alerts import alert_count, is_open_streak, last_slot_us, und
 from scheduler.core.model import SECOND_US, Alert
 from scheduler.core.vocabulary import AlertKind
 from scheduler.planning import format_us
+from scheduler.planning.runkeys import readable_run_keys_in
 
 DESTINATIONS = ("webhook", "command", "file", "log")
 TEMPLATES = ("json", "slack")
@@ -89,14 +90,15 @@ def delivery_key(alert: Alert) -> str:
 
 def alert_document(alert: Alert) -> dict:
     document = {
-        "id": alert.id,
+        "id": alert.id,  # the dedup key, as replicated state holds it
+        "readable_id": readable_run_keys_in(alert.id),  # failed:job@2026-12-01T18:59:00Z
         "kind": alert.kind,
         "job_id": alert.job_id,
         "owner": alert.owner,
         "class": alert.job_class,
         "scheduled_at": format_us(alert.scheduled_us),
         "created_at": format_us(alert.created_us),
-        "message": alert.message,
+        "message": readable_run_keys_in(alert.message),
         "count": alert_count(alert),
         "summary": summary(alert),
     }
@@ -112,16 +114,17 @@ def alert_document(alert: Alert) -> dict:
 def summary(alert: Alert) -> str:
     """One line a person reads: what, which job, how many, since when."""
     count = alert_count(alert)
+    message = readable_run_keys_in(alert.message)
     if alert.kind in (AlertKind.MISSED, AlertKind.SKIPPED) and count > 1:
         state = "still going" if is_open_streak(alert) else "ended"
         what = (
             f"{count} consecutive slots {alert.kind} from {format_us(alert.scheduled_us)} "
-            f"to {format_us(last_slot_us(alert))} ({state}); latest: {alert.message}"
+            f"to {format_us(last_slot_us(alert))} ({state}); latest: {message}"
         )
     elif alert.kind == AlertKind.RECOVERED:
-        what = f"{alert.message} (failing since {format_us(alert.since_us)})" if alert.since_us else alert.message
+        what = f"{message} (failing since {format_us(alert.since_us)})" if alert.since_us is not UNSET else message
     else:
-        what = f"slot {format_us(alert.scheduled_us)}: {alert.message}"
+        what = f"slot {format_us(alert.scheduled_us)}: {message}"
     owner = f" (owner {alert.owner})" if alert.owner else ""
     return f"{alert.kind} {alert.job_id}{owner}: {what}"
 

@@ -15,7 +15,7 @@ from scheduler.membership import ChangeInFlight, MembershipChanger, Refusal, mem
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.replication.digest import DigestFailed
 from scheduler.replication.raftlog import ROLE_NAMES
-from scheduler.rpc.convert import timestamp
+from scheduler.rpc.convert import duration, timestamp
 from scheduler.rpc.errors import abort_rejected, abort_replication
 from scheduler.rpc.forwarding import LeaderForwarder, forward_timeout_s
 from scheduler.security.interceptor import audited_author, caller_authorization
@@ -117,6 +117,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
             log_format=self._raftlog.log_format,
             voter_log_formats=voter_formats,
             halted=self._raftlog.halted,
+            herd_window=duration(int(self._config.herd_window_s * 1e6)),  # as node.py hands it to the trigger loop
         )
 
     def _digest(self, context) -> tuple[int, str]:

@@ -7,7 +7,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from scheduler.core import model
 from scheduler.core.vocabulary import CompletionKind, LeaseOutcome, Overlap, RunStatus, TargetKind
-from scheduler.planning import format_us, parse_iso_to_us
+from scheduler.planning.runkeys import parse_run_key as parse_run_key  # servicers read run keys here
+from scheduler.planning.runkeys import readable_run_key
 from worker.api.v1 import common_pb2 as pb
 from worker.api.v1 import worker_pb2 as wpb
 
@@ -47,15 +48,7 @@ LEASE_OUTCOME_FROM_PB = {v: k for k, v in LEASE_OUTCOME_TO_PB.items()}
 
 def printable_run_key(job_id: str, scheduled_us: int) -> str:
     """`job@2026-01-01T02:00:00Z`: what people and handlers see (parse_run_key reads it back)."""
-    return f"{job_id}@{format_us(scheduled_us)}"
-
-
-def parse_run_key(run_key: str) -> tuple[str, int]:
-    """`job@ISO-8601` or `job@MICROSECONDS`; ValueError otherwise."""
-    job_id, sep, instant = run_key.rpartition("@")
-    if not sep or not job_id:
-        raise ValueError(f"run key {run_key!r} is not JOB@INSTANT")
-    return job_id, int(instant) if instant.isdigit() else parse_iso_to_us(instant)
+    return readable_run_key(job_id, scheduled_us)
 
 
 def timestamp(us: int) -> Timestamp | None:

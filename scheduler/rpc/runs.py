@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from scheduler.rpc.convert import STATUS_FROM_PB, parse_run_key, run_to_pb, timestamp_us
+from scheduler.rpc.convert import STATUS_FROM_PB, parse_run_key, printable_run_key, run_to_pb, timestamp_us
 from scheduler.rpc.jobs import page_size
 from scheduler.rpc.reads import Reader
 from scheduler.rpc.run_pages import FOREVER_US, MAX_RUNS_EXAMINED, RunQuery, select_page, select_runs
@@ -63,5 +63,5 @@ class RunServicer(runs_pb2_grpc.RunServiceServicer):
             run = state.get_run(job_id, scheduled_us)
             found = run_to_pb(run) if run else None
         if found is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no retained run {job_id}@{scheduled_us}")
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no retained run {printable_run_key(job_id, scheduled_us)}")
         return runs_pb2.GetRunResponse(run=found, read=self._reader.read_info(request.linearizable))

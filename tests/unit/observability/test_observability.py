@@ -569,7 +569,7 @@ def test_json_log_lines_carry_run_fields():
     doc = json.loads(line)
     assert doc["level"] == "INFO" and doc["logger"] == "raftcron.test" and doc["node"] == "n2"
     assert doc["message"] == "claimed 3 runs"
-    assert doc["run_key"] == "nightly@1700000000000000"
+    assert doc["run_key"] == "nightly@2023-11-14T22:13:20Z"  # the readable form, as the CLI prints it
     assert (doc["job_id"], doc["token"], doc["epoch"]) == ("nightly", 42, 7)
     assert doc["ts"].endswith("Z") and "T" in doc["ts"]
 

@@ -16,6 +16,7 @@ PUBLIC_NAMES = [
     "ClusterClient",
     "Credentials",
     "HandlerOutcome",
+    "LeaseRefused",
     "Outcome",
     "OutcomeKind",
     "PlaintextTokenRefused",

@@ -22,32 +22,33 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bworker/api/v1/cluster.proto\x12\x0braftcron.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"E\n\x06Member\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x14\n\x0craft_address\x18\x02 \x01(\t\x12\x14\n\x0cgrpc_address\x18\x03 \x01(\t\"[\n\x10\x41\x64\x64MemberRequest\x12#\n\x06member\x18\x01 \x01(\x0b\x32\x13.raftcron.v1.Member\x12\x0e\n\x06\x61uthor\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"J\n\x13RemoveMemberRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"Z\n\x12MembershipResponse\x12$\n\x07members\x18\x01 \x03(\x0b\x32\x13.raftcron.v1.Member\x12\r\n\x05index\x18\x02 \x01(\x03\x12\x0f\n\x07\x63hanged\x18\x03 \x01(\x08\"\'\n\rStatusRequest\x12\x16\n\x0einclude_digest\x18\x01 \x01(\x08\"\x85\x01\n\nPeerStatus\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x14\n\x0craft_address\x18\x02 \x01(\t\x12\x14\n\x0cgrpc_address\x18\x03 \x01(\t\x12\x11\n\tconnected\x18\x04 \x01(\x08\x12\x13\n\x0bmatch_index\x18\x05 \x01(\x03\x12\x12\n\nnext_index\x18\x06 \x01(\x03\"\xee\x03\n\x0eStatusResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0e\n\x06leader\x18\x03 \x01(\t\x12\x1b\n\x13leader_grpc_address\x18\x04 \x01(\t\x12\x0c\n\x04term\x18\n \x01(\x03\x12\x14\n\x0c\x63ommit_index\x18\x0b \x01(\x03\x12\x15\n\rapplied_index\x18\x0c \x01(\x03\x12\r\n\x05\x65poch\x18\r \x01(\x03\x12&\n\x05peers\x18\x14 \x03(\x0b\x32\x17.raftcron.v1.PeerStatus\x12\r\n\x05ready\x18\x15 \x01(\x08\x12\x13\n\x0braft_voters\x18\x16 \x03(\t\x12\x33\n\x0freplicated_time\x18\x1e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tjob_count\x18\x1f \x01(\x03\x12\x11\n\trun_count\x18  \x01(\x03\x12\x14\n\x0cstate_digest\x18! \x01(\t\x12\x14\n\x0c\x64igest_index\x18\" \x01(\x03\x12\x17\n\x0f\x63luster_version\x18( \x01(\x03\x12\x12\n\nlog_format\x18) \x01(\x03\x12\x36\n\x11voter_log_formats\x18* \x03(\x0b\x32\x1b.raftcron.v1.VoterLogFormat\x12\x0e\n\x06halted\x18+ \x01(\t\"K\n\x0eVoterLogFormat\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x14\n\x0craft_address\x18\x02 \x01(\t\x12\x12\n\nlog_format\x18\x03 \x01(\x03\x32\xf3\x01\n\x0e\x43lusterService\x12\x41\n\x06Status\x12\x1a.raftcron.v1.StatusRequest\x1a\x1b.raftcron.v1.StatusResponse\x12K\n\tAddMember\x12\x1d.raftcron.v1.AddMemberRequest\x1a\x1f.raftcron.v1.MembershipResponse\x12Q\n\x0cRemoveMember\x12 .raftcron.v1.RemoveMemberRequest\x1a\x1f.raftcron.v1.MembershipResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bworker/api/v1/cluster.proto\x12\x0braftcron.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"E\n\x06Member\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x14\n\x0craft_address\x18\x02 \x01(\t\x12\x14\n\x0cgrpc_address\x18\x03 \x01(\t\"[\n\x10\x41\x64\x64MemberRequest\x12#\n\x06member\x18\x01 \x01(\x0b\x32\x13.raftcron.v1.Member\x12\x0e\n\x06\x61uthor\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"J\n\x13RemoveMemberRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"Z\n\x12MembershipResponse\x12$\n\x07members\x18\x01 \x03(\x0b\x32\x13.raftcron.v1.Member\x12\r\n\x05index\x18\x02 \x01(\x03\x12\x0f\n\x07\x63hanged\x18\x03 \x01(\x08\"\'\n\rStatusRequest\x12\x16\n\x0einclude_digest\x18\x01 \x01(\x08\"\x85\x01\n\nPeerStatus\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x14\n\x0craft_address\x18\x02 \x01(\t\x12\x14\n\x0cgrpc_address\x18\x03 \x01(\t\x12\x11\n\tconnected\x18\x04 \x01(\x08\x12\x13\n\x0bmatch_index\x18\x05 \x01(\x03\x12\x12\n\nnext_index\x18\x06 \x01(\x03\"\x9e\x04\n\x0eStatusResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0e\n\x06leader\x18\x03 \x01(\t\x12\x1b\n\x13leader_grpc_address\x18\x04 \x01(\t\x12\x0c\n\x04term\x18\n \x01(\x03\x12\x14\n\x0c\x63ommit_index\x18\x0b \x01(\x03\x12\x15\n\rapplied_index\x18\x0c \x01(\x03\x12\r\n\x05\x65poch\x18\r \x01(\x03\x12&\n\x05peers\x18\x14 \x03(\x0b\x32\x17.raftcron.v1.PeerStatus\x12\r\n\x05ready\x18\x15 \x01(\x08\x12\x13\n\x0braft_voters\x18\x16 \x03(\t\x12\x33\n\x0freplicated_time\x18\x1e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tjob_count\x18\x1f \x01(\x03\x12\x11\n\trun_count\x18  \x01(\x03\x12\x14\n\x0cstate_digest\x18! \x01(\t\x12\x14\n\x0c\x64igest_index\x18\" \x01(\x03\x12\x17\n\x0f\x63luster_version\x18( \x01(\x03\x12\x12\n\nlog_format\x18) \x01(\x03\x12\x36\n\x11voter_log_formats\x18* \x03(\x0b\x32\x1b.raftcron.v1.VoterLogFormat\x12\x0e\n\x06halted\x18+ \x01(\t\x12.\n\x0bherd_window\x18\x32 \x01(\x0b\x32\x19.google.protobuf.Duration\"K\n\x0eVoterLogFormat\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x14\n\x0craft_address\x18\x02 \x01(\t\x12\x12\n\nlog_format\x18\x03 \x01(\x03\x32\xf3\x01\n\x0e\x43lusterService\x12\x41\n\x06Status\x12\x1a.raftcron.v1.StatusRequest\x1a\x1b.raftcron.v1.StatusResponse\x12K\n\tAddMember\x12\x1d.raftcron.v1.AddMemberRequest\x1a\x1f.raftcron.v1.MembershipResponse\x12Q\n\x0cRemoveMember\x12 .raftcron.v1.RemoveMemberRequest\x1a\x1f.raftcron.v1.MembershipResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'worker.api.v1.cluster_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MEMBER']._serialized_start=77
-  _globals['_MEMBER']._serialized_end=146
-  _globals['_ADDMEMBERREQUEST']._serialized_start=148
-  _globals['_ADDMEMBERREQUEST']._serialized_end=239
-  _globals['_REMOVEMEMBERREQUEST']._serialized_start=241
-  _globals['_REMOVEMEMBERREQUEST']._serialized_end=315
-  _globals['_MEMBERSHIPRESPONSE']._serialized_start=317
-  _globals['_MEMBERSHIPRESPONSE']._serialized_end=407
-  _globals['_STATUSREQUEST']._serialized_start=409
-  _globals['_STATUSREQUEST']._serialized_end=448
-  _globals['_PEERSTATUS']._serialized_start=451
-  _globals['_PEERSTATUS']._serialized_end=584
-  _globals['_STATUSRESPONSE']._serialized_start=587
-  _globals['_STATUSRESPONSE']._serialized_end=1081
-  _globals['_VOTERLOGFORMAT']._serialized_start=1083
-  _globals['_VOTERLOGFORMAT']._serialized_end=1158
-  _globals['_CLUSTERSERVICE']._serialized_start=1161
-  _globals['_CLUSTERSERVICE']._serialized_end=1404
+  _globals['_MEMBER']._serialized_start=109
+  _globals['_MEMBER']._serialized_end=178
+  _globals['_ADDMEMBERREQUEST']._serialized_start=180
+  _globals['_ADDMEMBERREQUEST']._serialized_end=271
+  _globals['_REMOVEMEMBERREQUEST']._serialized_start=273
+  _globals['_REMOVEMEMBERREQUEST']._serialized_end=347
+  _globals['_MEMBERSHIPRESPONSE']._serialized_start=349
+  _globals['_MEMBERSHIPRESPONSE']._serialized_end=439
+  _globals['_STATUSREQUEST']._serialized_start=441
+  _globals['_STATUSREQUEST']._serialized_end=480
+  _globals['_PEERSTATUS']._serialized_start=483
+  _globals['_PEERSTATUS']._serialized_end=616
+  _globals['_STATUSRESPONSE']._serialized_start=619
+  _globals['_STATUSRESPONSE']._serialized_end=1161
+  _globals['_VOTERLOGFORMAT']._serialized_start=1163
+  _globals['_VOTERLOGFORMAT']._serialized_end=1238
+  _globals['_CLUSTERSERVICE']._serialized_start=1241
+  _globals['_CLUSTERSERVICE']._serialized_end=1484
 # @@protoc_insertion_point(module_scope)

@@ -1,5 +1,6 @@
 import datetime
 
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -72,7 +73,7 @@ class PeerStatus(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., connected: _Optional[bool] = ..., match_index: _Optional[int] = ..., next_index: _Optional[int] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("node_id", "role", "leader", "leader_grpc_address", "term", "commit_index", "applied_index", "epoch", "peers", "ready", "raft_voters", "replicated_time", "job_count", "run_count", "state_digest", "digest_index", "cluster_version", "log_format", "voter_log_formats", "halted")
+    __slots__ = ("node_id", "role", "leader", "leader_grpc_address", "term", "commit_index", "applied_index", "epoch", "peers", "ready", "raft_voters", "replicated_time", "job_count", "run_count", "state_digest", "digest_index", "cluster_version", "log_format", "voter_log_formats", "halted", "herd_window")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -93,6 +94,7 @@ class StatusResponse(_message.Message):
     LOG_FORMAT_FIELD_NUMBER: _ClassVar[int]
     VOTER_LOG_FORMATS_FIELD_NUMBER: _ClassVar[int]
     HALTED_FIELD_NUMBER: _ClassVar[int]
+    HERD_WINDOW_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     role: str
     leader: str
@@ -113,7 +115,8 @@ class StatusResponse(_message.Message):
     log_format: int
     voter_log_formats: _containers.RepeatedCompositeFieldContainer[VoterLogFormat]
     halted: str
-    def __init__(self, node_id: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., epoch: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., ready: _Optional[bool] = ..., raft_voters: _Optional[_Iterable[str]] = ..., replicated_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., job_count: _Optional[int] = ..., run_count: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., cluster_version: _Optional[int] = ..., log_format: _Optional[int] = ..., voter_log_formats: _Optional[_Iterable[_Union[VoterLogFormat, _Mapping]]] = ..., halted: _Optional[str] = ...) -> None: ...
+    herd_window: _duration_pb2.Duration
+    def __init__(self, node_id: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., epoch: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., ready: _Optional[bool] = ..., raft_voters: _Optional[_Iterable[str]] = ..., replicated_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., job_count: _Optional[int] = ..., run_count: _Optional[int] = ..., state_digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., cluster_version: _Optional[int] = ..., log_format: _Optional[int] = ..., voter_log_formats: _Optional[_Iterable[_Union[VoterLogFormat, _Mapping]]] = ..., halted: _Optional[str] = ..., herd_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class VoterLogFormat(_message.Message):
     __slots__ = ("node_id", "raft_address", "log_format")
