@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 from scheduler.cli import connection
 from scheduler.cli import output as out
@@ -79,9 +81,30 @@ def cmd_delete(args) -> int:
     return 0
 
 
+def run_overrides(args) -> dict:
+    """`--payload JSON|@FILE` and `--overlap` as request fields; {} for neither."""
+    overrides = {}
+    if args.payload is not None:
+        text = args.payload
+        if text.startswith("@"):
+            path = text[1:]
+            try:
+                text = sys.stdin.read() if path == "-" else Path(path).read_text()
+            except OSError as exc:
+                raise CommandError(f"cannot read the payload file {path}: {exc.strerror or exc}") from None
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            raise CommandError(f"--payload is not JSON: {exc}") from None
+        overrides["payload_json"] = text
+    if args.overlap:
+        overrides["overlap"] = args.overlap
+    return overrides
+
+
 def cmd_trigger(args) -> int:
     with connection.cluster_client(args) as client:
-        response = client.trigger_job(job_id=args.job, author=args.author)
+        response = client.trigger_job(job_id=args.job, author=args.author, **run_overrides(args))
     out.print_runs_list([response.run], args.json)
     return 0
 
@@ -107,6 +130,7 @@ def cmd_backfill(args) -> int:
         max_runs=args.max_runs,
         rate_per_s=args.rate,
         author=args.author,
+        **run_overrides(args),
     )
     getattr(request, "from").CopyFrom(timestamp(parse_when(args.from_)))
     with connection.cluster_client(args) as client:

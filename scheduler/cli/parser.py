@@ -15,7 +15,7 @@ import zoneinfo
 from scheduler.cli import cluster, jobs, ops, plan, runs, serve
 from scheduler.cli.connection import DEFAULT_CLUSTER, add_global_flags
 from scheduler.cli.failures import EPILOG, run_reporting_errors
-from scheduler.core.vocabulary import DstGap, DstRepeat
+from scheduler.core.vocabulary import DstGap, DstRepeat, Overlap
 
 __all__ = ["DEFAULT_CLUSTER", "build_parser", "main"]
 
@@ -149,6 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("trigger", help="run a job now, outside its schedule (honours its overlap policy)")
     p.add_argument("job")
+    p.add_argument("--payload", metavar="JSON|@FILE", help="this run's payload instead of the job's (@- reads stdin)")
+    p.add_argument("--overlap", choices=tuple(Overlap), help="this run's overlap policy instead of the job's")
     p.add_argument("--author", default=author)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=jobs.cmd_trigger)
@@ -169,6 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--to", required=True, help="last slot instant (inclusive)")
     p.add_argument("--rate", type=float, default=1.0, help="runs becoming due per second (default %(default)s)")
     p.add_argument("--max-runs", type=int, default=1000)
+    p.add_argument("--payload", metavar="JSON|@FILE", help="the backfilled runs' payload instead of the job's")
+    p.add_argument(
+        "--overlap",
+        choices=("allow", "forbid", "queue"),
+        help="the backfilled runs' overlap policy at grant instead of the job's (forbid and queue wait for a running one)",
+    )
     p.add_argument("--author", default=author)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=jobs.cmd_backfill)

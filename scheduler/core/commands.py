@@ -145,6 +145,9 @@ class TriggerRun(_Command, frozen=True):
     job_id: str
     author: str
     request_id: str
+    # Log format 3: this run's payload (canonical JSON) and overlap policy instead of the job's.
+    payload_json: str | UnsetType = UNSET
+    overlap: str | UnsetType = UNSET
 
 
 class CancelRun(_Command, frozen=True):
@@ -167,6 +170,9 @@ class BackfillRuns(_Command, frozen=True):
     slots: tuple[int, ...]
     # Backfilled runs become due one after another, this far apart.
     interval_us: int
+    # Log format 3: the backfilled runs' payload and overlap policy (at grant) instead of the job's.
+    payload_json: str | UnsetType = UNSET
+    overlap: str | UnsetType = UNSET
 
 
 class KillClass(_Command, frozen=True):

@@ -19,6 +19,7 @@ from scheduler.core.commands import (
     LeaseRef,
     RunRef,
 )
+from scheduler.core.log_format import OVERLAP_AT_GRANT_FORMAT
 from scheduler.core.model import (
     CANCELLED,
     FAILED,
@@ -31,6 +32,7 @@ from scheduler.core.model import (
     Attempt,
     Run,
     format_run_key,
+    run_overlap,
 )
 from scheduler.core.results import Result, rejected
 from scheduler.core.retry import end_run, retry_or_end
@@ -62,7 +64,12 @@ def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int, deadline
         return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, LeaseRefusal.JOB_DELETED)
     if state.kill_of(job.body.job_class) is not None:
         return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, LeaseRefusal.CLASS_KILLED)
-    if job.body.overlap == Overlap.QUEUE and any(other.status == LEASED for other in state.live(ref.job_id)):
+    if state.cluster_version >= OVERLAP_AT_GRANT_FORMAT:
+        overlap = run_overlap(run, job.body)
+        if overlap in (Overlap.QUEUE, Overlap.FORBID) and any(o.status == LEASED for o in state.live(ref.job_id)):
+            refusal = LeaseRefusal.OVERLAP_QUEUE if overlap == Overlap.QUEUE else LeaseRefusal.OVERLAP_FORBID
+            return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, refusal)
+    elif job.body.overlap == Overlap.QUEUE and any(other.status == LEASED for other in state.live(ref.job_id)):
         return ev.LeaseNotGranted(ref.job_id, ref.scheduled_us, LeaseRefusal.OVERLAP_QUEUE)
     busy = _resource_without_room(state, job.body.uses)
     if busy:

@@ -45,7 +45,7 @@ from scheduler.core.commands import (
     SetJobPaused,
     TriggerRun,
 )
-from scheduler.core.model import Alert
+from scheduler.core.model import Alert, Run
 from scheduler.core.state import State
 
 # The newest log format this code reads and may propose.
@@ -79,6 +79,10 @@ COMMAND_LOG_FORMATS: dict[type, int] = {
 # consecutive missed or skipped slots of a job coalesce into one alert, and a success after
 # failures raises `recovered` (scheduler/core/alerts.py).
 STREAK_ALERTS_FORMAT = 3
+# From format 3 on, a run of a job whose overlap is `forbid` is not granted while another run of
+# the job is leased (before, forbid was checked only when a slot was claimed or triggered, so a
+# backfilled run could overlap a scheduled one).
+OVERLAP_AT_GRANT_FORMAT = 3
 
 # (struct type, field name) -> the format that added the field; each such field defaults to UNSET.
 # Fields of state records are listed too (their UNSET default is checked the same way); apply
@@ -92,6 +96,12 @@ FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {
     (Alert, "since_us"): 3,
     (State, "alert_streaks"): 3,
     (State, "failure_streaks"): 3,
+    (TriggerRun, "payload_json"): 3,
+    (TriggerRun, "overlap"): 3,
+    (BackfillRuns, "payload_json"): 3,
+    (BackfillRuns, "overlap"): 3,
+    (Run, "payload_json"): 3,
+    (Run, "overlap"): 3,
 }
 
 # Snapshot format byte -> the log format a node needs to read it (codec.py writes 3 only once

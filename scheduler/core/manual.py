@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from msgspec import UNSET
+
 from scheduler.core import results as ev
 from scheduler.core.commands import BackfillRuns, TriggerRun
 from scheduler.core.execution import cancel_live_runs
@@ -12,6 +14,8 @@ from scheduler.core.state import State
 from scheduler.core.vocabulary import OutOfPlan, Overlap, RejectionCode, RunKind
 
 MAX_BACKFILL_SLOTS = 10_000
+OVERLAPS = tuple(Overlap)
+BACKFILL_OVERLAPS = (Overlap.ALLOW, Overlap.FORBID, Overlap.QUEUE)
 
 
 def trigger_run(state: State, cmd: TriggerRun, index: int) -> Result:
@@ -21,12 +25,15 @@ def trigger_run(state: State, cmd: TriggerRun, index: int) -> Result:
     kill = state.kill_of(job.body.job_class)
     if kill is not None:
         return rejected(index, RejectionCode.CLASS_KILLED, f"class {job.body.job_class!r} is killed: {kill.reason}")
+    overlap = job.body.overlap if cmd.overlap is UNSET else cmd.overlap
+    if overlap not in OVERLAPS:
+        return rejected(index, RejectionCode.INVALID, f"overlap {overlap!r} is not one of {', '.join(OVERLAPS)}")
     if state.live_runs.get(cmd.job_id):
-        if job.body.overlap == Overlap.FORBID:
+        if overlap == Overlap.FORBID:
             return rejected(
                 index, RejectionCode.OVERLAP_FORBID, f"job {cmd.job_id!r} has a live run and overlap is forbid"
             )
-        if job.body.overlap == Overlap.REPLACE:
+        if overlap == Overlap.REPLACE:
             cancel_live_runs(state, cmd.job_id, f"replaced by a manual run from {cmd.author}")
     # Replicated time: a follower's clock must not decide when it is due; never a pruned key.
     instant_us = max(state.now_us, horizon_us(state, cmd.job_id) + 1)
@@ -43,6 +50,8 @@ def trigger_run(state: State, cmd: TriggerRun, index: int) -> Result:
             claimed_us=state.now_us,
             claim_index=index,
             spec_version=job.version,
+            payload_json=cmd.payload_json,
+            overlap=cmd.overlap,
         )
     )
     prune_history(state, cmd.job_id)
@@ -69,6 +78,7 @@ def _backfill_one(state: State, cmd: BackfillRuns, slot_us: int, due_us: int, in
     run.claimed_us = state.now_us
     run.claim_index = index
     run.spec_version = job.version
+    run.payload_json, run.overlap = cmd.payload_json, cmd.overlap
     return ev.RunClaimed(cmd.job_id, slot_us, QUEUED, index)
 
 
@@ -77,6 +87,9 @@ def backfill_runs(state: State, cmd: BackfillRuns, index: int) -> Result:
         return rejected(index, RejectionCode.NOT_FOUND, f"job {cmd.job_id!r} does not exist")
     if len(cmd.slots) > MAX_BACKFILL_SLOTS or list(cmd.slots) != sorted(set(cmd.slots)) or cmd.interval_us < 0:
         return rejected(index, RejectionCode.INVALID, f"slots must be unique, ascending, at most {MAX_BACKFILL_SLOTS}")
+    if cmd.overlap is not UNSET and cmd.overlap not in BACKFILL_OVERLAPS:
+        # `replace` would have each backfilled run cancel the one before it.
+        return rejected(index, RejectionCode.INVALID, f"a backfill's overlap is one of {', '.join(BACKFILL_OVERLAPS)}")
     events = []
     due_us = state.now_us
     for slot_us in cmd.slots:

@@ -145,6 +145,9 @@ class Run(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     output_tail: str = ""
     # The resources the current lease counts against (the job's `uses` when it was granted).
     resources: tuple[str, ...] = ()
+    # Log format 3: a trigger's or backfill's own payload and overlap policy (UNSET: the job's).
+    payload_json: str | UnsetType = UNSET
+    overlap: str | UnsetType = UNSET
 
 
 class Pause(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
@@ -315,3 +318,13 @@ def format_run_key(job_id: str, scheduled_us: int) -> str:
     Kept in this form: those bytes are replicated and dedup keys. People see it readable through
     `scheduler.planning.runkeys.readable_run_keys_in`; the core never parses it back."""
     return f"{job_id}@{scheduled_us}"
+
+
+def run_payload_json(run: Run, spec: JobSpec) -> str:
+    """The payload a worker gets for `run`: its own when a trigger gave one, else the job's."""
+    return spec.payload_json if run.payload_json is UNSET else run.payload_json
+
+
+def run_overlap(run: Run, spec: JobSpec) -> str:
+    """The overlap policy `run` is granted under: its own when a trigger or backfill gave one."""
+    return spec.overlap if run.overlap is UNSET else run.overlap

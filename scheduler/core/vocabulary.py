@@ -134,6 +134,7 @@ class LeaseRefusal(Word):
     JOB_DELETED = "job_deleted"
     CLASS_KILLED = "class_killed"
     OVERLAP_QUEUE = "overlap_queue"
+    OVERLAP_FORBID = "overlap_forbid"  # log format 3: another run of the job is leased
     RESOURCE_BUSY = "resource_busy"  # at its max_concurrent
     RESOURCE_RATE = "resource_rate"  # at its max_starts_per_s
 

@@ -40,7 +40,13 @@ PRIORITY_STEP_US = 60 * SECOND_US
 OVERLAP_RECHECK_US = SECOND_US // 2
 # Refusals that only delay a run (`resource_busy:NAME` by its part before the colon).
 _WAITING = frozenset(
-    {LeaseRefusal.BACKING_OFF, LeaseRefusal.OVERLAP_QUEUE, LeaseRefusal.RESOURCE_BUSY, LeaseRefusal.RESOURCE_RATE}
+    {
+        LeaseRefusal.BACKING_OFF,
+        LeaseRefusal.OVERLAP_QUEUE,
+        LeaseRefusal.OVERLAP_FORBID,
+        LeaseRefusal.RESOURCE_BUSY,
+        LeaseRefusal.RESOURCE_RATE,
+    }
 )
 # Commands whose events can make a run leasable.
 _QUEUEING_COMMANDS = (ClaimRuns, CompleteRuns, ExpireLeases, TriggerRun, BackfillRuns)

@@ -12,7 +12,7 @@ import msgspec
 from scheduler.core import Result, model
 from scheduler.core import results as ev
 from scheduler.core.commands import ApplyJobs, BackfillRuns, CancelRun, SetJobPaused, TriggerRun
-from scheduler.core.manual import MAX_BACKFILL_SLOTS
+from scheduler.core.manual import BACKFILL_OVERLAPS, MAX_BACKFILL_SLOTS, OVERLAPS
 from scheduler.core.model import SECOND_US
 from scheduler.planning.jobs import schedule_for
 from scheduler.replication import RaftLog, ReplicationError
@@ -24,6 +24,7 @@ from scheduler.security.interceptor import audited_author, current_principal, re
 from scheduler.security.policy import job_change_denial, jobs_target_denial
 from scheduler.specs import canonical_payload_json
 from scheduler.specs.apply_plan import apply_problems, apply_refusal, plan_apply, preview_changes
+from scheduler.specs.payload import canonical_payload_text
 from worker.api.v1 import common_pb2 as pb
 from worker.api.v1 import jobs_pb2, jobs_pb2_grpc
 
@@ -50,6 +51,22 @@ def _canonical_payload(spec: model.JobSpec) -> model.JobSpec:
 
 def page_size(requested: int) -> int:
     return min(requested or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE) if requested >= 0 else DEFAULT_PAGE_SIZE
+
+
+def _run_overrides(request, context, overlaps: tuple[str, ...]) -> dict:
+    """A trigger's or backfill's own payload and overlap policy, checked; {} when it gives none,
+    so the command needs no newer log format than before."""
+    overrides: dict = {}
+    if request.payload_json:
+        try:
+            overrides["payload_json"] = canonical_payload_text(request.payload_json)
+        except ValueError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+    if request.overlap:
+        if request.overlap not in overlaps:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"overlap must be one of {', '.join(overlaps)}")
+        overrides["overlap"] = request.overlap
+    return overrides
 
 
 class JobServicer(jobs_pb2_grpc.JobServiceServicer):
@@ -170,7 +187,11 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         self._require_may_change(request.job_id, context, runs=True)
         self._admission.check_trigger(context, request.job_id)
         command = TriggerRun(
-            self._clock_us(), request.job_id, audited_author(request.author), request.request_id or uuid.uuid4().hex
+            self._clock_us(),
+            request.job_id,
+            audited_author(request.author),
+            request.request_id or uuid.uuid4().hex,
+            **_run_overrides(request, context, OVERLAPS),
         )
         result = self._submit(command, context)
         return jobs_pb2.TriggerJobResponse(run=self._runs_of(result, context)[0])
@@ -217,6 +238,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             request.request_id or uuid.uuid4().hex,
             tuple(fire.at_us for fire in fires),
             int(SECOND_US / rate_per_s),
+            **_run_overrides(request, context, BACKFILL_OVERLAPS),
         )
         result = self._submit(command, context)
         already = sum(1 for e in result.events if isinstance(e, ev.RunAlreadyClaimed))

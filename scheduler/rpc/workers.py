@@ -10,7 +10,7 @@ import grpc
 
 from scheduler.core import results as ev
 from scheduler.core.commands import CompleteRuns, Completion, ExtendLeases, LeaseRef, ReadBarrier
-from scheduler.core.model import SECOND_US
+from scheduler.core.model import SECOND_US, run_payload_json
 from scheduler.core.vocabulary import FenceReason, LeaseOutcome
 from scheduler.leader.dispatch import Dispatcher, Granted, NotLeading, target_key
 from scheduler.replication import RaftLog, ReplicationError
@@ -62,7 +62,7 @@ def _grant_to_pb(granted: Granted) -> wpb.LeaseGrant:
         deadline=timestamp(event.deadline_us),
         lease_ttl=duration(run.lease_ttl_us),
         target=target_to_pb(granted.spec),  # not spec_to_pb: a grant needs the target alone
-        payload_json=granted.spec.payload_json,
+        payload_json=run_payload_json(run, granted.spec),
     )
 
 

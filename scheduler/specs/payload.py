@@ -71,6 +71,20 @@ def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not allowed")
 
 
+def canonical_payload_text(text: str) -> str:
+    """Caller JSON text (a trigger's payload), in any layout, as the canonical text stored;
+    ValueError saying why it may not be one. The request's size is bounded before this runs."""
+    if not text:
+        return ""
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError(f"payload nests deeper than {MAX_PAYLOAD_DEPTH} levels") from None
+    except ValueError as error:
+        raise ValueError(f"payload is not JSON: {error}") from None
+    return canonical_payload_json(value)
+
+
 def _payload_json_problem(text: object) -> str | None:
     if not isinstance(text, str):
         return f"must be JSON text, not {type_name(text)}"

@@ -129,6 +129,32 @@ def test_cancel_one_queued_and_one_leased_run(make_cluster):
     assert_clean_logs(cluster)
 
 
+def test_a_trigger_with_its_own_payload_and_overlap_reaches_the_worker(make_cluster):
+    cluster = make_cluster(3, lease_ttl_s=30)
+    cluster.start()
+    leader = cluster.wait_for_leader()
+    wait_until(lambda: cluster.status(leader).cluster_version >= 3, 30, "the cluster at log format 3")
+    job = JobSpec(
+        id="report", schedule="0 0 1 1 *", target_kind="handler", target="h", overlap="forbid", payload_json='{"d":1}'
+    )
+    with cluster.client() as client:
+        client.apply_jobs(jobs=[spec_to_pb(job)])
+        client.trigger_job(job_id="report", author="alice")
+    lease_one(cluster)  # the job's own run is running: forbid refuses a plain trigger now
+    env = {**os.environ, "RAFTCRON_CLUSTER": cluster.cluster_arg}
+    cli = [sys.executable, "-m", "scheduler.cli", "trigger", "report"]
+    refused = subprocess.run(cli, env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "overlap is forbid" in refused.stderr
+    allowed = subprocess.run(
+        [*cli, "--overlap", "allow", "--payload", '{"d": 2, "rerun": true}'], env=env, capture_output=True, text=True
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    with cluster.client(timeout_s=10) as client:
+        (grant,) = client.lease(worker_id="w", targets=["h"], max_runs=1, wait=Duration(seconds=5)).leases
+    assert json.loads(grant.payload_json) == {"d": 2, "rerun": True}
+    assert_clean_logs(cluster)
+
+
 class Receiver(BaseHTTPRequestHandler):
     failing = True
     received: list[tuple[str, dict]] = []

@@ -199,6 +199,12 @@ COMMANDS: dict[str, Command] = {
     "set_cluster_version": SetClusterVersion(T + 20, version=2, epoch=12, monotonic_us=6),
     # Log format 3.
     "cancel_run": CancelRun(T + 21, "hello", T, "alice", "bad input file", "req-10"),
+    "trigger_run_overrides": TriggerRun(
+        T + 23, "hello", "alice", "req-11", payload_json='{"day":"tuesday"}', overlap="allow"
+    ),
+    "backfill_runs_overrides": BackfillRuns(
+        T + 24, "hello", "bob", "req-12", (T - 60_000_000,), 0, '{"a":1}', "forbid"
+    ),
     "mark_alerts_delivered_counts": MarkAlertsDelivered(
         T + 22, 12, ("missed:hello@1", "recovered:hello@2"), monotonic_us=7, counts=(86_400, 2)
     ),

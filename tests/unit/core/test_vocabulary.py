@@ -61,6 +61,7 @@ VALUES = {
         "job_deleted",
         "class_killed",
         "overlap_queue",
+        "overlap_forbid",
         "resource_busy",
         "resource_rate",
     ),

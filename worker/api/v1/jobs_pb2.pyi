@@ -11,14 +11,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TriggerJobRequest(_message.Message):
-    __slots__ = ("job_id", "author", "request_id")
+    __slots__ = ("job_id", "author", "request_id", "payload_json", "overlap")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     AUTHOR_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     author: str
     request_id: str
-    def __init__(self, job_id: _Optional[str] = ..., author: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    payload_json: str
+    overlap: str
+    def __init__(self, job_id: _Optional[str] = ..., author: _Optional[str] = ..., request_id: _Optional[str] = ..., payload_json: _Optional[str] = ..., overlap: _Optional[str] = ...) -> None: ...
 
 class TriggerJobResponse(_message.Message):
     __slots__ = ("run",)
@@ -47,7 +51,7 @@ class CancelRunResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ...) -> None: ...
 
 class BackfillJobRequest(_message.Message):
-    __slots__ = ("job_id", "to", "max_runs", "rate_per_s", "author", "request_id")
+    __slots__ = ("job_id", "to", "max_runs", "rate_per_s", "author", "request_id", "payload_json", "overlap")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     FROM_FIELD_NUMBER: _ClassVar[int]
     TO_FIELD_NUMBER: _ClassVar[int]
@@ -55,13 +59,17 @@ class BackfillJobRequest(_message.Message):
     RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
     AUTHOR_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     to: _timestamp_pb2.Timestamp
     max_runs: int
     rate_per_s: float
     author: str
     request_id: str
-    def __init__(self, job_id: _Optional[str] = ..., to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_runs: _Optional[int] = ..., rate_per_s: _Optional[float] = ..., author: _Optional[str] = ..., request_id: _Optional[str] = ..., **kwargs) -> None: ...
+    payload_json: str
+    overlap: str
+    def __init__(self, job_id: _Optional[str] = ..., to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_runs: _Optional[int] = ..., rate_per_s: _Optional[float] = ..., author: _Optional[str] = ..., request_id: _Optional[str] = ..., payload_json: _Optional[str] = ..., overlap: _Optional[str] = ..., **kwargs) -> None: ...
 
 class BackfillJobResponse(_message.Message):
     __slots__ = ("runs", "already_ran")
