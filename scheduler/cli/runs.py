@@ -125,5 +125,7 @@ def cmd_next(args) -> int:
     elif not schedule:
         print("raftcron next: name a JOB or give --schedule", file=sys.stderr)
         return 2
-    out.print_fires(preview(schedule, timezone or "UTC", args.after, args.n, gap, repeat), args.json)
+    # An empty --timezone is refused by the planner, not read as UTC.
+    timezone = "UTC" if timezone is None else timezone
+    out.print_fires(preview(schedule, timezone, args.after, args.n, gap, repeat), args.json)
     return 0

@@ -291,11 +291,12 @@ def compile_schedule(
     """Validate a schedule and return its shared, immutable compiled form.
 
     Memoized on the arguments, so thousands of jobs with one expression cost one parse.
-    Raises ScheduleError naming the field ("schedule", "timezone" or "dst") and the reason.
+    ``timezone=None`` is UTC; an empty name is refused, since it is more often a variable that
+    was never set than a wish for UTC. Raises ScheduleError naming the field ("schedule", "timezone" or "dst") and the reason.
     """
     if not isinstance(expr, str):
         raise ScheduleError("schedule", f"expected a string, got {type(expr).__name__}")
-    if timezone is None or timezone == "":
+    if timezone is None:
         timezone = "UTC"
     if not isinstance(timezone, str):
         raise ScheduleError("timezone", f"expected a string, got {type(timezone).__name__}")
