@@ -77,6 +77,8 @@ _MONTH_NAMES = {
 }
 _WEEKDAY_NAMES = {name: number for number, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}
 
+# L, 5L, 15W, LW, L-3, L-3W: answered as a misplaced modifier rather than a bad value.
+_LOOKS_LIKE_A_MODIFIER = re.compile(r"\d*[LW]|LW|L-\d*W?")
 # Anything else is a typo or a dialect we do not speak; say which character.
 _ALLOWED_CHARS = re.compile(r"[0-9A-Za-z*?,/\-@#() \t]*")
 
@@ -152,11 +154,12 @@ def _parse_value(token: str, spec: _FieldSpec) -> int:
         raise _fail("hashed 'H' expressions are not supported; write explicit values")
     if upper.startswith("R") and (len(upper) == 1 or upper[1] == "("):
         raise _fail("random 'R' expressions are not supported; write explicit values")
-    if spec is _DAY_OF_WEEK and "W" in upper:
+    # Only what looks like a modifier is answered as one: 'july' is a bad month, not an L.
+    if spec is _DAY_OF_WEEK and "W" in upper and _LOOKS_LIKE_A_MODIFIER.fullmatch(upper):
         raise _fail(f"{token!r}: W belongs to day-of-month (e.g. 15W); day-of-week takes d#k and dL (e.g. fri#3, 5L)")
     if spec is _DAY_OF_MONTH and "#" in token:
         raise _fail(f"{token!r}: # belongs to day-of-week (e.g. fri#3); day-of-month takes L, L-n, nW and LW")
-    if "#" in token or "L" in upper or "W" in upper:
+    if "#" in token or _LOOKS_LIKE_A_MODIFIER.fullmatch(upper):
         raise _fail(
             f"{token!r}: the modifiers L, W and # are only allowed in day-of-month and day-of-week, not in {spec.name}"
         )

@@ -61,6 +61,7 @@ BAD_SCHEDULES = [
     ("0 0 * * 15W", "W belongs to day-of-month"),
     ("0 L * * *", "only allowed in day-of-month and day-of-week, not in hour"),
     ("0 0 * L *", "not in month"),
+    ("0 0 * april *", "'april' is not a valid month value"),  # an L, but no modifier
     ("0 0 L-29 feb *", "never fire"),
     ("0 0 30W 2 *", "never fire"),
     ("0 0 * * funday", "not a valid day-of-week"),
