@@ -136,10 +136,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--author", default=author)
     p.set_defaults(func=jobs.cmd_delete)
 
-    p = sub.add_parser("next", help="preview upcoming fire instants of a job or an expression (no cluster needed)")
+    p = sub.add_parser(
+        "next",
+        help="preview upcoming fire instants of a job or an expression (no cluster needed)",
+        description="Preview upcoming fire instants of a job or a cron expression, with the DST rule applied.",
+        epilog="Cron expressions take 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds"
+        " first. Weekdays are 0-7 (0 and 7 Sunday) or names. Day-of-month also takes L (last day), L-3 (three"
+        " days before it), 15W (the weekday nearest the 15th, within the month), LW (last weekday);"
+        " day-of-week takes fri#3 or 5#3 (third Friday) and friL or 5L (last Friday)."
+        " Example: raftcron next --schedule '0 9 * * fri#3' --timezone Europe/Berlin -n 5",
+    )
     p.add_argument("job", nargs="?", help="a job id (asks the cluster for its schedule)")
-    p.add_argument("--schedule", help="cron expression (5 fields, or 6 with seconds first)")
-    p.add_argument("--timezone", default="")
+    p.add_argument(
+        "--schedule",
+        help="cron expression: 5 fields, or 6 with seconds first; L, W and # as in Quartz (see below)",
+    )
+    p.add_argument("--timezone", default=None, help="IANA time zone of --schedule (default UTC)")
     p.add_argument("--after", default="now", help="ISO-8601 instant (default now)")
     p.add_argument("-n", type=int, default=10)
     p.add_argument("--dst-gap", choices=tuple(DstGap))

@@ -68,8 +68,12 @@ def cmd_explain(args) -> int:
 WINDOW_US = 2 * 86_400 * SECOND_US
 
 
+def _schedule_of(spec):
+    return compile_schedule(spec.schedule, spec.timezone or "UTC", spec.dst.gap or None, spec.dst.repeat or None)
+
+
 def _nearest_slot(spec, at_us: int) -> int | None:
-    schedule = compile_schedule(spec.schedule, spec.timezone or "UTC", spec.dst.gap or None, spec.dst.repeat or None)
+    schedule = _schedule_of(spec)
     after = schedule.next_fire(at_us - 1)
     before = schedule.fires_between(at_us - WINDOW_US, at_us - 1, 1_000_000)
     candidates = [f.at_us for f in ([after] if after else []) + before[-1:]]
@@ -93,7 +97,8 @@ def _sentence(run: dict) -> str:
 
 
 def explain(client, job_id: str, at: str, as_json: bool) -> str:
-    """The fate of the slot of `job_id` nearest `at`: one sentence, or JSON with the run it names."""
+    """The fate of the slot of `job_id` nearest `at`: one sentence and the schedule in words, or
+    JSON with the run it names."""
     at_us = parse_when(at)
     job = client.get_job(job_id=job_id).job
     slot_us = _nearest_slot(job.spec, at_us)
@@ -124,7 +129,10 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
     else:
         answer = {"slot": None, "explanation": f"{job_id} has no slot near {at}"}
     answer["job_status"] = STATUS_FROM_PB.get(job.last_status, "")
-    return json.dumps(answer, indent=2) if as_json else shown_text(answer["explanation"])
+    answer["schedule"] = _schedule_of(job.spec).describe()
+    if as_json:
+        return json.dumps(answer, indent=2)
+    return f"{shown_text(answer['explanation'])}\nschedule: {shown_text(answer['schedule'])}"
 
 
 def cmd_next(args) -> int:
@@ -137,5 +145,10 @@ def cmd_next(args) -> int:
     elif not schedule:
         print("raftcron next: name a JOB or give --schedule", file=sys.stderr)
         return 2
-    out.print_fires(preview(schedule, timezone or "UTC", args.after, args.n, gap, repeat), args.json)
+    # An empty --timezone is refused by the planner, not read as UTC.
+    timezone = "UTC" if timezone is None else timezone
+    fires = preview(schedule, timezone, args.after, args.n, gap, repeat)
+    if not args.json:
+        print(shown_text(compile_schedule(schedule, timezone, gap, repeat).describe()))
+    out.print_fires(fires, args.json)
     return 0

@@ -14,20 +14,47 @@ numbered the Unix way, 0-7 with 0 and 7 both Sunday (Quartz's 1-7 numbering is N
 weekday range ending in Sunday (``fri-sun``, ``5-0``) reads as ending in 7. ``?`` is accepted
 in the day fields as a synonym of ``*``.
 
+Quartz's day modifiers, with Quartz's meaning (see ``day_modifiers``):
+
+- day-of-month: ``L`` the last day of the month, ``L-n`` n days before it (n 1-30), ``nW`` the
+  weekday (Mon-Fri) nearest day n within the month, ``LW`` the last weekday, ``L-nW`` the
+  weekday nearest ``L-n``;
+- day-of-week: ``d#k`` the k-th weekday d of the month (k 1-5; a month without a 5th one does
+  not fire), ``dL`` the last weekday d (``5#3``, ``fri#3``, ``5L``, ``friL``; 0 and 7 Sunday).
+
+Unlike Quartz, a modifier is an ordinary item of its field's comma list: ``1,15,L`` is the 1st,
+the 15th and the last day; ``mon#1,friL`` the first Monday and the last Friday. A field allows
+the union of the dates its items allow. A modifier takes a single day, so ranges and steps of
+modifiers (``1-5W``, ``L/2``, ``mon-fri#2``) are refused, and so is ``L`` alone in day-of-week
+(Quartz's Saturday).
+
 Refused with a reason: 7 fields (years), expressions longer than 200 characters, croniter's
-hashed/random forms (``H``, ``R``), ``@reboot``, Quartz's ``L``/``W``/``#`` modifiers, steps of 0
-or wider than the field, reversed ranges and out-of-range values. Whether an expression can
-ever fire is checked elsewhere (it needs the calendar).
+hashed/random forms (``H``, ``R``), ``@reboot``, modifiers outside the day fields, steps of 0 or
+wider than the field, reversed ranges and out-of-range values. Whether an expression can ever
+fire is checked elsewhere (it needs the calendar).
 
 Day-of-month and day-of-week combine the way Vixie cron and cronie do: if either field starts
-with ``*`` (or ``?``) a day must match both, otherwise a day matching either is enough.
+with ``*`` (or ``?``) a day must match both, otherwise a day matching either is enough. A
+modifier only changes which dates its field allows, so the rule applies unchanged:
+``0 9 * * 5#3`` is the third Friday, ``0 9 L * *`` the last day, but ``0 9 L * 5`` is the last
+day and every Friday, and ``0 9 L * 5#3`` the last day and the third Friday. Write ``?`` or
+``*`` in the other field to mean "any".
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
+from .day_modifiers import (
+    NO_MODIFIERS,
+    DayModifiers,
+    is_day_of_month_modifier,
+    is_day_of_week_modifier,
+    parse_day_of_month_item,
+    parse_day_of_week_item,
+)
 from .errors import ScheduleError
 
 MAX_EXPRESSION_CHARS = 200
@@ -50,6 +77,8 @@ _MONTH_NAMES = {
 }
 _WEEKDAY_NAMES = {name: number for number, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}
 
+# L, 5L, 15W, LW, L-3, L-3W: answered as a misplaced modifier rather than a bad value.
+_LOOKS_LIKE_A_MODIFIER = re.compile(r"\d*[LW]|LW|L-\d*W?")
 # Anything else is a typo or a dialect we do not speak; say which character.
 _ALLOWED_CHARS = re.compile(r"[0-9A-Za-z*?,/\-@#() \t]*")
 
@@ -93,6 +122,8 @@ class CronFields:
     # The seconds field does not take part: `*/10 30 2 * * *` is still a 02:30 job.
     is_fixed_time: bool
     canonical: str  # the six fields, seconds first, after alias expansion
+    # L, W and # items of the day fields; days_of_month/days_of_week hold only the plain ones.
+    modifiers: DayModifiers = NO_MODIFIERS
 
     @property
     def day_rule(self) -> tuple:
@@ -101,6 +132,7 @@ class CronFields:
             self.days_of_month,
             self.days_of_week,
             self.day_of_month_starred or self.day_of_week_starred,
+            self.modifiers,
         )
 
 
@@ -122,8 +154,15 @@ def _parse_value(token: str, spec: _FieldSpec) -> int:
         raise _fail("hashed 'H' expressions are not supported; write explicit values")
     if upper.startswith("R") and (len(upper) == 1 or upper[1] == "("):
         raise _fail("random 'R' expressions are not supported; write explicit values")
-    if "#" in token or upper.endswith(("L", "W")) or upper == "LW":
-        raise _fail(f"the Quartz modifiers L, W and # are not supported (got {token!r})")
+    # Only what looks like a modifier is answered as one: 'july' is a bad month, not an L.
+    if spec is _DAY_OF_WEEK and "W" in upper and _LOOKS_LIKE_A_MODIFIER.fullmatch(upper):
+        raise _fail(f"{token!r}: W belongs to day-of-month (e.g. 15W); day-of-week takes d#k and dL (e.g. fri#3, 5L)")
+    if spec is _DAY_OF_MONTH and "#" in token:
+        raise _fail(f"{token!r}: # belongs to day-of-week (e.g. fri#3); day-of-month takes L, L-n, nW and LW")
+    if "#" in token or _LOOKS_LIKE_A_MODIFIER.fullmatch(upper):
+        raise _fail(
+            f"{token!r}: the modifiers L, W and # are only allowed in day-of-month and day-of-week, not in {spec.name}"
+        )
     raise _fail(f"{token!r} is not a valid {spec.name} value")
 
 
@@ -174,6 +213,40 @@ def _parse_field(text: str, spec: _FieldSpec) -> tuple[int, ...]:
     return tuple(sorted(values))
 
 
+def _split_modifiers(text: str, spec: _FieldSpec) -> tuple[str, list[str]]:
+    """The field's plain items (as field text, "" when none) and its modifier items."""
+    is_modifier = is_day_of_month_modifier if spec is _DAY_OF_MONTH else is_day_of_week_modifier
+    items = text.split(",")
+    if "" in items:
+        raise _fail(f"empty item in {spec.name} field")
+    plain = ",".join(item for item in items if not is_modifier(item))
+    return plain, [item for item in items if is_modifier(item)]
+
+
+def _parse_day_of_month(text: str) -> tuple[tuple[int, ...], dict[str, tuple[int, ...]]]:
+    plain, items = _split_modifiers(text, _DAY_OF_MONTH)
+    found: dict[str, set[int]] = {"last": set(), "nearest": set(), "last_weekday": set()}
+    for item in items:
+        kind, value = parse_day_of_month_item(item)
+        found[kind].add(value)
+    values = _parse_field(plain, _DAY_OF_MONTH) if plain else ()
+    return values, {kind: tuple(sorted(days)) for kind, days in found.items()}
+
+
+def _parse_day_of_week(text: str) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...], tuple[int, ...]]:
+    plain, items = _split_modifiers(text, _DAY_OF_WEEK)
+    nth: set[tuple[int, int]] = set()
+    last: set[int] = set()
+    for item in items:
+        kind, weekday, which = parse_day_of_week_item(item, lambda token: _parse_value(token, _DAY_OF_WEEK))
+        if kind == "nth":
+            nth.add((weekday, which))
+        else:
+            last.add(weekday)
+    values = _parse_field(plain, _DAY_OF_WEEK) if plain else ()
+    return values, tuple(sorted(nth)), tuple(sorted(last))
+
+
 def parse_cron(expr: str) -> CronFields:
     """Parse ``expr`` or raise ScheduleError(field="schedule") with the reason."""
     if not isinstance(expr, str):
@@ -205,16 +278,48 @@ def parse_cron(expr: str) -> CronFields:
     if not has_seconds:
         fields = ["0", *fields]
     second, minute, hour, day_of_month, month, day_of_week = fields
+    # Fields are read left to right, so the first bad field is the one reported.
+    seconds = _parse_field(second, _SECOND)
+    minutes = _parse_field(minute, _MINUTE)
+    hours = _parse_field(hour, _HOUR)
+    days_of_month, dom_modifiers = _parse_day_of_month(day_of_month)
+    months = _parse_field(month, _MONTH)
+    days_of_week, nth_weekdays, last_weekdays = _parse_day_of_week(day_of_week)
+    modifiers = DayModifiers(
+        last_day_offsets=dom_modifiers["last"],
+        nearest_weekdays=dom_modifiers["nearest"],
+        last_weekday_offsets=dom_modifiers["last_weekday"],
+        nth_weekdays=nth_weekdays,
+        last_weekdays=last_weekdays,
+    )
     return CronFields(
-        seconds=_parse_field(second, _SECOND),
-        minutes=_parse_field(minute, _MINUTE),
-        hours=_parse_field(hour, _HOUR),
-        days_of_month=_parse_field(day_of_month, _DAY_OF_MONTH),
-        months=_parse_field(month, _MONTH),
-        days_of_week=_parse_field(day_of_week, _DAY_OF_WEEK),
+        seconds=seconds,
+        minutes=minutes,
+        hours=hours,
+        days_of_month=days_of_month,
+        months=months,
+        days_of_week=days_of_week,
         day_of_month_starred=day_of_month.startswith(("*", "?")),
         day_of_week_starred=day_of_week.startswith(("*", "?")),
         has_seconds=has_seconds,
         is_fixed_time=not (minute.startswith("*") or hour.startswith("*")),
         canonical=" ".join(fields),
+        modifiers=modifiers if modifiers else NO_MODIFIERS,
     )
+
+
+def uses_quartz_modifiers(expr: str) -> bool:
+    """Whether ``expr`` is a valid expression using L, W or # (which need log format 3).
+
+    An expression that does not parse answers False: it is refused on its own account.
+    """
+    return isinstance(expr, str) and _uses_quartz_modifiers(expr)
+
+
+@lru_cache(maxsize=4096)
+def _uses_quartz_modifiers(expr: str) -> bool:
+    # Memoized: a file of many jobs holds a handful of distinct schedules.
+    try:
+        return bool(parse_cron(expr).modifiers)
+    except ScheduleError:
+        return False

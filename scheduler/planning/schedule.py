@@ -32,6 +32,7 @@ from zoneinfo import ZoneInfo
 from scheduler.core.vocabulary import DstGap, DstRepeat
 
 from .cron_fields import CronFields, parse_cron
+from .day_phrases import describe_days
 from .errors import ScheduleError
 from .timeconv import US_PER_SECOND, from_us
 from .wall_clock import (
@@ -118,7 +119,8 @@ class Schedule:
         return fires
 
     def describe(self) -> str:
-        """A short sentence saying when the schedule fires around DST changes."""
+        """A short sentence saying on which days (for L, W and #) and how around DST changes
+        the schedule fires."""
         if self.fixed_offset_s is not None:
             dst_text = "no DST in this zone"
         else:
@@ -133,7 +135,10 @@ class Schedule:
             }
             dst_text = f"{gap_texts[self.dst_gap]}; {repeat_texts[self.dst_repeat]}"
         kind = "fixed-time" if self.is_fixed_time else "wildcard"
-        return f"cron '{self.expr}' in {self.timezone}, {kind} ({dst_text})"
+        # Plain day fields read well as they are; L, W and # deserve words.
+        days = describe_days(self.fields) if self.fields.modifiers else ""
+        days_text = f"{days}, " if days else ""
+        return f"cron '{self.expr}' in {self.timezone}, {days_text}{kind} ({dst_text})"
 
     # -- fire generation ---------------------------------------------------------------------
 
@@ -291,11 +296,12 @@ def compile_schedule(
     """Validate a schedule and return its shared, immutable compiled form.
 
     Memoized on the arguments, so thousands of jobs with one expression cost one parse.
-    Raises ScheduleError naming the field ("schedule", "timezone" or "dst") and the reason.
+    ``timezone=None`` is UTC; an empty name is refused, since it is more often a variable that
+    was never set than a wish for UTC. Raises ScheduleError naming the field ("schedule", "timezone" or "dst") and the reason.
     """
     if not isinstance(expr, str):
         raise ScheduleError("schedule", f"expected a string, got {type(expr).__name__}")
-    if timezone is None or timezone == "":
+    if timezone is None:
         timezone = "UTC"
     if not isinstance(timezone, str):
         raise ScheduleError("timezone", f"expected a string, got {type(timezone).__name__}")

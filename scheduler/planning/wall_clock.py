@@ -13,6 +13,7 @@ from datetime import date
 from functools import lru_cache
 
 from .cron_fields import CronFields
+from .day_modifiers import day_of_month_dates, day_of_week_dates
 
 WallSlot = tuple[int, int, int, int, int, int]
 
@@ -32,19 +33,32 @@ def matching_days(day_rule: tuple, year: int, month: int) -> tuple[int, ...]:
     Cached across schedules: the rule is usually one of a handful, and a month's answer is
     needed by every next-fire computation that touches it.
     """
-    days_of_month, days_of_week, both_must_match = day_rule
     days_in_month = calendar.monthrange(year, month)[1]
     # Cron numbers weekdays from Sunday = 0; date.weekday() from Monday = 0.
     first_weekday = (date(year, month, 1).weekday() + 1) % 7
+    return layout_days(day_rule, days_in_month, first_weekday)
+
+
+@lru_cache(maxsize=4096)
+def layout_days(day_rule: tuple, days_in_month: int, first_weekday: int) -> tuple[int, ...]:
+    """The days the rule accepts in a month of ``days_in_month`` days starting on
+    ``first_weekday`` (Sunday 0): every rule depends on the month's layout only."""
+    days_of_month, days_of_week, both_must_match, modifiers = day_rule
     weekday_set = frozenset(days_of_week)
-    if both_must_match:
+    if not modifiers:
+        if both_must_match:
+            return tuple(
+                day for day in days_of_month if day <= days_in_month and (first_weekday + day - 1) % 7 in weekday_set
+            )
+        day_set = frozenset(days_of_month)
         return tuple(
-            day for day in days_of_month if day <= days_in_month and (first_weekday + day - 1) % 7 in weekday_set
+            day for day in range(1, days_in_month + 1) if day in day_set or (first_weekday + day - 1) % 7 in weekday_set
         )
-    day_set = frozenset(days_of_month)
-    return tuple(
-        day for day in range(1, days_in_month + 1) if day in day_set or (first_weekday + day - 1) % 7 in weekday_set
-    )
+    by_month = {day for day in days_of_month if day <= days_in_month}
+    by_month |= day_of_month_dates(modifiers, days_in_month, first_weekday)
+    by_week = {day for day in range(1, days_in_month + 1) if (first_weekday + day - 1) % 7 in weekday_set}
+    by_week |= day_of_week_dates(modifiers, days_in_month, first_weekday)
+    return tuple(sorted(by_month & by_week if both_must_match else by_month | by_week))
 
 
 # The most days each month has in some year (February: 29, in leap years).
@@ -59,8 +73,18 @@ def days_can_match(fields: CronFields) -> bool:
     When a day need only match either field, every month has every weekday. When it must match
     both, the weekday rules no date out: over the 400-year cycle every date, February 29
     included, falls on every weekday. So a day of the month in a month that has it is enough.
+
+    With L, W or # modifiers the answer is read off the layouts the months can have: over the
+    cycle each month starts on every weekday, and February does so with 28 and with 29 days.
     """
-    _, _, both_must_match = fields.day_rule
+    _, _, both_must_match, modifiers = fields.day_rule
+    if modifiers:
+        return any(
+            layout_days(fields.day_rule, days, first_weekday)
+            for month in fields.months
+            for days in ((28, 29) if month == 2 else (_MOST_DAYS[month - 1],))
+            for first_weekday in range(7)
+        )
     if not both_must_match:
         return True
     return any(day <= _MOST_DAYS[month - 1] for month in fields.months for day in fields.days_of_month)

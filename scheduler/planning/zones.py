@@ -36,6 +36,8 @@ def load_zone(name: str) -> ZoneInfo:
     """Validate an IANA key and return its ZoneInfo, or raise ScheduleError(field="timezone")."""
     if not isinstance(name, str):
         raise _refuse(f"expected a string, got {type(name).__name__}")
+    if not name:
+        raise _refuse("time zone must not be empty; name an IANA zone such as Europe/Berlin, or leave it out for UTC")
     if len(name) > MAX_ZONE_NAME_CHARS:
         raise _refuse(f"name is {len(name)} characters long; the limit is {MAX_ZONE_NAME_CHARS}")
     if any(ch.isspace() or not ch.isprintable() for ch in name):

@@ -263,7 +263,7 @@ def test_preview_reports_local_and_utc_times():
             "utc_offset": "-04:00",
         },
     ]
-    assert preview("0 0 * * *", "", "2026-01-01", 1)[0]["at"] == "2026-01-02T00:00:00+00:00"
+    assert preview("0 0 * * *", "UTC", "2026-01-01", 1)[0]["at"] == "2026-01-02T00:00:00+00:00"
     lord_howe = preview("0 12 * * *", "Australia/Lord_Howe", "2026-06-01T00:00:00Z", 1)
     assert lord_howe[0]["utc_offset"] == "+10:30"
 
