@@ -83,6 +83,10 @@ STREAK_ALERTS_FORMAT = 3
 # the job is leased (before, forbid was checked only when a slot was claimed or triggered, so a
 # backfilled run could overlap a scheduled one).
 OVERLAP_AT_GRANT_FORMAT = 3
+# A job whose cron expression uses the day modifiers L, W or # (an older leader cannot plan it).
+# The core stores schedules as text and never parses them, so the proposer checks this one
+# (scheduler/replication/upgrades.py `proposal_log_format`).
+CRON_MODIFIERS_FORMAT = 3
 
 # (struct type, field name) -> the format that added the field; each such field defaults to UNSET.
 # Fields of state records are listed too (their UNSET default is checked the same way); apply

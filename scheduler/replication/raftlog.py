@@ -20,7 +20,7 @@ from pathlib import Path
 
 from scheduler.core import Command, Result, State, apply, decode_command, decode_snapshot, encode_command
 from scheduler.core.codec import CodecError, NewerLogFormat, encode_snapshot
-from scheduler.core.log_format import LOG_FORMAT, required_log_format
+from scheduler.core.log_format import LOG_FORMAT
 from scheduler.core.results import rejected
 from scheduler.core.vocabulary import RejectionCode
 from scheduler.replication.digest import CHILD_NICENESS, digest_at
@@ -70,6 +70,7 @@ from scheduler.replication.upgrades import (
     UndecodableEntry,
     keepalive_message,
     own_log_format,
+    proposal_log_format,
     proposal_refusal,
 )
 
@@ -462,7 +463,7 @@ class RaftLog:
         """Nothing is proposed from a halted node, nor above the cluster version (upgrades.py)."""
         if self.halted:
             raise NodeHalted(self.halted, "")
-        needed = required_log_format(command)
+        needed, what = proposal_log_format(command)
         if needed <= 1:  # every command of format 1: no lock taken on the hot path
             return
         with self._lock:
@@ -470,7 +471,7 @@ class RaftLog:
         if needed <= cluster_version:
             return
         refusal = proposal_refusal(
-            command, needed, cluster_version, self.raft_members(), self.log_formats(), self.name_of
+            command, needed, cluster_version, self.raft_members(), self.log_formats(), self.name_of, what
         )
         if refusal is not None:
             raise LogFormatNotEnabled(refusal, self.leader_address())

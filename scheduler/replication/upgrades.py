@@ -18,8 +18,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 
-from scheduler.core.commands import SetClusterVersion
-from scheduler.core.log_format import BASE_LOG_FORMAT, LOG_FORMAT
+from scheduler.core.commands import ApplyJobs, SetClusterVersion
+from scheduler.core.log_format import BASE_LOG_FORMAT, CRON_MODIFIERS_FORMAT, LOG_FORMAT, required_log_format
+from scheduler.planning.cron_fields import uses_quartz_modifiers
 from scheduler.replication.pysyncobj_compat import ON_MESSAGE_RECEIVED, overrides
 
 KEEPALIVE_TYPE = "raftcron_keepalive"
@@ -100,6 +101,17 @@ class LogFormatMixin:
         return getattr(super(), ON_MESSAGE_RECEIVED)(node, message)
 
 
+def proposal_log_format(command) -> tuple[int, str]:
+    """The log format a proposal needs, and what to call it in a refusal: what the core's table
+    says, and a job schedule using the cron modifiers L, W or # (text to the core)."""
+    needed = required_log_format(command)
+    if isinstance(command, ApplyJobs) and needed < CRON_MODIFIERS_FORMAT:
+        for upsert in command.upserts:
+            if uses_quartz_modifiers(upsert.spec.schedule):
+                return CRON_MODIFIERS_FORMAT, f"the cron modifiers L, W and # (job {upsert.spec.id})"
+    return needed, type(command).__name__
+
+
 def laggards(needed: int, voters: Iterable[str], advertised: dict[str, int]) -> list[tuple[str, int | None]]:
     """Voters that have not advertised `needed` (with what they advertised; None: not heard)."""
     return [(voter, advertised.get(voter)) for voter in sorted(voters) if advertised.get(voter, 0) < needed]
@@ -112,6 +124,7 @@ def proposal_refusal(
     voters: Iterable[str],
     advertised: dict[str, int],
     name_of: Callable[[str], str] = str,
+    what: str = "",
 ) -> str | None:
     """Why `command` (which needs log format `needed`) may not be proposed now, or None.
 
@@ -123,7 +136,7 @@ def proposal_refusal(
     behind = laggards(needed, voters, advertised)
     if isinstance(command, SetClusterVersion) and not behind:
         return None
-    return format_refusal(type(command).__name__, needed, cluster_version, behind, name_of)
+    return format_refusal(what or type(command).__name__, needed, cluster_version, behind, name_of)
 
 
 def format_refusal(

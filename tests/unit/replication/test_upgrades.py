@@ -182,3 +182,19 @@ def test_a_halted_node_is_not_ready() -> None:
     raftlog = ImmediateRaftLog()
     raftlog.halted = "this node is older than the log: upgrade it (entry 7: ...)"
     assert node_ready(raftlog, config=None) is False  # before looking at leaders or config
+
+
+def test_a_job_using_the_cron_modifiers_needs_format_3_and_the_refusal_says_so() -> None:
+    from scheduler.core.commands import ApplyJobs, JobUpsert
+    from scheduler.core.model import JobSpec
+    from scheduler.replication.upgrades import proposal_log_format
+
+    def apply_of(schedule: str) -> ApplyJobs:
+        spec = JobSpec(id="payroll", schedule=schedule, target_kind="handler", target="t")
+        return ApplyJobs(1, "alice", "r", (JobUpsert(spec, 0, 0),))
+
+    assert proposal_log_format(apply_of("0 9 * * 1-5")) == (1, "ApplyJobs")
+    needed, what = proposal_log_format(apply_of("0 9 LW * *"))
+    assert (needed, what) == (3, "the cron modifiers L, W and # (job payroll)")
+    refusal = proposal_refusal(apply_of("0 9 LW * *"), needed, 2, [N1, N2], {N1: 3, N2: 2}, what=what)
+    assert refusal is not None and "upgrade" in refusal and "before using the cron modifiers L, W and #" in refusal
