@@ -5,7 +5,7 @@ SDK's internals and may change without notice. `worker.cli` is `raftcron worker`
 """
 
 from worker._client import ClusterClient, Credentials, PlaintextTokenRefused, parse_cluster
-from worker._context import CancelReason, RetryLater, RunContext
+from worker._context import CancelReason, FinalFailure, RetryLater, RunContext
 from worker._execution import Outcome, OutcomeKind
 from worker._runner import SHELL_TARGET, LeaseRefused, Worker
 from worker._shell import ShellCommand, ShellResult
@@ -16,6 +16,7 @@ __all__ = [
     "CancelReason",
     "ClusterClient",
     "Credentials",
+    "FinalFailure",
     "HandlerOutcome",
     "LeaseRefused",
     "Outcome",

@@ -44,6 +44,7 @@ def complete_request(worker_id: str, ref: worker_pb2.LeaseRef, outcome: Outcome)
         exit_code=outcome.exit_code,
         error=outcome.error,
         output_tail=outcome.output_tail,
+        final=outcome.final,
     )
     if outcome.retry_after_s is not None:
         # Set even when zero: an unset retry_after means "the job's backoff", zero means "now".

@@ -51,6 +51,18 @@ UNREPORTABLE_REASONS = frozenset(
 )
 
 
+class FinalFailure(Exception):
+    """Raise from a handler to fail the run for good: no retry, whatever the job's retry policy.
+
+    For failures another attempt cannot fix (bad input, a refused account); any other exception
+    is retried as the policy says. Needs a cluster at log format 3 (every node upgraded).
+    """
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or "failed (final)")
+        self.message = message or "failed (final)"
+
+
 class RetryLater(Exception):
     """Raise from a handler to end the attempt as RETRY_LATER: "try again in `after_s` seconds".
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from worker._context import UNREPORTABLE_REASONS, CancelReason, RetryLater, RunContext
+from worker._context import UNREPORTABLE_REASONS, CancelReason, FinalFailure, RetryLater, RunContext
 from worker._shell import ShellResult
 from worker._threads import DeadlineWatcher
 
@@ -61,6 +61,8 @@ class Outcome:
     output_tail: str = ""
     retry_after_s: float | None = None
     cancel_reason: CancelReason | None = None
+    # A FAILURE that must not be retried (the handler raised FinalFailure).
+    final: bool = False
 
     @property
     def reportable(self) -> bool:
@@ -110,6 +112,11 @@ def execute(handler: Handler, ctx: RunContext, loop: AsyncLoopThread | None = No
         if ctx.is_cancelled():
             return _cancelled_outcome(ctx)
         return Outcome(OutcomeKind.RETRY_LATER, error=truncate_head(exc.message), retry_after_s=exc.after_s)
+    except FinalFailure as exc:
+        if ctx.is_cancelled():
+            return _cancelled_outcome(ctx)
+        log.warning("run %s failed for good: %s", ctx.run_key, exc.message)
+        return Outcome(OutcomeKind.FAILURE, error=truncate_head(exc.message), final=True)
     except BaseException as exc:  # noqa: BLE001 (even sys.exit() in a handler is the run's failure)
         if ctx.is_cancelled():
             return _cancelled_outcome(ctx)

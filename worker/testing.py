@@ -37,7 +37,7 @@ __all__ = ["HandlerOutcome", "make_context", "run_handler"]
 class HandlerOutcome:
     """What happened to one attempt run by `run_handler`.
 
-    kind, error, exit_code, output_tail, retry_after_s: the outcome a worker would report.
+    kind, error, exit_code, output_tail, retry_after_s, final: the outcome a worker would report.
     reported: False when a worker would not report it at all (its lease was lost).
     cancelled, cancel_reason: whether and why ctx.cancelled was set while it ran.
     duration_s: how long the handler ran.
@@ -56,6 +56,7 @@ class HandlerOutcome:
     duration_s: float
     heartbeats: int
     context: RunContext
+    final: bool = False
 
 
 def readable_run_key(job_id: str, scheduled_at: datetime) -> str:
@@ -148,4 +149,5 @@ def run_handler(
         duration_s=duration_s,
         heartbeats=int(duration_s // (lease_ttl_s / 3)),
         context=ctx,
+        final=outcome.final,
     )

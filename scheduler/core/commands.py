@@ -112,6 +112,8 @@ class Completion(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     retry_after_us: int = 0
     # Drawn by the proposer in [0, 1_000_000): the deterministic part of the retry backoff jitter.
     jitter_ppm: int = 0
+    # Log format 3: a failure the handler declared final (not retried, whatever the policy).
+    final: bool | UnsetType = UNSET
 
 
 class CompleteRuns(_Command, frozen=True):

@@ -195,6 +195,8 @@ def _complete_one(state: State, item: Completion) -> ev.AnyEvent:
         note_success(state, run.job_id, run.scheduled_us)
         return ev.RunSucceeded(lease.job_id, lease.scheduled_us, run.attempt)
     why = item.error or item.outcome
+    if item.final is True and item.outcome == CompletionKind.FAILURE:
+        return end_run(state, run, FAILED, f"{why}; final: not retried")
     job = state.jobs.get(run.job_id)
     return retry_or_end(state, run, job, FAILED, why, item.retry_after_us, item.jitter_ppm)
 

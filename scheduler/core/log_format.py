@@ -33,6 +33,7 @@ from scheduler.core.commands import (
     ClaimLeadership,
     ClaimRuns,
     CompleteRuns,
+    Completion,
     ExpireLeases,
     ExtendLeases,
     GrantLeases,
@@ -106,6 +107,7 @@ FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {
     (BackfillRuns, "overlap"): 3,
     (Run, "payload_json"): 3,
     (Run, "overlap"): 3,
+    (Completion, "final"): 3,
 }
 
 # Snapshot format byte -> the log format a node needs to read it (codec.py writes 3 only once

@@ -255,6 +255,8 @@ def _completion(request: wpb.CompleteRequest) -> Completion:
         output_tail=request.output_tail[-4096:],
         retry_after_us=duration_us(request, "retry_after", 0),
         jitter_ppm=random.randrange(1_000_000),
+        # UNSET unless asked, so a completion needs no newer log format than before.
+        **({"final": True} if request.final else {}),
     )
 
 

@@ -205,6 +205,9 @@ COMMANDS: dict[str, Command] = {
     "backfill_runs_overrides": BackfillRuns(
         T + 24, "hello", "bob", "req-12", (T - 60_000_000,), 0, '{"a":1}', "forbid"
     ),
+    "complete_runs_final": CompleteRuns(
+        T + 25, (Completion(LeaseRef("hello", T, 44), "w1", "failure", error="account closed", final=True),)
+    ),
     "mark_alerts_delivered_counts": MarkAlertsDelivered(
         T + 22, 12, ("missed:hello@1", "recovered:hello@2"), monotonic_us=7, counts=(86_400, 2)
     ),

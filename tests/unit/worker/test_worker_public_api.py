@@ -15,6 +15,7 @@ PUBLIC_NAMES = [
     "CancelReason",
     "ClusterClient",
     "Credentials",
+    "FinalFailure",
     "HandlerOutcome",
     "LeaseRefused",
     "Outcome",

@@ -113,7 +113,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[LeaseResult, _Mapping]]] = ...) -> None: ...
 
 class CompleteRequest(_message.Message):
-    __slots__ = ("worker_id", "lease", "kind", "exit_code", "error", "output_tail", "retry_after")
+    __slots__ = ("worker_id", "lease", "kind", "exit_code", "error", "output_tail", "retry_after", "final")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +121,7 @@ class CompleteRequest(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TAIL_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     lease: LeaseRef
     kind: CompletionKind
@@ -128,7 +129,8 @@ class CompleteRequest(_message.Message):
     error: str
     output_tail: str
     retry_after: _duration_pb2.Duration
-    def __init__(self, worker_id: _Optional[str] = ..., lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., kind: _Optional[_Union[CompletionKind, str]] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., output_tail: _Optional[str] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    final: bool
+    def __init__(self, worker_id: _Optional[str] = ..., lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., kind: _Optional[_Union[CompletionKind, str]] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., output_tail: _Optional[str] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., final: _Optional[bool] = ...) -> None: ...
 
 class CompleteResponse(_message.Message):
     __slots__ = ("outcome",)
