@@ -8,6 +8,7 @@ next due instant it computed. Commands clients may retry carry a `request_id`.
 from __future__ import annotations
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from scheduler.core.model import JobSpec, Resource
 from scheduler.core.vocabulary import RunStatus
@@ -72,6 +73,12 @@ class ClaimRuns(_Command, frozen=True):
     epoch: int
     claims: tuple[SlotClaim, ...]
     monotonic_us: int = 0
+    # Log format 3: one per claim, the index into its job's `schedules:` that produced the slot
+    # (NO_SCHEDULE_INDEX for other jobs); UNSET (left out of the encoding) when no claim has one.
+    schedule_indexes: tuple[int, ...] | UnsetType = UNSET
+
+
+NO_SCHEDULE_INDEX = -1
 
 
 class RunRef(msgspec.Struct, frozen=True, forbid_unknown_fields=True, array_like=True):
