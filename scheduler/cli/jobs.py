@@ -7,8 +7,8 @@ import json
 
 from scheduler.cli import connection
 from scheduler.cli import output as out
+from scheduler.cli.runs import upcoming_text
 from scheduler.cli.times import now_iso, parse_when
-from scheduler.planning import preview
 from scheduler.specs import load_job_document, spec_to_document
 
 
@@ -55,12 +55,7 @@ def plan(args) -> str:
         entry = {"job_id": change.job_id, "change": change.change, "version": change.version}
         if spec is not None:
             entry["effective"] = spec_to_document(spec, full=True)
-            fires = preview(
-                spec.schedule, spec.timezone, after, NEXT_FIRES, spec.dst_gap or None, spec.dst_repeat or None
-            )
-            entry["next_fires"] = [
-                fire["at"] + (f" ({fire['adjustment']})" if fire["adjustment"] else "") for fire in fires
-            ]
+            entry["next_fires"] = upcoming_text(spec, after, NEXT_FIRES)
         entries.append(entry)
     if args.json:
         return json.dumps(entries, indent=2)
