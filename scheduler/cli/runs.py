@@ -122,6 +122,12 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
         if source:
             answer["schedule"] = source
             answer["explanation"] += f" (from {source})"
+    elif slot_us is not None and slot_us > cursor_us and not job.HasField("next_due"):
+        answer = {
+            "slot": format_us(slot_us),
+            "explanation": f"slot {format_us(slot_us)} of {job_id} is not owed"
+            f" (accounted up to {format_us(cursor_us)}, and no further slot is owed)",
+        }
     elif slot_us is not None and slot_us > cursor_us:
         answer = {
             "slot": format_us(slot_us),

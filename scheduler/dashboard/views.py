@@ -331,7 +331,7 @@ def _window_links(job_id: str, from_us: int, to_us: int, active: str) -> str:
     return f'<div class="windows">{"".join(links)}{form}</div>'
 
 
-def _next_fires_table(fires: list[data.NextFire], spec, now_us: int) -> str:
+def _next_fires_table(fires: list[data.NextFire], spec, now_us: int, owing: str = "") -> str:
     rows = []
     several = spec.schedules is not UNSET
     for fire in fires:
@@ -351,7 +351,7 @@ def _next_fires_table(fires: list[data.NextFire], spec, now_us: int) -> str:
         )
     header = [f"wall-clock slot ({spec.timezone})", "instant (UTC)", "due (UTC, with jitter)", "adjustments"]
     header += ["schedule"] if several else []
-    empty = "manual-only: runs only when triggered" if is_manual_only(spec) else "never fires again"
+    empty = "manual-only: runs only when triggered" if is_manual_only(spec) else owing or "never fires again"
     return table_html(header, rows, empty=empty)
 
 
@@ -421,7 +421,7 @@ def job_page(
         "hover a square for what happened, click it for the run.</p>"
         f"{legend_html(counts)}{timeline_svg(spec.id, slots)}{cut}"
         f"<h2>Latest slots</h2>{_slot_rows(spec.id, slots, now_us)}"
-        f"<h2>Next fires</h2>{_next_fires_table(fires, spec, now_us)}"
+        f"<h2>Next fires</h2>{_next_fires_table(fires, spec, now_us, detail.owing)}"
         f"<h2>Spec</h2>{_facts(_spec_facts(spec, detail, details))}"
     )
     return layout(f"Job {spec.id}", "/jobs", body, node_id, now_us)

@@ -116,11 +116,13 @@ def _spec_problems(spec: JobSpec) -> list[tuple[str, str]]:
     bad = {field for field, _ in found}
     if not bad & {"schedule", "timezone", "dst.gap", "dst.repeat"} and spec.schedule:
         check(*_schedule_problem(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat))
-    schedules_bad = any(field.startswith("schedules") for field in bad)
-    if not schedules_bad and not bad & {"timezone", "dst.gap", "dst.repeat"} and spec.schedules is not UNSET:
-        for position, expr in enumerate(spec.schedules):
-            field, message = _schedule_problem(expr, spec.timezone, spec.dst_gap, spec.dst_repeat)
-            check(f"schedules[{position}]" if field == "schedule" else field, message)
+    # Each entry that passed its own checks is compiled (a repeat is reported once, as a repeat).
+    listed = spec.schedules is not UNSET and "schedules" not in bad
+    if listed and not bad & {"timezone", "dst.gap", "dst.repeat"}:
+        for position, expr in enumerate(spec.schedules):  # type: ignore[arg-type]
+            if f"schedules[{position}]" not in bad:
+                field, message = _schedule_problem(expr, spec.timezone, spec.dst_gap, spec.dst_repeat)
+                check(f"schedules[{position}]" if field == "schedule" else field, message)
     return found
 
 

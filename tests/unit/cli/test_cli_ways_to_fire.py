@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from scheduler.cli.output import job_dict, run_dict
-from scheduler.cli.runs import next_of_job
+from scheduler.cli.runs import explain, next_of_job
 from scheduler.core.model import ActiveWindow, Job, Run
 from scheduler.planning import parse_iso_to_us
 from scheduler.rpc.convert import job_to_pb, run_to_pb
@@ -71,3 +71,20 @@ def test_a_run_shows_the_schedule_that_produced_it() -> None:
     assert run_dict(run_to_pb(run))["schedule_index"] is None
     run.schedule_index = 1
     assert run_dict(run_to_pb(run))["schedule_index"] == 1
+
+
+def test_explain_says_a_slot_past_the_limit_is_not_owed() -> None:
+    class Client:
+        def __init__(self, job) -> None:
+            self.job = job
+
+        def get_job(self, job_id):
+            return type("R", (), {"job": self.job})()
+
+        def list_runs(self, request):
+            return type("R", (), {"runs": []})()
+
+    job = pb_job(spec("tick", "", every_us=60_000_000, max_runs=1), counted_runs=1, cursor_us=AFTER_US)
+    answer = json.loads(explain(Client(job), "tick", "2026-03-02T00:05:00Z", as_json=True))
+    assert "is not owed" in answer["explanation"]
+    assert answer["job_state"] == "limit reached: 1 of max_runs 1 scheduled runs done"

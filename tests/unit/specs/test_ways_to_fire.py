@@ -133,3 +133,9 @@ def test_an_error_says_the_file_and_the_job() -> None:
     with pytest.raises(SpecError) as caught:
         read(every="0s")
     assert caught.value.source == "jobs.yaml" and str(caught.value).startswith("job 'j' field 'every': ")
+
+
+def test_a_repeat_does_not_hide_a_bad_expression_in_the_same_list() -> None:
+    found = problems(schedules=["0 9 * * *", "61 * * * *", "0 9 * * *"])
+    assert ("schedules[1]", "minute value 61 is outside 0-59") in found
+    assert ("schedules[2]", "repeats schedules[0]") in found
