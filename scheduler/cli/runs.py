@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
+import msgspec
 from msgspec import UNSET
 
 from scheduler.cli import connection
@@ -155,7 +156,7 @@ def cmd_next(args) -> int:
     if args.job:
         with connection.cluster_client(args) as client:
             job = client.get_job(job_id=args.job).job
-        print(next_of_job(job, args.after, args.n, args.json))
+        print(next_of_job(job, args.after, args.n, args.json, timezone, gap, repeat))
         return 0
     if not schedule:
         print("raftcron next: name a JOB or give --schedule", file=sys.stderr)
@@ -164,10 +165,21 @@ def cmd_next(args) -> int:
     return 0
 
 
-def next_of_job(job, after: str, n: int, as_json: bool) -> str:
+def next_of_job(
+    job,
+    after: str,
+    n: int,
+    as_json: bool,
+    timezone: str = "",
+    dst_gap: str | None = None,
+    dst_repeat: str | None = None,
+) -> str:
     """A job's next owed slots after `after`, each with the schedule it comes from, and why no
-    (further) slot is owed: manual-only, done, before or after its window, limit reached."""
+    (further) slot is owed: manual-only, done, before or after its window, limit reached.
+    `timezone`, `dst_gap` and `dst_repeat` preview the job as if its spec said them."""
     spec = spec_from_pb(job.spec)
+    overrides = {"timezone": timezone, "dst_gap": dst_gap, "dst_repeat": dst_repeat}
+    spec = msgspec.structs.replace(spec, **{name: value for name, value in overrides.items() if value})
     try:
         after_us = parse_iso_to_us(after)
     except (TypeError, ValueError, OverflowError):
