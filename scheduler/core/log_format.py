@@ -107,7 +107,9 @@ def _schedule_needs_modifiers(expr: str) -> bool:
     """Whether a cron expression uses the Quartz modifiers L, W or # (log format 3).
 
     The modifiers land separately, with `uses_quartz_modifiers` in scheduler/planning/
-    cron_fields.py; until then no expression can use them, and this answers False.
+    cron_fields.py; until then no expression can use them, and this answers False. The core
+    imports nothing of the planning package (tests/unit/core/test_core_purity.py), so wiring it
+    means either allowing that one pure import there or keeping the syntactic test here.
     """
     return False
 
