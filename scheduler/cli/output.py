@@ -46,6 +46,8 @@ def run_dict(run) -> dict:
         "status": STATUS_FROM_PB.get(run.status, "unknown"),
         "reason": readable_run_keys_in(run.reason),
         "kind": run.kind,
+        # For a job with several schedules: the index into its `schedules:` that produced the slot.
+        "schedule_index": run.schedule_index if run.HasField("schedule_index") else None,
         "effective_at": _iso(run, "effective_at"),
         "claimed_at": _iso(run, "claimed_at"),
         "claim_index": run.claim_index,
@@ -70,8 +72,22 @@ def job_dict(job) -> dict:
         "next_due": _iso(job, "next_due"),
         "last_status": STATUS_FROM_PB.get(job.last_status, ""),
         "last_scheduled_at": _iso(job, "last_scheduled_at"),
+        "counted_runs": job.counted_runs if job.HasField("counted_runs") else None,
+        "state": _owing_state(job),
         "spec": spec,
     }
+
+
+def _owing_state(job) -> str:
+    """Why the job owes no slot, its active window, its run count (planning/slot_text.py)."""
+    from scheduler.planning.slot_text import owing_state
+    from scheduler.rpc.convert import spec_from_pb
+
+    last_us = timestamp_us(job.last_scheduled_at) if job.HasField("last_scheduled_at") else 0
+    next_us = timestamp_us(job.next_due) if job.HasField("next_due") else 0
+    counted = job.counted_runs if job.HasField("counted_runs") else 0
+    # The replica's time is not in the message: the cursor is the latest instant it vouches for.
+    return owing_state(spec_from_pb(job.spec), next_us, counted, last_us, timestamp_us(job.cursor))
 
 
 def print_runs_list(runs_pb, as_json: bool) -> None:
@@ -80,7 +96,12 @@ def print_runs_list(runs_pb, as_json: bool) -> None:
         print(json.dumps(runs, indent=2))
         return
     rows = [[r["job_id"], r["scheduled_at"], r["kind"], r["status"], str(r["attempt"]), r["reason"]] for r in runs]
-    _table(rows, ["JOB", "SCHEDULED (UTC)", "KIND", "STATUS", "ATTEMPTS", "REASON"])
+    header = ["JOB", "SCHEDULED (UTC)", "KIND", "STATUS", "ATTEMPTS", "REASON"]
+    if any(r["schedule_index"] is not None for r in runs):  # a job with several schedules
+        for row, r in zip(rows, runs):
+            row.insert(3, f"schedules[{r['schedule_index']}]" if r["schedule_index"] is not None else "")
+        header.insert(3, "SCHEDULE")
+    _table(rows, header)
 
 
 def print_runs(response, as_json: bool) -> None:
@@ -98,16 +119,23 @@ def print_jobs(response, as_json: bool) -> None:
         rows = [
             [
                 j["id"],
-                j["spec"].get("schedule", ""),
+                _how_it_fires(job),
                 j["spec"].get("timezone", ""),
                 j["next_due"],
                 j["last_status"],
-                "paused" if j["paused"] else "",
+                "; ".join(part for part in ("paused" if j["paused"] else "", j["state"]) if part),
             ]
-            for j in jobs
+            for j, job in zip(jobs, response.jobs)
         ]
         _table(rows, ["JOB", "SCHEDULE", "ZONE", "NEXT DUE (UTC)", "LAST", ""])
     _freshness(response.read)
+
+
+def _how_it_fires(job) -> str:
+    from scheduler.planning.slot_text import how_it_fires
+    from scheduler.rpc.convert import spec_from_pb
+
+    return how_it_fires(spec_from_pb(job.spec))
 
 
 def print_job(job, as_json: bool) -> None:

@@ -138,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "next",
-        help="preview upcoming fire instants of a job or an expression (no cluster needed)",
+        help="upcoming fire instants of a job (with the schedule each comes from and why none is owed)"
+        " or of an expression (no cluster needed)",
         description="Preview upcoming fire instants of a job or a cron expression, with the DST rule applied.",
         epilog="Cron expressions take 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds"
         " first. Weekdays are 0-7 (0 and 7 Sunday) or names. Day-of-month also takes L (last day), L-3 (three"

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 import grpc
 
 from scheduler.cli import connection
+from scheduler.cli.runs import upcoming_text
 from scheduler.cli.times import parse_when
-from scheduler.planning import format_us, preview
+from scheduler.planning import format_us
 from scheduler.planning.durations import format_duration_us
-from scheduler.planning.jobs import first_due_after, schedule_for, spread_offset_us
+from scheduler.planning.jobs import first_due_after, spread_offset_us
 from scheduler.security.safetext import shown_text
 from scheduler.specs import spec_to_document
 
@@ -82,7 +83,7 @@ def next_due(spec, after_us: int, herd_window_us: int | None) -> NextDue:
     slot_us = first_due_after(spec, after_us)
     if herd_window_us is None:
         return NextDue(slot_us, None, None)
-    return NextDue(slot_us, spread_offset_us(spec, schedule_for(spec), herd_window_us), herd_window_us)
+    return NextDue(slot_us, spread_offset_us(spec, None, herd_window_us), herd_window_us)
 
 
 def spread_text(spread_us: int) -> str:
@@ -158,13 +159,7 @@ def plan_entries(changes, new_specs: dict, old_specs: dict, after_us: int, herd_
                 entry["next_due"] = format_us(due.due_us) if due.slot_us and due.due_us is not None else None
                 entry["herd_window_s"] = None if herd_window_us is None else herd_window_us / 1_000_000
                 entry["due_text"] = due_text(due)
-                fires = preview(
-                    spec.schedule, spec.timezone, format_us(after_us), NEXT_SLOTS, spec.dst_gap or None,
-                    spec.dst_repeat or None,
-                )  # fmt: skip
-                entry["next_fires"] = [
-                    fire["at"] + (f" ({fire['adjustment']})" if fire["adjustment"] else "") for fire in fires
-                ]
+                entry["next_fires"] = upcoming_text(spec, format_us(after_us), NEXT_SLOTS)
         entries.append(entry)
     return entries
 

@@ -6,14 +6,21 @@ from __future__ import annotations
 import json
 import sys
 
+import msgspec
+from msgspec import UNSET
+
 from scheduler.cli import connection
 from scheduler.cli import output as out
 from scheduler.cli.times import parse_when
 from scheduler.core.model import SECOND_US
 from scheduler.core.vocabulary import RunStatus
-from scheduler.planning import compile_schedule, format_us, preview
+from scheduler.planning import compile_schedule, format_us, parse_iso_to_us, preview
 from scheduler.planning.runkeys import parse_run_key
-from scheduler.rpc.convert import STATUS_FROM_PB, timestamp, timestamp_us
+from scheduler.planning.slot_text import counted_runs_of, how_it_fires, owing_state, source_text
+from scheduler.planning.slots import is_manual_only, owed_fires_between, upcoming_fires
+from scheduler.planning.timeconv import format_offset, from_us
+from scheduler.planning.zones import load_zone
+from scheduler.rpc.convert import STATUS_FROM_PB, spec_from_pb, timestamp, timestamp_us
 from scheduler.security.safetext import shown_text
 from worker.api.v1 import runs_pb2
 
@@ -73,11 +80,21 @@ def _schedule_of(spec):
 
 
 def _nearest_slot(spec, at_us: int) -> int | None:
-    schedule = _schedule_of(spec)
-    after = schedule.next_fire(at_us - 1)
-    before = schedule.fires_between(at_us - WINDOW_US, at_us - 1, 1_000_000)
-    candidates = [f.at_us for f in ([after] if after else []) + before[-1:]]
+    """The job's slot nearest `at_us` (`spec` a core JobSpec; its window applies)."""
+    after = owed_fires_between(spec, at_us - 1, at_us + WINDOW_US, 1)
+    before = owed_fires_between(spec, at_us - WINDOW_US, at_us - 1, 1_000_000)
+    candidates = [f.fire.at_us for f in after + before[-1:]]
     return min(candidates, key=lambda slot: abs(slot - at_us)) if candidates else None
+
+
+def _job_state(job, spec, now_us: int) -> str:
+    return owing_state(
+        spec,
+        timestamp_us(job.next_due) if job.HasField("next_due") else 0,
+        counted_runs_of(job.counted_runs if job.HasField("counted_runs") else None),
+        timestamp_us(job.last_scheduled_at) if job.HasField("last_scheduled_at") else 0,
+        now_us,
+    )
 
 
 def _sentence(run: dict) -> str:
@@ -101,7 +118,12 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
     JSON with the run it names."""
     at_us = parse_when(at)
     job = client.get_job(job_id=job_id).job
-    slot_us = _nearest_slot(job.spec, at_us)
+    spec = spec_from_pb(job.spec)
+    if is_manual_only(spec):
+        text = f"{job_id} is manual-only: it has no schedule and runs only when triggered (raftcron trigger {job_id})"
+        manual = {"slot": None, "explanation": text, "job_status": STATUS_FROM_PB.get(job.last_status, "")}
+        return json.dumps(manual, indent=2) if as_json else shown_text(text)
+    slot_us = _nearest_slot(spec, at_us)
     response = client.list_runs(
         runs_pb2.ListRunsRequest(
             job_id=job_id, since=timestamp(at_us - WINDOW_US), until=timestamp(at_us + WINDOW_US), page_size=1000
@@ -114,6 +136,16 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
         slot_us is None or abs(parse_when(nearest["scheduled_at"]) - at_us) <= abs(slot_us - at_us)
     ):
         answer = {"slot": nearest["scheduled_at"], "run": nearest, "explanation": _sentence(nearest)}
+        source = source_text(spec, nearest["schedule_index"])
+        if source:
+            answer["schedule"] = source
+            answer["explanation"] += f" (from {source})"
+    elif slot_us is not None and slot_us > cursor_us and not job.HasField("next_due"):
+        answer = {
+            "slot": format_us(slot_us),
+            "explanation": f"slot {format_us(slot_us)} of {job_id} is not owed"
+            f" (accounted up to {format_us(cursor_us)}, and no further slot is owed)",
+        }
     elif slot_us is not None and slot_us > cursor_us:
         answer = {
             "slot": format_us(slot_us),
@@ -129,20 +161,26 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
     else:
         answer = {"slot": None, "explanation": f"{job_id} has no slot near {at}"}
     answer["job_status"] = STATUS_FROM_PB.get(job.last_status, "")
-    answer["schedule"] = _schedule_of(job.spec).describe()
+    state = _job_state(job, spec, max(at_us, timestamp_us(job.cursor)))
+    if state:
+        answer["job_state"] = state
+        answer["explanation"] += f"; the job: {state}"
+    if "schedule" not in answer and spec.schedule:
+        answer["schedule"] = _schedule_of(job.spec).describe()
     if as_json:
         return json.dumps(answer, indent=2)
-    return f"{shown_text(answer['explanation'])}\nschedule: {shown_text(answer['schedule'])}"
+    described = f"\nschedule: {shown_text(answer['schedule'])}" if "schedule" in answer else ""
+    return shown_text(answer["explanation"]) + described
 
 
 def cmd_next(args) -> int:
     schedule, timezone, gap, repeat = args.schedule, args.timezone, args.dst_gap, args.dst_repeat
     if args.job:
         with connection.cluster_client(args) as client:
-            spec = client.get_job(job_id=args.job).job.spec
-        schedule, timezone = spec.schedule, spec.timezone or "UTC"
-        gap, repeat = gap or spec.dst.gap or None, repeat or spec.dst.repeat or None
-    elif not schedule:
+            job = client.get_job(job_id=args.job).job
+        print(next_of_job(job, args.after, args.n, args.json, timezone, gap, repeat))
+        return 0
+    if not schedule:
         print("raftcron next: name a JOB or give --schedule", file=sys.stderr)
         return 2
     # An empty --timezone is refused by the planner, not read as UTC.
@@ -152,3 +190,78 @@ def cmd_next(args) -> int:
         print(shown_text(compile_schedule(schedule, timezone, gap, repeat).describe()))
     out.print_fires(fires, args.json)
     return 0
+
+
+def next_of_job(
+    job,
+    after: str,
+    n: int,
+    as_json: bool,
+    timezone: str = "",
+    dst_gap: str | None = None,
+    dst_repeat: str | None = None,
+) -> str:
+    """A job's next owed slots after `after`, each with the schedule it comes from, and why no
+    (further) slot is owed: manual-only, done, before or after its window, limit reached.
+    `timezone`, `dst_gap` and `dst_repeat` preview the job as if its spec said them."""
+    spec = spec_from_pb(job.spec)
+    overrides = {"timezone": timezone, "dst_gap": dst_gap, "dst_repeat": dst_repeat}
+    spec = msgspec.structs.replace(spec, **{name: value for name, value in overrides.items() if value})
+    try:
+        after_us = parse_iso_to_us(after)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"--after {after!r} is not an ISO-8601 date-time such as 2026-03-08T00:00:00Z") from None
+    if not 0 <= n <= 1000:
+        raise ValueError(f"-n must be from 0 to 1000, got {n}")
+    counted = counted_runs_of(job.counted_runs if job.HasField("counted_runs") else None)
+    # The job owes nothing at or before its cursor: those slots are accounted.
+    start_us = max(after_us, timestamp_us(job.cursor) if job.HasField("cursor") else 0)
+    zone = load_zone(spec.timezone)
+    fires = [
+        {
+            "at": from_us(fire.at_us).astimezone(zone).isoformat(),
+            "at_utc": format_us(fire.at_us),
+            "nominal_local": fire.nominal_local,
+            "adjustment": fire.adjustment,
+            "utc_offset": format_offset(fire.utc_offset_s),
+            "schedule": source_text(spec, source),
+        }
+        for fire, source in upcoming_fires(spec, start_us, n, counted)
+    ]
+    state = _job_state(job, spec, after_us)
+    if as_json:
+        answer = {"job": spec.id, "fires_by": how_it_fires(spec), "state": state, "fires": fires}
+        answer.update(window=_window_json(spec), max_runs=None if spec.max_runs is UNSET else spec.max_runs)
+        answer["counted_runs"] = counted if spec.max_runs is not UNSET else None
+        return json.dumps(answer, indent=2)
+    lines = [f"{fire['at']}  = {fire['at_utc']}" + _notes(fire) for fire in fires]
+    if state:
+        lines.append(f"{spec.id}: {state}")
+    elif not fires:
+        lines.append(f"{spec.id}: no slot after {format_us(start_us)}")
+    return "\n".join(shown_text(line) for line in lines)
+
+
+def upcoming_text(spec, after: str, n: int) -> list[str]:
+    """A spec's next `n` slots after `after`, one line each (`raftcron plan`), or why it has none."""
+    zone = load_zone(spec.timezone)
+    lines = []
+    for fire, source in upcoming_fires(spec, parse_iso_to_us(after), n):
+        notes = [note for note in (fire.adjustment, f"from {source_text(spec, source)}" if source >= 0 else "") if note]
+        at = from_us(fire.at_us).astimezone(zone).isoformat()
+        lines.append(at + (f" ({'; '.join(notes)})" if notes else ""))
+    if not lines:
+        lines.append(owing_state(spec, 0, 0, 0, parse_iso_to_us(after)) or "no further slot")
+    return lines
+
+
+def _notes(fire: dict) -> str:
+    notes = [note for note in (fire["adjustment"], f"from {fire['schedule']}" if fire["schedule"] else "") if note]
+    return f"  ({'; '.join(notes)})" if notes else ""
+
+
+def _window_json(spec) -> dict | None:
+    if spec.active is UNSET:
+        return None
+    window = {"from": spec.active.from_us, "until": spec.active.until_us}
+    return {key: format_us(us) if us else None for key, us in window.items()}

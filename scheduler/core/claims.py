@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from msgspec import UNSET
+
 from scheduler.core import results as ev
 from scheduler.core.alerts import LATE_ALERT_US, close_streaks, raise_alert
 from scheduler.core.commands import ClaimRuns, SlotClaim
 from scheduler.core.execution import cancel_live_runs
 from scheduler.core.model import CLAIM_STATUSES, MISSED, QUEUED, SECOND_US, SKIPPED, Run, format_run_key
-from scheduler.core.results import Result
+from scheduler.core.results import Result, rejected
 from scheduler.core.retention import horizon_us, prune_history
 from scheduler.core.sharing import share_instant, share_last
 from scheduler.core.state import State
-from scheduler.core.vocabulary import AlertKind, OutOfPlan, Overlap, SkipReason
+from scheduler.core.vocabulary import AlertKind, OutOfPlan, Overlap, RejectionCode, SkipReason
 
 
 def _out_of_plan(state: State, claim: SlotClaim) -> str:
@@ -57,7 +59,7 @@ def _alert_on_claim(state: State, claim: SlotClaim, status: str, why: str) -> No
             raise_alert(state, AlertKind.LATE, claim.job_id, claim.scheduled_us, f"fired {late_s:.0f}s after its slot")
 
 
-def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.AnyEvent:
+def _claim_one(state: State, claim: SlotClaim, index: int, schedule_index: int = -1) -> ev.AnyEvent:
     if state.get_run(claim.job_id, claim.scheduled_us) is not None:
         return ev.RunAlreadyClaimed(claim.job_id, claim.scheduled_us)
     job = state.jobs.get(claim.job_id)
@@ -81,25 +83,41 @@ def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.AnyEvent:
     if status == QUEUED:
         status, why = _apply_overlap_policy(state, job, claim)
     _alert_on_claim(state, claim, status, why)
-    state.add_run(
-        Run(
-            job_id=claim.job_id,
-            scheduled_us=claim.scheduled_us,
-            status=status,
-            reason=why,
-            # The run key's own int object when the slot is not spread: a million runs, 32 MB less.
-            effective_us=claim.scheduled_us if claim.effective_us in (0, claim.scheduled_us) else claim.effective_us,
-            claimed_us=state.now_us,
-            claim_index=index,
-            spec_version=job.version,
-        )
+    run = Run(
+        job_id=claim.job_id,
+        scheduled_us=claim.scheduled_us,
+        status=status,
+        reason=why,
+        # The run key's own int object when the slot is not spread: a million runs, 32 MB less.
+        effective_us=claim.scheduled_us if claim.effective_us in (0, claim.scheduled_us) else claim.effective_us,
+        claimed_us=state.now_us,
+        claim_index=index,
+        spec_version=job.version,
     )
+    if schedule_index >= 0:
+        run.schedule_index = schedule_index
+    state.add_run(run)
     job.cursor_us = claim.scheduled_us
     job.next_due_us = share_instant(claim.next_due_us)
+    if job.counted_runs is not UNSET and status == QUEUED:
+        # max_runs counts the scheduled slots that were queued to run, decided here so a skipped
+        # (paused, killed, overlapping) or missed slot never counts (docs/design/run-limits.md).
+        job.counted_runs += 1
+        max_runs = job.body.max_runs
+        if max_runs is not UNSET and job.counted_runs >= max_runs:
+            job.next_due_us = 0
     job.last = share_last(status, claim.scheduled_us)
     prune_history(state, claim.job_id)
     return ev.RunClaimed(claim.job_id, claim.scheduled_us, status, index)
 
 
 def claim_runs(state: State, cmd: ClaimRuns, index: int) -> Result:
-    return Result(index=index, events=tuple(_claim_one(state, claim, index) for claim in cmd.claims))
+    sources = cmd.schedule_indexes
+    if sources is UNSET:
+        return Result(index=index, events=tuple(_claim_one(state, claim, index) for claim in cmd.claims))
+    if len(sources) != len(cmd.claims):
+        return rejected(index, RejectionCode.INVALID, "schedule_indexes must hold one index per claim")
+    return Result(
+        index=index,
+        events=tuple(_claim_one(state, claim, index, source) for claim, source in zip(cmd.claims, sources)),
+    )

@@ -73,6 +73,12 @@ class ClaimRuns(_Command, frozen=True):
     epoch: int
     claims: tuple[SlotClaim, ...]
     monotonic_us: int = 0
+    # Log format 3: one per claim, the index into its job's `schedules:` that produced the slot
+    # (NO_SCHEDULE_INDEX for other jobs); UNSET (left out of the encoding) when no claim has one.
+    schedule_indexes: tuple[int, ...] | UnsetType = UNSET
+
+
+NO_SCHEDULE_INDEX = -1
 
 
 class RunRef(msgspec.Struct, frozen=True, forbid_unknown_fields=True, array_like=True):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from msgspec import UNSET
+
 from scheduler.core import results as ev
 from scheduler.core.commands import ApplyJobs, JobUpsert, SetJobPaused
 from scheduler.core.execution import cancel_live_runs
@@ -15,8 +17,10 @@ from scheduler.core.vocabulary import RejectionCode
 # How far a proposer's view of replicated time may be from the applying replica's when it
 # (re)starts a schedule: a follower lags by milliseconds; a wall clock by anything.
 MAX_PLAN_SKEW_US = 60_000_000
-# Spec fields whose change alters which instants are slots.
-_SCHEDULE_FIELDS = ("schedule", "timezone", "dst_gap", "dst_repeat")
+# Spec fields whose change alters which instants are slots (or which of them are owed).
+_SCHEDULE_FIELDS = (
+    "schedule", "timezone", "dst_gap", "dst_repeat", "schedules", "every_us", "anchor_us", "at_us", "active", "max_runs",
+)  # fmt: skip
 
 
 def restarted_cursor(state: State, current: Job | None, upsert: JobUpsert, issued_at_us: int) -> int | None:
@@ -91,6 +95,15 @@ def _pause_after(current: Job | None, spec: JobSpec) -> Pause | None:
     return current.pause if current is not None and current.pause is not None else PAUSED_BY_SPEC
 
 
+def _counted_runs_after(current: Job | None, spec: JobSpec):
+    """max_runs counts from the apply that set it; a spec without it keeps no count."""
+    if spec.max_runs is UNSET:
+        return UNSET
+    if current is None or current.counted_runs is UNSET:
+        return 0
+    return current.counted_runs
+
+
 def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert, change: Change) -> ev.AnyEvent:
     spec = upsert.spec
     current = state.jobs.get(spec.id)
@@ -105,6 +118,9 @@ def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert, change: Change) -> 
     # A re-added id continues its deleted predecessor's versions: a claim planned against the old
     # job (same id, same version number) would otherwise pass as current and skip the new slots.
     version = current.version + 1 if current else state.retired_versions.pop(spec.id, 0) + 1
+    counted_runs = _counted_runs_after(current, spec)
+    if counted_runs is not UNSET and spec.max_runs is not UNSET and counted_runs >= spec.max_runs:
+        next_due_us = 0  # the limit is reached: whatever the proposer planned, nothing more is owed
     job = Job(
         body=share_body(spec),
         id=spec.id,
@@ -114,6 +130,7 @@ def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert, change: Change) -> 
         next_due_us=next_due_us,
         pause=_pause_after(current, spec),
         last=current.last if current else NEVER_RUN,
+        counted_runs=counted_runs,
     )
     state.jobs[spec.id] = job
     adopt_job(state, spec.id)

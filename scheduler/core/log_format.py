@@ -46,7 +46,7 @@ from scheduler.core.commands import (
     SetJobPaused,
     TriggerRun,
 )
-from scheduler.core.model import Alert, Run
+from scheduler.core.model import Alert, Job, JobSpec, Run
 from scheduler.core.state import State
 
 # The newest log format this code reads and may propose.
@@ -108,6 +108,16 @@ FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {
     (Run, "payload_json"): 3,
     (Run, "overlap"): 3,
     (Completion, "final"): 3,
+    # Several schedules, intervals, one-shots, windows, run limits (planning/slots.py).
+    (JobSpec, "schedules"): 3,
+    (JobSpec, "every_us"): 3,
+    (JobSpec, "anchor_us"): 3,
+    (JobSpec, "at_us"): 3,
+    (JobSpec, "active"): 3,
+    (JobSpec, "max_runs"): 3,
+    (ClaimRuns, "schedule_indexes"): 3,
+    (Run, "schedule_index"): 3,
+    (Job, "counted_runs"): 3,
 }
 
 # Snapshot format byte -> the log format a node needs to read it (codec.py writes 3 only once
@@ -179,6 +189,9 @@ def required_log_format(command) -> int:
     needed = COMMAND_LOG_FORMATS[type(command)]
     if _CARRIERS.get(type(command)):
         needed = later_fields_format(command, FIELD_LOG_FORMATS, _CARRIERS, needed)
+    if isinstance(command, ApplyJobs) and needed < 3 and any(not u.spec.schedule for u in command.upserts):
+        # A manual-only job (no way to fire set, an empty schedule): an older planner fails on it.
+        needed = 3
     if isinstance(command, SetClusterVersion):
         # A node that does not read format N cannot keep a state whose version says N.
         needed = max(needed, command.version)

@@ -80,8 +80,23 @@ class Resource(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False
     max_starts_per_s: int = 0
 
 
+class ActiveWindow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """The instants a job's slots are owed in: `from_us <= slot < until_us`; 0 leaves a side open."""
+
+    from_us: int = 0
+    until_us: int = 0
+
+
 class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
-    """What a user declares about a job. Validated before it is proposed."""
+    """What a user declares about a job. Validated before it is proposed.
+
+    A job fires by one of `schedule` (one cron expression), `schedules` (several, one run per
+    instant of their union), `every` (anchor + k * every_us) or `at` (once), or by none of them:
+    an empty `schedule` and every other way left UNSET is a manual-only job.
+    The fields of log format 3 default to UNSET, which msgspec leaves out of the encoding: a spec
+    that does not use them encodes to the bytes it had before they existed, so old log entries,
+    snapshots and digests stay byte for byte (docs/design/later-fields-are-unset.md).
+    """
 
     id: str
     schedule: str
@@ -103,6 +118,13 @@ class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
     # Named resources this job's runs use; a run is leased only while all have room.
     uses: tuple[str, ...] = ()
     history: HistoryPolicy = HistoryPolicy()
+    # Log format 3 (see the docstring): UNSET unless the job uses them.
+    schedules: tuple[str, ...] | UnsetType = UNSET
+    every_us: int | UnsetType = UNSET
+    anchor_us: int | UnsetType = UNSET  # UNSET: the Unix epoch
+    at_us: int | UnsetType = UNSET
+    active: ActiveWindow | UnsetType = UNSET
+    max_runs: int | UnsetType = UNSET
 
 
 class Attempt(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -148,6 +170,8 @@ class Run(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     # Log format 3: a trigger's or backfill's own payload and overlap policy (UNSET: the job's).
     payload_json: str | UnsetType = UNSET
     overlap: str | UnsetType = UNSET
+    # Log format 3: which entry of the job's `schedules` produced this slot (UNSET otherwise).
+    schedule_index: int | UnsetType = UNSET
 
 
 class Pause(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
@@ -197,6 +221,8 @@ class Job(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     pause: Pause | None = None  # None while the job is not paused
     last: LastRun = NEVER_RUN
     id: str = ""
+    # Log format 3: scheduled runs counted toward the spec's `max_runs` (UNSET while it has none).
+    counted_runs: int | UnsetType = UNSET
 
     @property
     def spec(self) -> JobSpec:

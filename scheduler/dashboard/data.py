@@ -21,7 +21,9 @@ from scheduler.core import results as ev
 from scheduler.core.commands import ApplyJobs
 from scheduler.core.state import State
 from scheduler.dashboard.fates import MAX_TIMELINE_SLOTS
-from scheduler.planning.jobs import schedule_for, spread_offset_us
+from scheduler.planning.jobs import spread_offset_us
+from scheduler.planning.slot_text import counted_runs_of, owing_state
+from scheduler.planning.slots import NO_SOURCE, upcoming_fires
 
 NEXT_FIRES_SHOWN = 10
 JOBS_PAGE_SIZE = 50
@@ -123,7 +125,7 @@ def _killed(state: State, spec: model.JobSpec) -> str:
 
 
 def _spread_us(spec: model.JobSpec, herd_window_us: int) -> int:
-    return spread_offset_us(spec, schedule_for(spec), herd_window_us)
+    return spread_offset_us(spec, None, herd_window_us)
 
 
 def job_rows(state: State, job_ids: list[str], herd_window_us: int) -> list[JobRow]:
@@ -146,6 +148,7 @@ class NextFire:
     nominal_local: str
     adjustment: str  # a DST adjustment, "" for none
     utc_offset_s: int
+    source: int = NO_SOURCE  # the index into the spec's `schedules:` that produces it
 
 
 @dataclass(frozen=True)
@@ -164,6 +167,8 @@ class JobDetail:
     oldest_run_us: int  # the oldest retained run's slot, 0 when none is retained
     runs: tuple[model.Run, ...]  # detached copies of the window's runs, oldest first, at most MAX_TIMELINE_SLOTS
     runs_cut: bool  # the window held more runs than are shown
+    counted_runs: int = 0  # scheduled runs counted toward the spec's max_runs
+    owing: str = ""  # why nothing is owed, the active window, the run count (planning/slot_text.py)
 
 
 def job_detail(state: State, job_id: str, from_us: int, to_us: int, herd_window_us: int) -> JobDetail | None:
@@ -190,6 +195,10 @@ def job_detail(state: State, job_id: str, from_us: int, to_us: int, herd_window_
         oldest_run_us=job_runs[0].scheduled_us if job_runs else 0,
         runs=tuple(_deep_copy(run) for run in shown),
         runs_cut=hi - lo > len(shown),
+        counted_runs=counted_runs_of(job.counted_runs),
+        owing=owing_state(
+            job.spec, job.next_due_us, counted_runs_of(job.counted_runs), job.last_scheduled_us, state.now_us
+        ),
     )
 
 
@@ -197,11 +206,14 @@ def _scheduled(run: model.Run) -> int:
     return run.scheduled_us
 
 
-def next_fires(spec: model.JobSpec, after_us: int, spread_us: int, count: int = NEXT_FIRES_SHOWN) -> list[NextFire]:
-    """The job's next slots after `after_us` (its cursor), with DST adjustments and its spread (pure)."""
+def next_fires(
+    spec: model.JobSpec, after_us: int, spread_us: int, count: int = NEXT_FIRES_SHOWN, counted_runs: int = 0
+) -> list[NextFire]:
+    """The job's next owed slots after `after_us` (its cursor), with DST adjustments, the schedule
+    each comes from and its spread (pure); the active window and `max_runs` cut the list."""
     return [
-        NextFire(fire.at_us, fire.at_us + spread_us, fire.nominal_local, fire.adjustment, fire.utc_offset_s)
-        for fire in schedule_for(spec).next_fires(after_us, count)
+        NextFire(fire.at_us, fire.at_us + spread_us, fire.nominal_local, fire.adjustment, fire.utc_offset_s, source)
+        for fire, source in upcoming_fires(spec, after_us, count, counted_runs)
     ]
 
 
@@ -212,6 +224,7 @@ class RunDetail:
     now_us: int
     previous_us: int  # the job's neighbouring retained runs, 0 when none
     next_us: int
+    spec_version: int = 0  # the job's current version (a run names the one it was claimed under)
 
 
 def run_detail(state: State, job_id: str, scheduled_us: int) -> RunDetail | None:
@@ -226,6 +239,7 @@ def run_detail(state: State, job_id: str, scheduled_us: int) -> RunDetail | None
         now_us=state.now_us,
         previous_us=job_runs[position - 1].scheduled_us if position > 0 else 0,
         next_us=job_runs[position + 1].scheduled_us if position + 1 < len(job_runs) else 0,
+        spec_version=job.version if job else 0,
     )
 
 

@@ -16,8 +16,8 @@ from scheduler.core import model
 from scheduler.core.model import SECOND_US
 from scheduler.core.vocabulary import RunKind
 from scheduler.planning import format_us
-from scheduler.planning.jobs import schedule_for
 from scheduler.planning.runkeys import readable_run_keys_in
+from scheduler.planning.slots import owed_fires_between, upcoming_fires
 
 if TYPE_CHECKING:
     from scheduler.dashboard.data import JobDetail
@@ -131,10 +131,9 @@ def fate_of(run: model.Run) -> Slot:
 def default_window(spec: model.JobSpec, now_us: int, windows: tuple[tuple[str, int], ...]) -> str:
     """The shortest of `windows` (label, seconds) holding DEFAULT_WINDOW_SLOTS of the job's slots
     before now, so an every-second job opens on minutes and a nightly one on days (pure)."""
-    schedule = schedule_for(spec)
     for label, seconds in windows:
         if (
-            len(schedule.fires_between(now_us - seconds * SECOND_US, now_us, DEFAULT_WINDOW_SLOTS))
+            len(owed_fires_between(spec, now_us - seconds * SECOND_US, now_us, DEFAULT_WINDOW_SLOTS))
             >= DEFAULT_WINDOW_SLOTS
         ):
             return label
@@ -151,10 +150,9 @@ def latest_fires(
     until at most `limit` slots remain, then walks forward from the last window that held too
     many (a few pages of limit + 1 fires) to keep exactly the newest `limit`.
     """
-    schedule = schedule_for(spec)
     start_us, too_many_from_us = from_us, None
     while True:
-        fires = schedule.fires_between(start_us - 1, to_us - 1, limit + 1)
+        fires = [owed.fire for owed in owed_fires_between(spec, start_us - 1, to_us - 1, limit + 1)]
         if len(fires) <= limit or to_us - start_us <= 1:
             break
         too_many_from_us = start_us
@@ -164,7 +162,7 @@ def latest_fires(
     tail: deque[int] = deque(maxlen=limit)
     after_us = too_many_from_us - 1
     for _ in range(TAIL_WALK_PAGES):
-        page = schedule.fires_between(after_us, to_us - 1, limit + 1)
+        page = [owed.fire for owed in owed_fires_between(spec, after_us, to_us - 1, limit + 1)]
         tail.extend(fire.at_us for fire in page)
         if len(page) <= limit:
             return list(tail), True
@@ -193,7 +191,8 @@ def timeline(detail: JobDetail, from_us: int, to_us: int) -> tuple[list[Slot], b
                 slots.setdefault(
                     at_us, Slot(at_us, UNRECORDED, "no record", "accounted, but no run is retained", "", False)
                 )
-    for fire in schedule_for(detail.row.spec).next_fires(max(detail.cursor_us, from_us - 1), UPCOMING_SHOWN):
+    after_us = max(detail.cursor_us, from_us - 1)
+    for fire, _ in upcoming_fires(detail.row.spec, after_us, UPCOMING_SHOWN, detail.counted_runs):
         if fire.at_us >= to_us:
             break
         due = format_us(fire.at_us + detail.spread_us)

@@ -21,6 +21,7 @@ from collections import Counter, defaultdict
 from scheduler.core.model import JobSpec
 from scheduler.planning.forecast import MAX_FIRES_PER_JOB, MINUTE_US, Forecast, forecast
 from scheduler.planning.jobs import schedule_for, spread_offset_us
+from scheduler.planning.slots import is_plain
 
 
 def _schedule_key(spec: JobSpec) -> tuple:
@@ -34,8 +35,12 @@ def grouped_forecast(specs: list[JobSpec], start_us: int, hours: float, herd_win
     result = Forecast(start_us=start_us, minutes=minutes)
     offsets: dict[tuple, list[int]] = defaultdict(list)
     first_spec: dict[tuple, JobSpec] = {}
+    others = []  # several schedules, intervals, windows: rare, forecast one by one
     for spec in specs:
         if spec.paused:
+            continue
+        if not is_plain(spec):
+            others.append(spec)
             continue
         key = _schedule_key(spec)
         first_spec.setdefault(key, spec)
@@ -45,13 +50,15 @@ def grouped_forecast(specs: list[JobSpec], start_us: int, hours: float, herd_win
         fires = schedule_for(spec).fires_between(start_us - max(job_offsets) - 1, end_us, 2 * MAX_FIRES_PER_JOB)
         if len(fires) == 2 * MAX_FIRES_PER_JOB:
             # A dense schedule over a long window: per job, with forecast's own cap.
-            group = [s for s in specs if not s.paused and _schedule_key(s) == key]
+            group = [s for s in specs if not s.paused and is_plain(s) and _schedule_key(s) == key]
             _merge(result, forecast(group, start_us, hours, herd_window_us))
             continue
         counts = _shifted_counts([fire.at_us - start_us for fire in fires], job_offsets, minutes)
         result.total.update(counts)
         for name in spec.uses:
             result.by_resource.setdefault(name, Counter()).update(counts)
+    if others:
+        _merge(result, forecast(others, start_us, hours, herd_window_us))
     return result
 
 

@@ -7,11 +7,15 @@ from collections import Counter
 from html import escape
 from urllib.parse import quote, urlencode
 
+from msgspec import UNSET
+
 from scheduler.core.vocabulary import CompletionKind, Misfire, RunKind, RunStatus
 from scheduler.dashboard import data, fates
 from scheduler.dashboard.svg import FATE_COLOURS, legend_html, run_href, timeline_svg
 from scheduler.planning import format_us
 from scheduler.planning.runkeys import readable_run_key
+from scheduler.planning.slot_text import how_it_fires, source_text
+from scheduler.planning.slots import is_manual_only
 from scheduler.planning.timeconv import format_offset
 
 NAV = (("/", "Cluster"), ("/jobs", "Jobs"), ("/herd", "Herd"), ("/alerts", "Alerts"), ("/kills", "Kill switches"))
@@ -261,7 +265,7 @@ def jobs_page(
                 f'<a class="job-link" href="{job_href(row.spec.id)}">{escape(row.spec.id)}</a>',
                 escape(row.spec.owner) or '<span class="muted">—</span>',
                 escape(row.spec.job_class),
-                f"<code>{escape(row.spec.schedule)}</code>",
+                f"<code>{escape(how_it_fires(row.spec))}</code>",
                 escape(row.spec.timezone),
                 when(row.next_fire_us, now_us),
                 _last_outcome(row, now_us),
@@ -281,7 +285,7 @@ HIDDEN_DETAIL = '<span class="muted">hidden: shown to the admin and to principal
 def _spec_facts(spec, detail: data.JobDetail | None = None, details: bool = True) -> list[tuple[str, str]]:
     retry = spec.retry
     pairs = [
-        ("schedule", f"<code>{escape(spec.schedule)}</code> in {escape(spec.timezone)}"),
+        ("schedule", f"<code>{escape(how_it_fires(spec))}</code> in {escape(spec.timezone)}"),
         ("target", f"{escape(spec.target_kind)}: <code>{escape(spec.target)}</code>"),
         ("owner / class", f"{escape(spec.owner or '—')} / {escape(spec.job_class)}"),
         ("timeout", fates.human_duration_us(spec.timeout_us)),
@@ -328,8 +332,9 @@ def _window_links(job_id: str, from_us: int, to_us: int, active: str) -> str:
     return f'<div class="windows">{"".join(links)}{form}</div>'
 
 
-def _next_fires_table(fires: list[data.NextFire], timezone: str, now_us: int) -> str:
+def _next_fires_table(fires: list[data.NextFire], spec, now_us: int, owing: str = "") -> str:
     rows = []
+    several = spec.schedules is not UNSET
     for fire in fires:
         marks = []
         if fire.adjustment:
@@ -343,9 +348,12 @@ def _next_fires_table(fires: list[data.NextFire], timezone: str, now_us: int) ->
                 when(fire.due_us),
                 " ".join(marks) or '<span class="muted">—</span>',
             ]
+            + ([escape(source_text(spec, fire.source))] if several else [])
         )
-    header = [f"wall-clock slot ({timezone})", "instant (UTC)", "due (UTC, with jitter)", "adjustments"]
-    return table_html(header, rows, empty="never fires again")
+    header = [f"wall-clock slot ({spec.timezone})", "instant (UTC)", "due (UTC, with jitter)", "adjustments"]
+    header += ["schedule"] if several else []
+    empty = "manual-only: runs only when triggered" if is_manual_only(spec) else owing or "never fires again"
+    return table_html(header, rows, empty=empty)
 
 
 def _slot_rows(job_id: str, slots: list[fates.Slot], now_us: int, limit: int = 30) -> str:
@@ -393,7 +401,9 @@ def job_page(
                 )
                 + (f' <span class="muted">{escape(detail.row.killed)}</span>' if detail.row.killed else ""),
             ),
+            ("fires by", escape(how_it_fires(spec))),
             ("next fire", when(detail.row.next_fire_us, now_us)),
+            *([("owed", escape(detail.owing))] if detail.owing else []),
             ("last outcome", _last_outcome(detail.row, now_us)),
             ("accounted up to", when(detail.cursor_us, now_us)),
             ("runs", f"{detail.retained_runs:,} retained, {detail.live_runs} queued or running"),
@@ -412,13 +422,24 @@ def job_page(
         "hover a square for what happened, click it for the run.</p>"
         f"{legend_html(counts)}{timeline_svg(spec.id, slots)}{cut}"
         f"<h2>Latest slots</h2>{_slot_rows(spec.id, slots, now_us)}"
-        f"<h2>Next fires</h2>{_next_fires_table(fires, spec.timezone, now_us)}"
+        f"<h2>Next fires</h2>{_next_fires_table(fires, spec, now_us, detail.owing)}"
         f"<h2>Spec</h2>{_facts(_spec_facts(spec, detail, details))}"
     )
     return layout(f"Job {spec.id}", "/jobs", body, node_id, now_us)
 
 
 # -- runs --------------------------------------------------------------------------------------
+
+
+def _run_source(detail: data.RunDetail) -> str:
+    """Which entry of `schedules:` produced the run's slot; its expression while the spec is the
+    one the run was claimed under."""
+    run, spec = detail.run, detail.spec
+    index = run.schedule_index
+    assert index is not UNSET
+    if spec is not None and detail.spec_version == run.spec_version:
+        return source_text(spec, index)
+    return f"schedules[{index}]"
 
 
 def run_page(detail: data.RunDetail, node_id: str = "", details: bool = True) -> str:
@@ -446,6 +467,7 @@ def run_page(detail: data.RunDetail, node_id: str = "", details: bool = True) ->
             ("run key", f"<code>{escape(readable_run_key(run.job_id, run.scheduled_us))}</code>"),
             ("slot", when(run.scheduled_us, now_us)),
             ("kind", escape(run.kind)),
+            *([("schedule", escape(_run_source(detail)))] if run.schedule_index is not UNSET else []),
             (
                 "status",
                 f'{badge_html(run.status)} <span class="fate" data-fate="{slot.fate}">{escape(slot.detail)}</span>',

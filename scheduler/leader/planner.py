@@ -8,18 +8,21 @@ next leader never recompute them.
 
 from __future__ import annotations
 
+from msgspec import UNSET
+
 from scheduler.core.commands import SlotClaim
 from scheduler.core.model import MISSED, QUEUED, SECOND_US, SKIPPED, Job
 from scheduler.core.vocabulary import Misfire
 from scheduler.planning import Schedule, format_us
 from scheduler.planning.jobs import next_slot_after, schedule_for, spread_offset_us
+from scheduler.planning.slots import NO_SOURCE, Slot, is_plain, next_owed_slot, runs_left, slots_for
 
 
 def _seconds(us: int) -> str:
     return f"{us / SECOND_US:g}s"
 
 
-def slot_outcome(job: Job, schedule: Schedule, scheduled_us: int, now_us: int) -> tuple[str, str]:
+def slot_outcome(job: Job, schedule: Schedule | None, scheduled_us: int, now_us: int) -> tuple[str, str]:
     """Fire, skip or record as missed one slot found at `now_us`, by the job's misfire policy.
 
     catch_up fires the most recent `max_catch_up` late slots: whether a slot is among them
@@ -33,8 +36,11 @@ def slot_outcome(job: Job, schedule: Schedule, scheduled_us: int, now_us: int) -
     if misfire.policy == Misfire.SKIP:
         return SKIPPED, f"{late}; policy skip"
     if misfire.policy == Misfire.CATCH_UP:
-        later_late = schedule.fires_between(scheduled_us, now_us - misfire.grace_us - 1, misfire.max_catch_up)
-        if len(later_late) < misfire.max_catch_up:
+        if schedule is not None:
+            later = len(schedule.fires_between(scheduled_us, now_us - misfire.grace_us - 1, misfire.max_catch_up))
+        else:
+            later = _owed_between(job, scheduled_us, now_us - misfire.grace_us - 1, misfire.max_catch_up)
+        if later < misfire.max_catch_up:
             return QUEUED, ""
         return MISSED, f"{late}; older than the {misfire.max_catch_up} most recent late slots caught up"
     outage = f"between {format_us(job.cursor_us)} and {format_us(now_us)}"
@@ -46,8 +52,12 @@ def plan_due_slots(job: Job, now_us: int, max_slots: int, herd_window_us: int = 
 
     Each claim names the slot after it, so consecutive claims chain exactly from
     the job's replicated `next_due_us`: nothing skipped, nothing repeated. The run key
-    keeps the nominal instant; `effective_us` carries the spread.
+    keeps the nominal instant; `effective_us` carries the spread. A job with one plain
+    `schedule:` takes the loop below as it always did; every other shape goes through
+    `next_owed_slot` (scheduler/planning/slots.py).
     """
+    if not is_plain(job.body):
+        return [claim for claim, _ in plan_owed_slots(job, now_us, max_slots, herd_window_us)]
     schedule = schedule_for(job.body)
     offset_us = spread_offset_us(job.spec, schedule, herd_window_us)  # a hash of the id
     claims: list[SlotClaim] = []
@@ -58,3 +68,61 @@ def plan_due_slots(job: Job, now_us: int, max_slots: int, herd_window_us: int = 
         claims.append(SlotClaim(job.id, due_us, next_us, job.version, status, reason, due_us + offset_us))
         due_us = next_us
     return claims
+
+
+def _owed_between(job: Job, start_exclusive_us: int, end_inclusive_us: int, limit: int) -> int:
+    """How many slots the job owes in `(start, end]`, counting up to `limit`."""
+    source, count, after_us = slots_for(job.body), 0, start_exclusive_us
+    while count < limit:
+        slot = next_owed_slot(job.body, after_us, source=source)
+        if slot is None or slot.at_us > end_inclusive_us:
+            break
+        count, after_us = count + 1, slot.at_us
+    return count
+
+
+def _source_of(job: Job, due_us: int, source) -> int:
+    """Which `schedules:` entry produced the replicated next due slot (the lowest that hits it)."""
+    if job.body.schedules is UNSET:
+        return NO_SOURCE
+    slot = source.next_slot(due_us - 1)
+    return slot.source if slot is not None and slot.at_us == due_us else NO_SOURCE
+
+
+def plan_owed_slots(job: Job, now_us: int, max_slots: int, herd_window_us: int = 0) -> list[tuple[SlotClaim, int]]:
+    """`plan_due_slots` for every shape but a plain schedule: each claim with its `schedules:`
+    index (NO_SOURCE for other shapes).
+
+    A claim never says "no next slot" because of `max_runs`: whether a slot counts is decided
+    when it is applied (a paused job's slot is skipped, and does not count), so the core ends
+    the job's slots once the count is reached. The planner only stops at the runs left.
+    """
+    body = job.body
+    source = slots_for(body)
+    offset_us = spread_offset_us(job.spec, None, herd_window_us)
+    counted = 0 if job.counted_runs is UNSET else job.counted_runs
+    left = runs_left(body, counted)
+    limit = max_slots if left is None else min(max_slots, left)
+    planned: list[tuple[SlotClaim, int]] = []
+    due_us = job.next_due_us
+    slot: Slot | None = Slot(due_us, _source_of(job, due_us, source)) if due_us else None
+    while slot is not None and slot.at_us <= now_us and len(planned) < limit:
+        due_us = slot.at_us
+        following = next_owed_slot(body, due_us, source=source)  # the limit is the core's to apply
+        next_us = following.at_us if following else 0
+        status, reason = slot_outcome(job, None, due_us, now_us)
+        claim = SlotClaim(job.id, due_us, next_us, job.version, status, reason, due_us + offset_us)
+        planned.append((claim, slot.source))
+        slot = following
+    return planned
+
+
+def plan_job_slots(
+    job: Job, now_us: int, max_slots: int, herd_window_us: int = 0
+) -> tuple[list[SlotClaim], list[int] | None]:
+    """The trigger loop's entry: the due claims, and for a `schedules:` job each claim's source
+    index (None for every other job, so a plain schedule costs nothing more)."""
+    if job.body.schedules is UNSET:
+        return plan_due_slots(job, now_us, max_slots, herd_window_us), None
+    planned = plan_owed_slots(job, now_us, max_slots, herd_window_us)
+    return [claim for claim, _ in planned], [source for _, source in planned]

@@ -12,14 +12,15 @@ import logging
 import threading
 
 import msgspec
+from msgspec import UNSET
 
-from scheduler.core.commands import ApplyJobs, ClaimRuns, SetJobPaused, SlotClaim
+from scheduler.core.commands import NO_SCHEDULE_INDEX, ApplyJobs, ClaimRuns, SetJobPaused, SlotClaim
 from scheduler.core.model import SECOND_US
 from scheduler.core.results import ClaimOutOfPlan
 from scheduler.core.vocabulary import OutOfPlan, RejectionCode
 from scheduler.leader.due_index import DueIndex
 from scheduler.leader.lifecycle import LeaderTerm
-from scheduler.leader.planner import plan_due_slots
+from scheduler.leader.planner import plan_job_slots
 from scheduler.planning import ScheduleError
 from scheduler.replication import RaftLog, ReplicationError
 
@@ -136,29 +137,40 @@ class TriggerLoop:
                 if (job := state.jobs.get(job_id)) is not None and 0 < job.next_due_us <= now_us
             ]
         futures, batch, planned = [], [], 0
+        # Which `schedules:` entry each claim of the batch comes from; kept only once a job with
+        # several schedules is planned in this pass, so plain schedules cost nothing more.
+        sources: list[int] | None = None
         for job in jobs:
             if planned >= MAX_CLAIMS_PER_PASS:
                 break
             try:
-                slots = plan_due_slots(job, now_us, MAX_SLOTS_PER_JOB_PASS, self._herd_window_us)
+                slots, job_sources = plan_job_slots(job, now_us, MAX_SLOTS_PER_JOB_PASS, self._herd_window_us)
             except ScheduleError as exc:  # validated at apply time, so a bug if it happens
                 log.error("job %s: cannot plan its schedule: %s", job.spec.id, exc)
                 continue
             planned += len(slots)
+            if job_sources is not None and sources is None:
+                sources = [NO_SCHEDULE_INDEX] * len(batch)
+            if sources is not None:
+                sources.extend(job_sources if job_sources is not None else [NO_SCHEDULE_INDEX] * len(slots))
             batch.extend(slots)
             while len(batch) >= self._batch_size:
-                futures.append(self._propose(batch[: self._batch_size], now_us, mono_us))
+                head = sources[: self._batch_size] if sources is not None else None
+                futures.append(self._propose(batch[: self._batch_size], now_us, mono_us, head))
                 batch = batch[self._batch_size :]
+                sources = sources[self._batch_size :] if sources is not None else None
         if batch:
-            futures.append(self._propose(batch, now_us, mono_us))
+            futures.append(self._propose(batch, now_us, mono_us, sources))
         self._await(futures)
         # Re-read every touched job: its next due now comes from replicated state, whatever happened.
         with self._changed_lock:
             self._changed.update(due_ids)
         return True
 
-    def _propose(self, claims: list[SlotClaim], now_us: int, mono_us: int):
-        return self._raftlog.propose(ClaimRuns(now_us, self._term.epoch, tuple(claims), monotonic_us=mono_us))
+    def _propose(self, claims: list[SlotClaim], now_us: int, mono_us: int, sources: list[int] | None = None):
+        indexes = tuple(sources) if sources is not None and any(s != NO_SCHEDULE_INDEX for s in sources) else UNSET
+        command = ClaimRuns(now_us, self._term.epoch, tuple(claims), monotonic_us=mono_us, schedule_indexes=indexes)
+        return self._raftlog.propose(command)
 
     def _await(self, futures) -> None:
         not_due = 0

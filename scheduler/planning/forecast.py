@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .jobs import schedule_for, spread_offset_us
+from .jobs import spread_offset_us
+from .slots import owed_fires_between
 from .timeconv import format_us
 
 MINUTE_US = 60_000_000
@@ -42,13 +43,12 @@ def forecast(specs: list, start_us: int, hours: float, herd_window_us: int) -> F
     for spec in specs:
         if spec.paused:
             continue
-        schedule = schedule_for(spec)
-        offset_us = spread_offset_us(spec, schedule, herd_window_us)
+        offset_us = spread_offset_us(spec, None, herd_window_us)
         # Slots whose spread lands in the window may be nominally before it.
-        fires = schedule.fires_between(start_us - offset_us - 1, end_us - offset_us, MAX_FIRES_PER_JOB)
+        fires = owed_fires_between(spec, start_us - offset_us - 1, end_us - offset_us, MAX_FIRES_PER_JOB)
         if len(fires) == MAX_FIRES_PER_JOB:
             result.truncated_jobs.append(spec.id)
-        for fire in fires:
+        for fire, _ in fires:
             minute = (fire.at_us + offset_us - start_us) // MINUTE_US
             if 0 <= minute < minutes:
                 result.total[minute] += 1

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from msgspec import UNSET
+
 from .durations import parse_duration_us
 from .herd import jitter_offset_us, lands_on_round_instant
 from .schedule import Schedule, compile_schedule
+from .slots import UnionSlots, first_owed_after, is_plain, slots_for
+
+_HOUR_US = 3600 * 1_000_000
 
 # Distinct (schedule, instant) questions remembered. A herd asks one question per job, and the
 # jobs of a herd share a handful of schedules, so a few thousand answers cover any herd.
@@ -19,13 +24,15 @@ NEXT_SLOT_CACHE_SIZE = 8192
 
 
 def schedule_for(job_spec) -> Schedule:
-    """The shared, memoized schedule of a spec (no per-job iterator objects)."""
+    """The shared, memoized schedule of a spec with one `schedule:` (no per-job iterator objects)."""
     return compile_schedule(job_spec.schedule, job_spec.timezone, job_spec.dst_gap or None, job_spec.dst_repeat or None)
 
 
-def first_due_after(job_spec, after_us: int) -> int:
-    """The first slot strictly after `after_us`, or 0 when the schedule never fires again."""
-    return next_slot_after(schedule_for(job_spec), after_us)
+def first_due_after(job_spec, after_us: int, counted_runs: int = 0) -> int:
+    """The first owed slot strictly after `after_us`, or 0 when the job owes none (see slots.py)."""
+    if is_plain(job_spec):  # as before the other ways to fire: an apply of 100,000 jobs pays nothing more
+        return next_slot_after(schedule_for(job_spec), after_us)
+    return first_owed_after(job_spec, after_us, counted_runs)
 
 
 @lru_cache(maxsize=NEXT_SLOT_CACHE_SIZE)
@@ -41,17 +48,33 @@ def next_slot_after(schedule: Schedule, after_us: int) -> int:
     return fire.at_us if fire else 0
 
 
-def spread_offset_us(job_spec, schedule: Schedule, herd_window_us: int) -> int:
+def lands_on_round_hours(job_spec) -> bool:
+    """Whether every slot of the job is nominally on minute 0 of an hour (what `auto` spreads)."""
+    if job_spec.schedule:
+        return lands_on_round_instant(schedule_for(job_spec))
+    if job_spec.schedules is not UNSET:
+        source = slots_for(job_spec)
+        assert isinstance(source, UnionSlots)
+        return all(lands_on_round_instant(schedule) for schedule in source.schedules)
+    if job_spec.every_us is not UNSET:
+        anchor_us = 0 if job_spec.anchor_us is UNSET else job_spec.anchor_us
+        return job_spec.every_us % _HOUR_US == 0 and anchor_us % _HOUR_US == 0
+    return False  # one instant, or none: nothing to herd with
+
+
+def spread_offset_us(job_spec, schedule: Schedule | None, herd_window_us: int) -> int:
     """How long after its nominal instant a slot becomes due, to break up round-time herds.
 
     `auto` spreads schedules that land on minute 0 of an hour over the cluster's herd window;
     `pinned` never spreads; an explicit window spreads any schedule. The offset is a hash of
     the job id, so it is the same on every node, after every restart, for every slot.
+    `schedule` is the job's compiled `schedule:` when the caller has it (None: looked up).
     """
     if job_spec.jitter == "pinned":
         return 0
     if job_spec.jitter in ("auto", ""):
-        window_us = herd_window_us if lands_on_round_instant(schedule) else 0
+        round_hours = lands_on_round_instant(schedule) if schedule is not None else lands_on_round_hours(job_spec)
+        window_us = herd_window_us if round_hours else 0
     else:
         window_us = parse_duration_us(job_spec.jitter, "jitter")
     return jitter_offset_us(job_spec.id, window_us)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
+from msgspec import UNSET
 
 from scheduler.core import model
 from scheduler.core.vocabulary import CompletionKind, LeaseOutcome, Overlap, RunStatus, TargetKind
@@ -106,7 +107,52 @@ def spec_from_pb(spec: pb.JobSpec) -> model.JobSpec:
         paused=spec.paused,
         uses=tuple(spec.uses),
         history=history_from_pb(spec.history),
+        **_ways_to_fire_from_pb(spec),
     )
+
+
+def _ways_to_fire_from_pb(spec: pb.JobSpec) -> dict:
+    """The fields of log format 3 that the message sets (left out, a spec keeps them UNSET)."""
+    fields: dict = {}
+    if spec.schedules:
+        fields["schedules"] = tuple(spec.schedules)
+    if spec.HasField("every"):
+        fields["every_us"] = duration_us(spec, "every", 0)
+    if spec.HasField("anchor"):
+        fields["anchor_us"] = timestamp_us(spec.anchor)
+    if spec.HasField("at"):
+        fields["at_us"] = timestamp_us(spec.at)
+    if spec.HasField("active_from") or spec.HasField("active_until"):
+        fields["active"] = model.ActiveWindow(
+            timestamp_us(spec.active_from) if spec.HasField("active_from") else 0,
+            timestamp_us(spec.active_until) if spec.HasField("active_until") else 0,
+        )
+    if spec.HasField("max_runs"):
+        fields["max_runs"] = spec.max_runs
+    return fields
+
+
+def _ways_to_fire_to_pb(spec: model.JobSpec) -> dict:
+    fields: dict = {}
+    if spec.schedules is not UNSET:
+        fields["schedules"] = list(spec.schedules)
+    if spec.every_us is not UNSET:
+        fields["every"] = duration(spec.every_us)
+    if spec.anchor_us is not UNSET:
+        fields["anchor"] = _instant(spec.anchor_us)
+    if spec.at_us is not UNSET:
+        fields["at"] = _instant(spec.at_us)
+    if spec.active is not UNSET:
+        fields["active_from"] = timestamp(spec.active.from_us)
+        fields["active_until"] = timestamp(spec.active.until_us)
+    if spec.max_runs is not UNSET:
+        fields["max_runs"] = spec.max_runs
+    return fields
+
+
+def _instant(us: int) -> Timestamp:
+    """A timestamp even at 0 (`timestamp` leaves 0 unset: there it means "none")."""
+    return Timestamp(seconds=us // 1_000_000, nanos=(us % 1_000_000) * 1000)
 
 
 def history_from_pb(history: pb.HistoryPolicy) -> model.HistoryPolicy:
@@ -163,6 +209,7 @@ def spec_to_pb(spec: model.JobSpec) -> pb.JobSpec:
         overlap=OVERLAP_TO_PB.get(spec.overlap, pb.OVERLAP_UNSPECIFIED),
         uses=list(spec.uses),
         history=history_to_pb(spec.history),
+        **_ways_to_fire_to_pb(spec),
     )
 
 
@@ -187,6 +234,7 @@ def job_to_pb(job: model.Job) -> pb.Job:
         paused=job.paused,
         last_status=STATUS_TO_PB.get(job.last_status, pb.RUN_STATUS_UNSPECIFIED),
         last_scheduled_at=timestamp(job.last_scheduled_us),
+        counted_runs=None if job.counted_runs is UNSET else job.counted_runs,
     )
 
 
@@ -196,6 +244,7 @@ def run_to_pb(run: model.Run) -> pb.Run:
         scheduled_at=timestamp(run.scheduled_us),
         run_key=printable_run_key(run.job_id, run.scheduled_us),
         kind=run.kind,
+        schedule_index=None if run.schedule_index is UNSET else run.schedule_index,
         status=STATUS_TO_PB.get(run.status, pb.RUN_STATUS_UNSPECIFIED),
         reason=run.reason,
         effective_at=timestamp(run.effective_us),

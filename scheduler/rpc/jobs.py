@@ -14,7 +14,7 @@ from scheduler.core import results as ev
 from scheduler.core.commands import ApplyJobs, BackfillRuns, CancelRun, SetJobPaused, TriggerRun
 from scheduler.core.manual import BACKFILL_OVERLAPS, MAX_BACKFILL_SLOTS, OVERLAPS
 from scheduler.core.model import SECOND_US
-from scheduler.planning.jobs import schedule_for
+from scheduler.planning.slots import owed_fires_between
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import resource_from_pb, run_to_pb, spec_from_pb, timestamp_us
 from scheduler.rpc.errors import abort_rejected, abort_replication, submit_or_abort
@@ -229,7 +229,8 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.job_id!r} does not exist")
         require(context, job_change_denial, spec.id, spec.owner)
         require(context, jobs_target_denial, [(spec.id, spec.owner, spec.target_kind, spec.target)])
-        fires = schedule_for(spec).fires_between(start_us - 1, end_us, self._admission.backfill_cap(spec.owner, limit))
+        cap = self._admission.backfill_cap(spec.owner, limit)
+        fires = [owed.fire for owed in owed_fires_between(spec, start_us - 1, end_us, cap)]
         self._admission.check_backfill(context, spec.owner, len(fires))
         command = BackfillRuns(
             self._clock_us(),

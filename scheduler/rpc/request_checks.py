@@ -26,6 +26,7 @@ import grpc
 from google.protobuf.message import Message
 
 from scheduler.core.vocabulary import TargetKind
+from scheduler.planning.slots import MAX_SCHEDULES
 from scheduler.rpc.convert import parse_run_key
 from scheduler.rpc.limits import DEFAULT_LIMITS, MAX_INSTANT_S, RpcLimits
 from scheduler.security.safetext import stored_text
@@ -224,8 +225,13 @@ def _spec(found: _Found, spec: pb.JobSpec, at: str) -> None:
     if found.count(f"{at}.uses", spec.uses, limits.max_uses_per_job):
         for position, name in enumerate(spec.uses):
             found.text(f"{at}.uses[{position}]", name, limits.max_id_chars)
-    for name in ("timeout",):
+    if found.count(f"{at}.schedules", spec.schedules, MAX_SCHEDULES):
+        for position, expr in enumerate(spec.schedules):
+            found.text(f"{at}.schedules[{position}]", expr, limits.max_schedule_chars)
+    for name in ("timeout", "every"):
         found.duration(f"{at}.", spec, name, limits.max_spec_duration_us)
+    for name in ("anchor", "at", "active_from", "active_until"):
+        found.instant(f"{at}.", spec, name)
     for name in ("backoff_initial", "backoff_max", "within"):
         found.duration(f"{at}.retry.", spec.retry, name, limits.max_spec_duration_us)
     found.duration(f"{at}.misfire.", spec.misfire, "grace", limits.max_spec_duration_us)

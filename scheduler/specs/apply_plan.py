@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from msgspec import UNSET
+
 from scheduler.core.commands import ApplyJobs, JobUpsert
 from scheduler.core.jobs import restarted_cursor
 from scheduler.core.model import JobSpec, Resource
@@ -65,7 +67,12 @@ def plan_apply(
         current = state.jobs.get(spec.id)
         upsert = JobUpsert(spec=spec, expected_version=current.version if current else 0, next_due_us=0)
         after_us = restarted_cursor(state, current, upsert, issued_at_us)
-        next_due_us = first_due_after(spec, after_us) if after_us is not None else current.next_due_us
+        if after_us is None:
+            assert current is not None  # a new job's slots always start afresh
+            next_due_us = current.next_due_us
+        else:
+            counted = current.counted_runs if current is not None and current.counted_runs is not UNSET else 0
+            next_due_us = first_due_after(spec, after_us, counted)
         upserts.append(JobUpsert(spec, upsert.expected_version, next_due_us))
     removals = (
         tuple(sorted(i for i, job in state.jobs.items() if i not in wanted and prunes(caller, job.spec.owner)))

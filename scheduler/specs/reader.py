@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import date, datetime
 
 import yaml
 
-from scheduler.core.model import HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
+from scheduler.core.model import ActiveWindow, HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
 from scheduler.core.vocabulary import TargetKind
 from scheduler.planning.durations import DurationError, format_duration_us, parse_duration_us, type_name
+from scheduler.planning.timeconv import to_us
 from scheduler.specs.payload import _canonical, _PayloadProblem
 from scheduler.specs.problems import SpecError, SpecProblem, _short, _suggestion
 from scheduler.specs.rules import (
@@ -34,11 +36,14 @@ MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_JOBS = 100_000
 
 _JOB_KEYS = (
-    "id", "schedule", "timezone", "target", "owner", "class", "timeout", "retry",
-    "priority", "payload", "misfire", "dst", "jitter", "overlap", "paused", "uses", "history",
+    "id", "schedule", "schedules", "every", "anchor", "at", "timezone", "active", "max_runs", "target", "owner",
+    "class", "timeout", "retry", "priority", "payload", "misfire", "dst", "jitter", "overlap", "paused", "uses",
+    "history",
 )  # fmt: skip
 _RESOURCE_KEYS = ("max_concurrent", "max_starts_per_s")
-_REQUIRED_KEYS = ("id", "schedule", "target")
+# `schedule` is not required: a job with none of schedule, schedules, every and at is manual-only.
+_REQUIRED_KEYS = ("id", "target")
+_INSTANT_EXAMPLE = "an ISO-8601 instant with a UTC offset, e.g. 2027-03-01T09:00:00Z"
 
 
 def load_jobs_file(path: str | os.PathLike[str]) -> list[JobSpec]:
@@ -296,12 +301,61 @@ def _read_job(entry: object, position: int) -> tuple[str, JobSpec | None, list[t
         args["uses"] = tuple(uses) if isinstance(uses, list) else uses
     if "history" in fields:
         args["history"] = _read_history(reader, fields["history"])
+    args.update(_read_ways_to_fire(reader, fields))
     args.setdefault("target_kind", TargetKind.HANDLER)
     args.setdefault("target", "")
     spec = JobSpec(**args)  # type: ignore[arg-type]  # values are checked by validate_spec
     found = reader.problems + [p for p in _spec_problems(spec) if not reader.suppressed(p[0])]
     found.sort(key=lambda problem: _field_rank(problem[0]))
     return label, spec, found
+
+
+def _read_ways_to_fire(reader: _Reader, fields: dict[str, object]) -> dict[str, object]:
+    """`schedules:`, `every:` with `anchor:`, `at:`, `active: {from, until}` and `max_runs:`."""
+    args: dict[str, object] = {}
+    if fields.get("schedule") == "":
+        reader.fail("schedule", "must not be empty (leave `schedule:` out for a manual-only job)")
+    if "schedules" in fields:
+        schedules = fields["schedules"]
+        args["schedules"] = tuple(schedules) if isinstance(schedules, list) else schedules
+    if "every" in fields:
+        args["every_us"] = reader.duration(fields["every"], "every", 0)
+    for key in ("anchor", "at"):
+        if key in fields:
+            instant = _read_instant(reader, fields[key], key)
+            if instant is not None:
+                args[f"{key}_us"] = instant
+    if "active" in fields:
+        window = reader.mapping(fields["active"], "active", ("from", "until"))
+        bounds = [_read_instant(reader, window[k], f"active.{k}") if k in window else 0 for k in ("from", "until")]
+        if fields["active"] is None or (isinstance(fields["active"], dict) and not window):
+            reader.fail("active", "needs `from:`, `until:` or both")
+        elif None not in bounds and not reader.suppressed("active"):
+            args["active"] = ActiveWindow(*bounds)  # type: ignore[arg-type]
+    if "max_runs" in fields:
+        args["max_runs"] = fields["max_runs"]
+    return args
+
+
+def _read_instant(reader: _Reader, value: object, field: str) -> int | None:
+    """An instant from a YAML timestamp or a string; a time without a UTC offset is refused."""
+    if isinstance(value, str):
+        try:
+            text = value.strip()
+            value = date.fromisoformat(text) if len(text) == 10 else datetime.fromisoformat(text)
+        except ValueError:
+            reader.fail(field, f"must be {_INSTANT_EXAMPLE}; got {_short(repr(value), 60)}")
+            return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            reader.fail(field, f"needs a UTC offset (add Z for UTC): {value.isoformat()}")
+            return None
+        return to_us(value)
+    if isinstance(value, date):
+        reader.fail(field, f"must be {_INSTANT_EXAMPLE}, not a date alone ({value.isoformat()})")
+        return None
+    reader.fail(field, f"must be {_INSTANT_EXAMPLE}, not {type_name(value)}")
+    return None
 
 
 def _read_target(reader: _Reader, target: object) -> dict[str, object]:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 
+from msgspec import UNSET
+
 from scheduler.core.model import JobSpec, MisfirePolicy, RetryPolicy
 from scheduler.core.vocabulary import TargetKind
+from scheduler.planning import format_us
 from scheduler.planning.durations import format_duration_us
 from scheduler.specs.rules import (
     _DEFAULT,
@@ -26,7 +29,8 @@ def _plain(value: str) -> str:
 
 def spec_to_document(spec: JobSpec, full: bool = False) -> dict[str, object]:
     """The job mapping that parses back to `spec`: non-default fields only, or all with `full`."""
-    document: dict[str, object] = {"id": spec.id, "schedule": spec.schedule}
+    document: dict[str, object] = {"id": spec.id}
+    document.update(_ways_to_fire_document(spec))
 
     def put(key: str, value: object, default: object) -> None:
         if full or value != default:
@@ -65,6 +69,27 @@ def spec_to_document(spec: JobSpec, full: bool = False) -> dict[str, object]:
     }
     if history:
         document["history"] = history
+    return document
+
+
+def _ways_to_fire_document(spec: JobSpec) -> dict[str, object]:
+    """`schedule:` (also for a manual-only job, as ''), or the other way it fires, and its limits."""
+    document: dict[str, object] = {}
+    if spec.schedules is not UNSET:
+        document["schedules"] = list(spec.schedules)
+    elif spec.every_us is not UNSET:
+        document["every"] = format_duration_us(spec.every_us)
+        if spec.anchor_us is not UNSET:
+            document["anchor"] = format_us(spec.anchor_us)
+    elif spec.at_us is not UNSET:
+        document["at"] = format_us(spec.at_us)
+    elif spec.schedule:
+        document["schedule"] = spec.schedule
+    if spec.active is not UNSET:
+        window = {"from": spec.active.from_us, "until": spec.active.until_us}
+        document["active"] = {key: format_us(us) for key, us in window.items() if us}
+    if spec.max_runs is not UNSET:
+        document["max_runs"] = spec.max_runs
     return document
 
 

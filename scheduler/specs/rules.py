@@ -9,9 +9,11 @@ import math
 import re
 import unicodedata
 
-from scheduler.core.model import HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
+from msgspec import UNSET
+
+from scheduler.core.model import ActiveWindow, HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
 from scheduler.core.vocabulary import DstGap, DstRepeat, Misfire, Overlap, TargetKind
-from scheduler.planning import ScheduleError, compile_schedule
+from scheduler.planning import ScheduleError, compile_schedule, format_us
 from scheduler.planning.durations import (
     DAY,
     EXAMPLES,
@@ -20,6 +22,7 @@ from scheduler.planning.durations import (
     parse_duration_us,
     type_name,
 )
+from scheduler.planning.slots import LAST_SLOT_US, MAX_SCHEDULES, is_manual_only
 from scheduler.specs.payload import _payload_json_problem
 from scheduler.specs.problems import SpecProblem, _short, _suggestion
 
@@ -33,6 +36,11 @@ MAX_BACKOFF_US = DAY
 MAX_WITHIN_US = 365 * DAY
 MAX_GRACE_US = 7 * DAY
 MAX_JITTER_US = DAY
+MIN_EVERY_US = 1_000_000
+MAX_EVERY_US = 365 * DAY
+MAX_RUNS_LIMIT = 1_000_000_000
+# The ways a job fires, as YAML keys; a job uses at most one (none: manual-only).
+WAYS_TO_FIRE = ("schedule", "schedules", "every", "at")
 
 TARGET_KINDS = tuple(TargetKind)
 MISFIRE_POLICIES = tuple(Misfire)
@@ -72,7 +80,7 @@ def _spec_problems(spec: JobSpec) -> list[tuple[str, str]]:
             found.append((field, message))
 
     check("id", _name_problem(spec.id))
-    check("schedule", _string_problem(spec.schedule, allow_empty=False, max_chars=MAX_SCHEDULE_CHARS))
+    check("schedule", _string_problem(spec.schedule, max_chars=MAX_SCHEDULE_CHARS))
     check("timezone", _string_problem(spec.timezone, allow_empty=False, max_chars=MAX_TIMEZONE_CHARS))
     if spec.target_kind == TargetKind.HANDLER:
         check("target", _name_problem(spec.target, what="handler name "))
@@ -103,11 +111,107 @@ def _spec_problems(spec: JobSpec) -> list[tuple[str, str]]:
         check("paused", f"must be true or false, not {type_name(spec.paused)}")
     check("uses", _uses_problem(spec.uses))
     found.extend(_history_problems(spec.history))
+    found.extend(_ways_to_fire_problems(spec))
     # The schedule is compiled only from parts that passed their own checks.
     bad = {field for field, _ in found}
-    if not bad & {"schedule", "timezone", "dst.gap", "dst.repeat"}:
+    if not bad & {"schedule", "timezone", "dst.gap", "dst.repeat"} and spec.schedule:
         check(*_schedule_problem(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat))
+    # Each entry that passed its own checks is compiled (a repeat is reported once, as a repeat).
+    listed = spec.schedules is not UNSET and "schedules" not in bad
+    if listed and not bad & {"timezone", "dst.gap", "dst.repeat"}:
+        for position, expr in enumerate(spec.schedules):  # type: ignore[arg-type]
+            if f"schedules[{position}]" not in bad:
+                field, message = _schedule_problem(expr, spec.timezone, spec.dst_gap, spec.dst_repeat)
+                check(f"schedules[{position}]" if field == "schedule" else field, message)
     return found
+
+
+def ways_to_fire(spec: JobSpec) -> list[str]:
+    """The YAML keys of the ways to fire a spec uses (at most one is allowed)."""
+    used = [
+        ("schedule", bool(spec.schedule) if isinstance(spec.schedule, str) else True),
+        ("schedules", spec.schedules is not UNSET),
+        ("every", spec.every_us is not UNSET),
+        ("at", spec.at_us is not UNSET),
+    ]
+    return [key for key, is_used in used if is_used]
+
+
+def _ways_to_fire_problems(spec: JobSpec) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    used = ways_to_fire(spec)
+    if len(used) > 1:
+        found.append((used[1], f"use one of {', '.join(WAYS_TO_FIRE)}, not {' and '.join(used)} together"))
+    if spec.schedules is not UNSET:
+        found.extend(_schedules_problems(spec.schedules))
+    if spec.every_us is not UNSET:
+        low, high = format_duration_us(MIN_EVERY_US), format_duration_us(MAX_EVERY_US)
+        if _duration_problem(spec.every_us, MIN_EVERY_US, MAX_EVERY_US):
+            found.append(("every", f"must be at least {low} and at most {high}, got {_shown_duration(spec.every_us)}"))
+    if spec.anchor_us is not UNSET:
+        if spec.every_us is UNSET:
+            found.append(("anchor", "is the start of an `every:` interval; this job has no `every:`"))
+        found.extend(_instant_problems("anchor", spec.anchor_us))
+    if spec.at_us is not UNSET:
+        found.extend(_instant_problems("at", spec.at_us))
+    manual = isinstance(spec.schedule, str) and is_manual_only(spec)
+    if spec.active is not UNSET:
+        found.extend(_active_problems(spec, manual))
+    if spec.max_runs is not UNSET:
+        check = _int_problem(spec.max_runs, 1, MAX_RUNS_LIMIT)
+        if check:
+            found.append(("max_runs", check))
+        elif manual:
+            found.append(("max_runs", "counts scheduled runs; a job without a schedule has none (it is manual-only)"))
+    return found
+
+
+def _shown_duration(us: object) -> str:
+    return format_duration_us(us) if isinstance(us, int) and not isinstance(us, bool) and us >= 0 else repr(us)
+
+
+def _schedules_problems(schedules: object) -> list[tuple[str, str]]:
+    if not isinstance(schedules, (tuple, list)):
+        return [("schedules", f"must be a list of cron expressions, not {type_name(schedules)}")]
+    if not schedules:
+        return [("schedules", "must list at least one cron expression (for none, leave it out: manual-only)")]
+    if len(schedules) > MAX_SCHEDULES:
+        return [("schedules", f"lists {len(schedules)} expressions; at most {MAX_SCHEDULES} are allowed")]
+    found = []
+    seen: dict[str, int] = {}
+    for position, expr in enumerate(schedules):
+        problem = _string_problem(expr, allow_empty=False, max_chars=MAX_SCHEDULE_CHARS)
+        if problem:
+            found.append((f"schedules[{position}]", problem))
+        elif expr.strip() in seen:
+            found.append((f"schedules[{position}]", f"repeats schedules[{seen[expr.strip()]}]"))
+        else:
+            seen[expr.strip()] = position
+    return found
+
+
+def _instant_problems(field: str, us: object) -> list[tuple[str, str]]:
+    if isinstance(us, bool) or not isinstance(us, int):
+        return [(field, f"must be an instant, not {type_name(us)}")]
+    if not 0 <= us <= LAST_SLOT_US:
+        return [(field, f"must be between 1970-01-01T00:00:00Z and {format_us(LAST_SLOT_US)}")]
+    return []
+
+
+def _active_problems(spec: JobSpec, manual: bool) -> list[tuple[str, str]]:
+    window = spec.active
+    if not isinstance(window, ActiveWindow):
+        return [("active", f"must be a window {{from: INSTANT, until: INSTANT}}, not {type_name(window)}")]
+    found = _instant_problems("active.from", window.from_us) + _instant_problems("active.until", window.until_us)
+    if found:
+        return found
+    if not window.from_us and not window.until_us:
+        return [("active", "needs `from:`, `until:` or both")]
+    if window.from_us and window.until_us and window.until_us <= window.from_us:
+        return [("active.until", f"must be after active.from ({format_us(window.from_us)})")]
+    if manual:
+        return [("active", "bounds scheduled slots; a job without a schedule has none (it is manual-only)")]
+    return []
 
 
 def _uses_problem(uses: object) -> str | None:

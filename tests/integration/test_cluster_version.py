@@ -29,8 +29,9 @@ import grpc
 import pytest
 
 from scheduler.core.codec import encode_command, state_digest
-from scheduler.core.commands import ClaimLeadership, ReadBarrier, SetClusterVersion
+from scheduler.core.commands import ApplyJobs, ClaimLeadership, JobUpsert, ReadBarrier, SetClusterVersion
 from scheduler.core.log_format import LOG_FORMAT
+from scheduler.core.model import JobSpec
 from scheduler.leader.clock import LeaderClock
 from scheduler.leader.cluster_version import ClusterVersionLoop
 from scheduler.leader.lifecycle import LeaderTerm
@@ -121,6 +122,13 @@ def test_a_node_that_reads_format_1_holds_the_version_and_halts_on_a_forced_entr
             LogFormatNotEnabled, match=rf"log format 1; upgrade {old} \(advertises 1\) before using SetClusterVersion"
         ):
             leader.propose(SetClusterVersion(time.time_ns() // 1000, 2, term.epoch))
+        # A job spec of format 3 (an interval job) is refused by the same guard, naming the node.
+        interval = JobSpec(id="poll", schedule="", target_kind="handler", target="noop", every_us=60_000_000)
+        with pytest.raises(
+            LogFormatNotEnabled,
+            match=rf"log format 1; upgrade {old} \(advertises 1\) before using ApplyJobs \(log format 3\)",
+        ):
+            leader.propose(ApplyJobs(time.time_ns() // 1000, "test", "", (JobUpsert(interval, 0, 0),)))
         submit(nodes, ReadBarrier(1), via=leader)
         wait_until(lambda: _same_state(nodes), "every replica at one state before the forced entry", timeout_s=30)
         halt_index = _digest_at(nodes[2])[0]
@@ -246,7 +254,7 @@ def test_node_processes_hold_raise_and_halt(make_cluster, monkeypatch) -> None:
     cluster.kill("n3", signal.SIGTERM)
     cluster.start("n3")
     wait_for(
-        lambda: _versions(cluster, ["n1", "n2", "n3"]) == {LOG_FORMAT}, 60, "the newest cluster version on every node"
+        lambda: _versions(cluster, ["n1", "n2", "n3"]) == {LOG_FORMAT}, 60, "the cluster version raised on every node"
     )
     wait_for(lambda: _applied(cluster, "after-upgrade"), 60, "a job applied after the upgrade")
     cluster.wait_converged(timeout_s=60)
@@ -266,7 +274,7 @@ def test_node_processes_hold_raise_and_halt(make_cluster, monkeypatch) -> None:
     wait_for(lambda: _applied(cluster, "after-halt"), 60, "a job applied after the halt")
     cluster.wait_converged(timeout_s=60)
     wait_for(
-        lambda: _versions(cluster, ["n1", "n2"]) == {LOG_FORMAT}, 30, "n1 and n2 to answer (at the newest version)"
+        lambda: _versions(cluster, ["n1", "n2"]) == {LOG_FORMAT}, 30, "n1 and n2 to answer (at the raised version)"
     )
 
 
@@ -278,7 +286,7 @@ def test_a_node_older_than_the_cluster_version_is_not_added(tmp_path: Path, monk
         wait_for(
             lambda: _versions(cluster, ["n1", "n2", "n3"]) == {LOG_FORMAT},
             60,
-            "the newest cluster version on every node",
+            "the cluster version raised on every node",
         )
         monkeypatch.setenv(TEST_CAP_ENV, "1")
         try:

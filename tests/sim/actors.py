@@ -5,16 +5,19 @@ Each reads its own node's replica, which may be stale, exactly as the real loops
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
+
+from msgspec import UNSET
 
 from scheduler.core import commands as cmds
 from scheduler.core import results as ev
 from scheduler.core.jobs import restarted_cursor
 from scheduler.core.model import JobSpec, MisfirePolicy, Resource, RetryPolicy
-from scheduler.leader.planner import plan_due_slots
+from scheduler.leader.planner import plan_job_slots
 from scheduler.leader.reaper import overdue
 from scheduler.planning.jobs import first_due_after
-from tests.sim.oracle import SECOND_US
+from tests.sim.oracle import SECOND_US, period_of
 from tests.sim.world import LeaderView, World
 
 LEASE_TTL_US = 2 * SECOND_US
@@ -47,12 +50,17 @@ def leader_loops(world: World, view: LeaderView, prompt: bool = False) -> None:
     now_us, mono_us = view.clock.read()
     on_stale = _deposed_on_stale_epoch(world, view)
     if prompt or rng.random() < 0.6:  # trigger: every due slot, in batches
-        claims = []
+        claims, sources = [], []
         for job_id in sorted(state.jobs):
-            claims += plan_due_slots(state.jobs[job_id], now_us, 50)
+            job_claims, job_sources = plan_job_slots(state.jobs[job_id], now_us, 50)
+            claims += job_claims
+            sources += job_sources if job_sources is not None else [cmds.NO_SCHEDULE_INDEX] * len(job_claims)
         size = rng.randint(1, 8)
         for start in range(0, len(claims), size):
-            world.propose(cmds.ClaimRuns(now_us, view.epoch, tuple(claims[start : start + size]), mono_us), on_stale)
+            batch_sources = tuple(sources[start : start + size])
+            indexes = batch_sources if any(s != cmds.NO_SCHEDULE_INDEX for s in batch_sources) else UNSET
+            command = cmds.ClaimRuns(now_us, view.epoch, tuple(claims[start : start + size]), mono_us, indexes)
+            world.propose(command, on_stale)
     if rng.random() < 0.5:  # reaper
         expiries = [cmds.Expiry(e.lease, e.reason, rng.randrange(1_000_000)) for e in overdue(state, now_us)[0]]
         if expiries:
@@ -164,11 +172,26 @@ class Worker:
 
 
 # -- clients ---------------------------------------------------------------------
+def _shape(job_id: str, period: int) -> dict:
+    """A cron expression, an interval or a union of schedules: the same slots every `period` s.
+
+    Chosen from the job id, not the seed's generator, so adding shapes left every seed's
+    sequence of faults as it was."""
+    expr = "* * * * * *" if period == 1 else f"*/{period} * * * * *"
+    shape = zlib.crc32(f"{job_id}/{period}".encode()) % 5
+    if shape < 3:
+        return {"schedule": expr}
+    if shape == 3:
+        return {"schedule": "", "every_us": period * SECOND_US}
+    doubled = [f"*/{2 * period} * * * * *"] if 60 % (2 * period) == 0 else []
+    return {"schedule": "", "schedules": (*doubled, expr)}
+
+
 def random_spec(world: World, job_id: str, period: int) -> JobSpec:
     rng = world.rng
     return JobSpec(
         id=job_id,
-        schedule="* * * * * *" if period == 1 else f"*/{period} * * * * *",
+        **_shape(job_id, period),
         target_kind="handler",
         target="sim",
         job_class=rng.choice(CLASSES),
@@ -235,7 +258,7 @@ def clients(world: World) -> None:
         if job is None:
             command = apply_jobs(world, node, [random_spec(world, job_id, rng.choice(PERIODS))], (), request_id)
         elif rng.random() < 0.5:
-            period = 1 if job.spec.schedule.startswith("* ") else int(job.spec.schedule.split()[0][2:])
+            period = period_of(job.spec)
             command = apply_jobs(world, node, [random_spec(world, job_id, period)], (), request_id)
         else:
             command = apply_jobs(world, node, [], (job_id,), request_id)
@@ -244,7 +267,7 @@ def clients(world: World) -> None:
     elif roll < 0.12 and job is not None:
         command = cmds.TriggerRun(issued_us, job_id, "sim", request_id)
     elif roll < 0.13 and job is not None and job.cursor_us:
-        period = 1 if job.spec.schedule.startswith("* ") else int(job.spec.schedule.split()[0][2:])
+        period = period_of(job.spec)
         slots = tuple(range(job.cursor_us - 5 * period * SECOND_US, job.cursor_us + 1, period * SECOND_US))
         slots = tuple(s for s in slots if s % (period * SECOND_US) == 0)
         command = cmds.BackfillRuns(issued_us, job_id, "sim", request_id, slots, rng.randrange(0, SECOND_US))

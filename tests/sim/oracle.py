@@ -1,8 +1,9 @@
 """The simulation's reference replica: it applies every committed entry and checks the
 invariants of DESIGN.md around each one, from its own arithmetic, not the planner's.
 
-Slots: every simulated job runs `*/k * * * * *` in UTC with k dividing 60, so its next slot
-after an instant is plain arithmetic.
+Slots: every simulated job fires every k seconds with k dividing 60, as `*/k * * * * *` in UTC,
+as `every: ks` (anchored at the epoch: the same instants), or as `schedules:` whose union is
+`*/k`, so its next slot after an instant is plain arithmetic.
 """
 
 from __future__ import annotations
@@ -24,6 +25,15 @@ class Violation(AssertionError):
 def period_s(schedule: str) -> int:
     seconds = schedule.split()[0]
     return 1 if seconds == "*" else int(seconds.removeprefix("*/"))
+
+
+def period_of(spec) -> int:
+    """The job's period in seconds, whichever of the three shapes it has."""
+    if spec.schedule:
+        return period_s(spec.schedule)
+    if isinstance(spec.every_us, int):
+        return spec.every_us // SECOND_US
+    return min(period_s(expr) for expr in spec.schedules)  # the union of */k and */2k is */k
 
 
 def next_slot(period: int, after_us: int) -> int:
@@ -118,7 +128,7 @@ class Oracle:
             if event.scheduled_us > self.state.now_us:
                 raise Violation(f"{where}: {key} claimed before it was due (now {self.state.now_us})")
             job = self.state.jobs[event.job_id]
-            self.expected_next[event.job_id] = next_slot(period_s(job.spec.schedule), event.scheduled_us)
+            self.expected_next[event.job_id] = next_slot(period_of(job.spec), event.scheduled_us)
         if isinstance(command, cmds.TriggerRun):
             first = self.manual_requests.setdefault(command.request_id, key)
             if first != key:
@@ -173,7 +183,7 @@ class Oracle:
             )
         # Added, or changed (a new schedule owes its own slots from the cursor on, not the old
         # schedule's next one): either way the next slot is the first one after the cursor.
-        expected = next_slot(period_s(job.spec.schedule), job.cursor_us)
+        expected = next_slot(period_of(job.spec), job.cursor_us)
         if job.next_due_us != expected:
             raise Violation(
                 f"{where}: {event.job_id} starts at {job.next_due_us}, first slot after its "

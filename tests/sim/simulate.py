@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from tests.sim.actors import Worker, clients, leader_loops, setup
-from tests.sim.oracle import SECOND_US, Violation, period_s
+from tests.sim.oracle import SECOND_US, Violation, period_of
 from tests.sim.world import Faults, World
 
 QUIESCE_DISPATCH_US = 10 * SECOND_US  # calm, still leasing
@@ -118,7 +118,7 @@ def _check_end(world: World) -> None:
     due_by_us = min(_planning_now(world), state.now_us)
     for job_id, job in sorted(state.jobs.items()):
         behind_us = due_by_us - job.cursor_us
-        if behind_us > (period_s(job.spec.schedule) + 1) * SECOND_US:
+        if behind_us > (period_of(job.spec) + 1) * SECOND_US:
             raise Violation(
                 f"{job_id}: its cursor is {behind_us / SECOND_US:.1f}s behind the leader's clock "
                 "and replicated time after a calm period (slots not accounted for)"

@@ -241,7 +241,7 @@ def test_next_fires_mark_dst_and_jitter():
     fires = data.next_fires(ny, parse_iso_to_us("2026-03-07T12:00:00Z"), spread_us=7 * MINUTE_US, count=2)
     assert fires[0].adjustment == "dst_gap_shifted" and fires[1].adjustment == ""
     assert fires[0].due_us - fires[0].scheduled_us == 7 * MINUTE_US
-    html = views._next_fires_table(fires, "America/New_York", NOW_US)
+    html = views._next_fires_table(fires, ny, NOW_US)
     assert "dst gap shifted" in html and "jitter +7m00s" in html
 
 

@@ -338,10 +338,10 @@ def test_job_without_a_usable_id_is_named_by_position() -> None:
 
 
 def test_missing_required_fields() -> None:
+    # No schedule is not a problem: such a job is manual-only (tests/unit/specs/test_ways_to_fire.py).
     found = problems({"owner": "x"})
     assert [(p.job_id, p.field, p.message) for p in found] == [
         ("#1", "id", "is required"),
-        ("#1", "schedule", "is required"),
         ("#1", "target", "is required"),
     ]
 
@@ -398,7 +398,7 @@ def test_unknown_key_suggests_the_closest(fields: dict[str, object], field: str,
 def test_unknown_key_without_a_close_match_lists_the_known_ones() -> None:
     found = problem(zzzzzz=1)
     assert found.field == "zzzzzz"
-    assert "known keys: id, schedule, timezone" in found.message
+    assert "known keys: id, schedule, schedules" in found.message
 
 
 def test_yaml_boolean_key_is_reported() -> None:
@@ -495,7 +495,7 @@ def test_schedule_rules() -> None:
     assert problem(schedule="0 2 * *").field == "schedule"
     assert problem(schedule="61 * * * *").field == "schedule"
     assert problem(schedule="0 2 * * * * * *").field == "schedule"
-    assert problem(schedule="").message == "must not be empty"
+    assert problem(schedule="").message == "must not be empty (leave `schedule:` out for a manual-only job)"
     assert problem(schedule=5).field == "schedule"
 
 
@@ -836,7 +836,9 @@ def test_document_of_a_shell_job() -> None:
 
 def test_full_document_has_every_field() -> None:
     document = spec_to_document(one(), full=True)
-    assert set(document) == set(_JOB_KEYS) - {"payload"}  # "no payload" has no document form
+    # "no payload" has no document form; the other ways to fire and the limits are alternatives
+    ways_and_limits = {"schedules", "every", "anchor", "at", "active", "max_runs"}
+    assert set(document) == set(_JOB_KEYS) - {"payload"} - ways_and_limits
     assert document["retry"] == {
         "max_attempts": 3,
         "backoff": {"initial": "10s", "max": "5m", "multiplier": 2.0},

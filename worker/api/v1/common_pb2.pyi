@@ -86,7 +86,7 @@ class DstPolicy(_message.Message):
     def __init__(self, gap: _Optional[str] = ..., repeat: _Optional[str] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("id", "owner", "job_class", "schedule", "timezone", "misfire", "dst", "jitter", "paused", "target", "payload_json", "timeout", "retry", "priority", "overlap", "uses", "history")
+    __slots__ = ("id", "owner", "job_class", "schedule", "timezone", "misfire", "dst", "jitter", "paused", "target", "payload_json", "timeout", "retry", "priority", "overlap", "uses", "history", "schedules", "every", "anchor", "at", "active_from", "active_until", "max_runs")
     ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     JOB_CLASS_FIELD_NUMBER: _ClassVar[int]
@@ -104,6 +104,13 @@ class JobSpec(_message.Message):
     OVERLAP_FIELD_NUMBER: _ClassVar[int]
     USES_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    EVERY_FIELD_NUMBER: _ClassVar[int]
+    ANCHOR_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FROM_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNS_FIELD_NUMBER: _ClassVar[int]
     id: str
     owner: str
     job_class: str
@@ -121,7 +128,14 @@ class JobSpec(_message.Message):
     overlap: OverlapPolicy
     uses: _containers.RepeatedScalarFieldContainer[str]
     history: HistoryPolicy
-    def __init__(self, id: _Optional[str] = ..., owner: _Optional[str] = ..., job_class: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, _Mapping]] = ..., dst: _Optional[_Union[DstPolicy, _Mapping]] = ..., jitter: _Optional[str] = ..., paused: _Optional[bool] = ..., target: _Optional[_Union[Target, _Mapping]] = ..., payload_json: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., priority: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., uses: _Optional[_Iterable[str]] = ..., history: _Optional[_Union[HistoryPolicy, _Mapping]] = ...) -> None: ...
+    schedules: _containers.RepeatedScalarFieldContainer[str]
+    every: _duration_pb2.Duration
+    anchor: _timestamp_pb2.Timestamp
+    at: _timestamp_pb2.Timestamp
+    active_from: _timestamp_pb2.Timestamp
+    active_until: _timestamp_pb2.Timestamp
+    max_runs: int
+    def __init__(self, id: _Optional[str] = ..., owner: _Optional[str] = ..., job_class: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, _Mapping]] = ..., dst: _Optional[_Union[DstPolicy, _Mapping]] = ..., jitter: _Optional[str] = ..., paused: _Optional[bool] = ..., target: _Optional[_Union[Target, _Mapping]] = ..., payload_json: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., priority: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., uses: _Optional[_Iterable[str]] = ..., history: _Optional[_Union[HistoryPolicy, _Mapping]] = ..., schedules: _Optional[_Iterable[str]] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., anchor: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., active_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., active_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_runs: _Optional[int] = ...) -> None: ...
 
 class HistoryPolicy(_message.Message):
     __slots__ = ("keep_runs", "max_age", "keep_failed_runs", "failed_max_age")
@@ -146,7 +160,7 @@ class Resource(_message.Message):
     def __init__(self, name: _Optional[str] = ..., max_concurrent: _Optional[int] = ..., max_starts_per_s: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("spec", "version", "author", "updated_at", "cursor", "next_due", "paused", "last_status", "last_scheduled_at")
+    __slots__ = ("spec", "version", "author", "updated_at", "cursor", "next_due", "paused", "last_status", "last_scheduled_at", "counted_runs")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     AUTHOR_FIELD_NUMBER: _ClassVar[int]
@@ -156,6 +170,7 @@ class Job(_message.Message):
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     LAST_STATUS_FIELD_NUMBER: _ClassVar[int]
     LAST_SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
+    COUNTED_RUNS_FIELD_NUMBER: _ClassVar[int]
     spec: JobSpec
     version: int
     author: str
@@ -165,7 +180,8 @@ class Job(_message.Message):
     paused: bool
     last_status: RunStatus
     last_scheduled_at: _timestamp_pb2.Timestamp
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., author: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cursor: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_due: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., paused: _Optional[bool] = ..., last_status: _Optional[_Union[RunStatus, str]] = ..., last_scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    counted_runs: int
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., author: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cursor: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_due: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., paused: _Optional[bool] = ..., last_status: _Optional[_Union[RunStatus, str]] = ..., last_scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., counted_runs: _Optional[int] = ...) -> None: ...
 
 class Attempt(_message.Message):
     __slots__ = ("number", "worker_id", "fencing_token", "started_at", "finished_at", "outcome", "error", "exit_code")
@@ -188,11 +204,12 @@ class Attempt(_message.Message):
     def __init__(self, number: _Optional[int] = ..., worker_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ..., exit_code: _Optional[int] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("job_id", "scheduled_at", "run_key", "kind", "status", "reason", "effective_at", "claimed_at", "claim_index", "attempt", "fencing_token", "worker_id", "started_at", "finished_at", "exit_code", "error", "attempts")
+    __slots__ = ("job_id", "scheduled_at", "run_key", "kind", "schedule_index", "status", "reason", "effective_at", "claimed_at", "claim_index", "attempt", "fencing_token", "worker_id", "started_at", "finished_at", "exit_code", "error", "attempts")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
     RUN_KEY_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_INDEX_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVE_AT_FIELD_NUMBER: _ClassVar[int]
@@ -210,6 +227,7 @@ class Run(_message.Message):
     scheduled_at: _timestamp_pb2.Timestamp
     run_key: str
     kind: str
+    schedule_index: int
     status: RunStatus
     reason: str
     effective_at: _timestamp_pb2.Timestamp
@@ -223,7 +241,7 @@ class Run(_message.Message):
     exit_code: int
     error: str
     attempts: _containers.RepeatedCompositeFieldContainer[Attempt]
-    def __init__(self, job_id: _Optional[str] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_key: _Optional[str] = ..., kind: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., reason: _Optional[str] = ..., effective_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., claimed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., claim_index: _Optional[int] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., worker_id: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_key: _Optional[str] = ..., kind: _Optional[str] = ..., schedule_index: _Optional[int] = ..., status: _Optional[_Union[RunStatus, str]] = ..., reason: _Optional[str] = ..., effective_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., claimed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., claim_index: _Optional[int] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., worker_id: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ...) -> None: ...
 
 class ReadInfo(_message.Message):
     __slots__ = ("node_id", "applied_index", "commit_index", "from_leader", "leader", "leader_contact_age")
