@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from scheduler.core.model import JobSpec, Resource
+from scheduler.core.model import Calendar, JobSpec, Resource
 from scheduler.core.vocabulary import RunStatus
 
 
@@ -43,6 +43,10 @@ class ApplyJobs(_Command, frozen=True):
     removals: tuple[str, ...] = ()
     resources: tuple[Resource, ...] = ()
     resource_removals: tuple[str, ...] = ()
+    # Log format 3: calendars to declare or change (explicit dates), and names to drop. UNSET
+    # (here and in ClaimRuns) is left out of the encoding: an older node decodes what is left.
+    calendars: tuple[Calendar, ...] | msgspec.UnsetType = msgspec.UNSET
+    calendar_removals: tuple[str, ...] | msgspec.UnsetType = msgspec.UNSET
 
 
 class SetJobPaused(_Command, frozen=True):
@@ -72,6 +76,10 @@ class ClaimRuns(_Command, frozen=True):
     epoch: int
     claims: tuple[SlotClaim, ...]
     monotonic_us: int = 0
+    # Log format 3: the claims whose accounting a job's calendar decided. Such a claim keeps its
+    # reason when queued (where it was moved), is due at min(scheduled, effective) (a slot moved
+    # to an earlier day is claimed before its nominal instant) and raises no skipped alert.
+    calendar_keys: tuple[RunRef, ...] | msgspec.UnsetType = msgspec.UNSET
 
 
 class RunRef(msgspec.Struct, frozen=True, forbid_unknown_fields=True, array_like=True):

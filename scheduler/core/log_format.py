@@ -40,7 +40,7 @@ from scheduler.core.commands import (
 )
 
 # The newest log format this code reads and may propose.
-LOG_FORMAT = 2
+LOG_FORMAT = 3
 # What a node without a cluster version (an older snapshot, an empty state) runs.
 BASE_LOG_FORMAT = 1
 
@@ -65,12 +65,17 @@ COMMAND_LOG_FORMATS: dict[type, int] = {
     SetClusterVersion: 2,
 }
 
-# (command type, field name) -> the format that added the field. None yet.
-FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {}
+# (command type, field name) -> the format that added the field.
+FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {
+    # Calendars (docs/design/calendars.md).
+    (ApplyJobs, "calendars"): 3,
+    (ApplyJobs, "calendar_removals"): 3,
+    (ClaimRuns, "calendar_keys"): 3,
+}
 
 # Snapshot format byte -> the log format a node needs to read it (codec.py writes 3 only once
 # the cluster version is above 1: the field it adds is what format 2 introduced).
-SNAPSHOT_LOG_FORMATS: dict[int, int] = {1: 1, 2: 1, 3: 2}
+SNAPSHOT_LOG_FORMATS: dict[int, int] = {1: 1, 2: 1, 3: 2, 4: 3}
 
 
 def _field_default(kind: type, name: str):
@@ -87,6 +92,8 @@ def required_log_format(command) -> int:
     for (kind, name), version in FIELD_LOG_FORMATS.items():
         if version > needed and isinstance(command, kind) and getattr(command, name) != _FIELD_DEFAULTS[(kind, name)]:
             needed = version
+    if isinstance(command, ApplyJobs) and needed < 3 and any(u.spec.calendar for u in command.upserts):
+        needed = 3  # JobSpec.calendar, a nested field (calendars.md)
     if isinstance(command, SetClusterVersion):
         # A node that does not read format N cannot keep a state whose version says N.
         needed = max(needed, command.version)

@@ -16,6 +16,7 @@ from scheduler.core.model import (
     LEASED,
     LIVE_STATUSES,
     Alert,
+    Calendar,
     HistoryPolicy,
     Job,
     KillRecord,
@@ -101,6 +102,8 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
     # The newest log format every voter reads (log_format.py); raised only by SetClusterVersion.
     # Last, and left out of snapshots while it is 1, so those stay format 2 byte for byte.
     cluster_version: int = 1
+    # Named date sets jobs skip or keep to (log format 3); left out of snapshots below format 4.
+    calendars: dict[str, Calendar] = msgspec.field(default_factory=dict)
 
     def get_run(self, job_id: str, scheduled_us: int) -> Run | None:
         job_runs = self.runs.get(job_id)
