@@ -13,12 +13,31 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from typing import Protocol
 
-from scheduler.core.model import QUEUED, SKIPPED, Calendar, CalendarRule
-from scheduler.core.vocabulary import OnSkip, SkipReason
+from scheduler.core.vocabulary import OnSkip, RunStatus, SkipReason
 
 from .timeconv import format_us, from_us
 from .zones import gap_end_seconds, slot_offsets
+
+QUEUED, SKIPPED = RunStatus.QUEUED, RunStatus.SKIPPED
+
+
+# The replicated records these read (model.Calendar, model.CalendarRule), by the fields they read:
+# planning stays free of the core's record module.
+class Calendar(Protocol):
+    @property
+    def dates(self) -> tuple[str, ...]: ...
+
+
+class CalendarRule(Protocol):
+    @property
+    def skip(self) -> tuple[str, ...]: ...
+    @property
+    def only(self) -> tuple[str, ...]: ...
+    @property
+    def on_skip(self) -> str: ...
+
 
 # How far a move looks for a business day before it gives up and skips the slot.
 MAX_BUSINESS_DAY_SEARCH_DAYS = 31
@@ -139,7 +158,8 @@ def plan_calendar_slot(
         return SlotPlan(QUEUED, nominal_us)
     if isinstance(decision, Skip):
         return SlotPlan(SKIPPED, nominal_us, decision.reason)
-    moved_us = wall_time_on(decision.to_date, local.time().replace(tzinfo=None), zone)
+    wall = time(local.hour, local.minute, local.second, local.microsecond)
+    moved_us = wall_time_on(decision.to_date, wall, zone)
     if moved_us <= previous_us:
         why = f"{decision.reason}, but {format_us(moved_us)} is not after the previous slot; skipped"
         return SlotPlan(SKIPPED, nominal_us, why)
