@@ -8,14 +8,16 @@ the values may be is left to `validate_spec` (rules.py), whose problems it adds.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 
 import yaml
 
-from scheduler.core.model import HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
+from scheduler.core.model import Calendar, HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
 from scheduler.core.vocabulary import TargetKind
 from scheduler.planning.durations import DurationError, format_duration_us, parse_duration_us, type_name
+from scheduler.specs.calendars import read_calendar_rule, read_calendars
 from scheduler.specs.payload import _canonical, _PayloadProblem
 from scheduler.specs.problems import SpecError, SpecProblem, _short, _suggestion
 from scheduler.specs.rules import (
@@ -26,6 +28,7 @@ from scheduler.specs.rules import (
     _HISTORY_KEYS,
     TARGET_KINDS,
     _default_backoff_max,
+    _name_problem,
     _spec_problems,
     validate_resource,
 )
@@ -36,9 +39,11 @@ MAX_JOBS = 100_000
 _JOB_KEYS = (
     "id", "schedule", "timezone", "target", "owner", "class", "timeout", "retry",
     "priority", "payload", "misfire", "dst", "jitter", "overlap", "paused", "uses", "history",
+    "calendar",
 )  # fmt: skip
 _RESOURCE_KEYS = ("max_concurrent", "max_starts_per_s")
 _REQUIRED_KEYS = ("id", "schedule", "target")
+_TOP_KEYS = ("jobs", "resources", "calendars")
 
 
 def load_jobs_file(path: str | os.PathLike[str]) -> list[JobSpec]:
@@ -52,6 +57,8 @@ class JobDocument:
 
     jobs: list[JobSpec]
     resources: list[Resource]
+    # `calendars:`: explicit dates, or holiday requests the proposing node expands.
+    calendars: list[Calendar] = dataclasses.field(default_factory=list)
 
 
 def load_job_document(path: str | os.PathLike[str]) -> JobDocument:
@@ -89,6 +96,10 @@ def parse_job_document(text: str, source: str = "<input>") -> JobDocument:
         raise _file_error(source, f"{source}: invalid YAML value: {error}") from None
     entries = _job_entries(document, source)
     resources, problems = _read_resources(document.get("resources") if isinstance(document, dict) else None)
+    calendars, calendar_problems = read_calendars(
+        document.get("calendars") if isinstance(document, dict) else None, _name_problem
+    )
+    problems += calendar_problems
     problems[:0] = [_file_problem(message) for message in duplicates]
     specs: list[JobSpec] = []
     first_seen: dict[str, int] = {}
@@ -105,7 +116,7 @@ def parse_job_document(text: str, source: str = "<input>") -> JobDocument:
             specs.append(spec)
     if problems:
         raise SpecError(problems, source)
-    return JobDocument(specs, resources)
+    return JobDocument(specs, resources, calendars)
 
 
 def _read_resources(value: object) -> tuple[list[Resource], list[SpecProblem]]:
@@ -191,9 +202,9 @@ def _yaml_message(error: yaml.MarkedYAMLError, source: str) -> str:
 def _job_entries(document: object, source: str) -> list[object]:
     if isinstance(document, dict):
         for key in document:
-            if key not in ("jobs", "resources"):
-                field = key if isinstance(key, str) else ""
-                raise _file_error(source, _unknown_key(key, ("jobs", "resources")), field)
+            if key not in _TOP_KEYS:
+                where = key if isinstance(key, str) else ""
+                raise _file_error(source, _unknown_key(key, _TOP_KEYS), where)
         if "jobs" not in document:
             raise _file_error(source, "is required (a list of jobs)", "jobs")
         document = document["jobs"]
@@ -296,6 +307,12 @@ def _read_job(entry: object, position: int) -> tuple[str, JobSpec | None, list[t
         args["uses"] = tuple(uses) if isinstance(uses, list) else uses
     if "history" in fields:
         args["history"] = _read_history(reader, fields["history"])
+    if "calendar" in fields:
+        rule, rule_problems = read_calendar_rule(fields["calendar"])
+        for where, message in rule_problems:
+            reader.fail(where, message)
+        if rule is not None:
+            args["calendar"] = rule
     args.setdefault("target_kind", TargetKind.HANDLER)
     args.setdefault("target", "")
     spec = JobSpec(**args)  # type: ignore[arg-type]  # values are checked by validate_spec

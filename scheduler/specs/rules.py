@@ -20,6 +20,7 @@ from scheduler.planning.durations import (
     parse_duration_us,
     type_name,
 )
+from scheduler.specs.calendars import calendar_rule_problems
 from scheduler.specs.payload import _payload_json_problem
 from scheduler.specs.problems import SpecProblem, _short, _suggestion
 
@@ -103,6 +104,8 @@ def _spec_problems(spec: JobSpec) -> list[tuple[str, str]]:
         check("paused", f"must be true or false, not {type_name(spec.paused)}")
     check("uses", _uses_problem(spec.uses))
     found.extend(_history_problems(spec.history))
+    if spec.calendar:
+        found.extend(calendar_rule_problems(spec.calendar, _name_problem))
     # The schedule is compiled only from parts that passed their own checks.
     bad = {field for field, _ in found}
     if not bad & {"schedule", "timezone", "dst.gap", "dst.repeat"}:

@@ -836,7 +836,8 @@ def test_document_of_a_shell_job() -> None:
 
 def test_full_document_has_every_field() -> None:
     document = spec_to_document(one(), full=True)
-    assert set(document) == set(_JOB_KEYS) - {"payload"}  # "no payload" has no document form
+    # "no payload" and "no calendar" have no document form
+    assert set(document) == set(_JOB_KEYS) - {"payload", "calendar"}
     assert document["retry"] == {
         "max_attempts": 3,
         "backoff": {"initial": "10s", "max": "5m", "multiplier": 2.0},

@@ -76,6 +76,11 @@ class JobServiceStub:
                 request_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobRequest.SerializeToString,
                 response_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobResponse.FromString,
                 _registered_method=True)
+        self.ListCalendars = channel.unary_unary(
+                '/raftcron.v1.JobService/ListCalendars',
+                request_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsRequest.SerializeToString,
+                response_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -143,6 +148,13 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListCalendars(self, request, context):
+        """The declared calendars with their dates.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +197,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.BackfillJob,
                     request_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobRequest.FromString,
                     response_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobResponse.SerializeToString,
+            ),
+            'ListCalendars': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCalendars,
+                    request_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsRequest.FromString,
+                    response_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -405,6 +422,33 @@ class JobService:
             '/raftcron.v1.JobService/BackfillJob',
             worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobRequest.SerializeToString,
             worker_dot_api_dot_v1_dot_jobs__pb2.BackfillJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCalendars(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftcron.v1.JobService/ListCalendars',
+            worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsRequest.SerializeToString,
+            worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsResponse.FromString,
             options,
             channel_credentials,
             insecure,
