@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from scheduler.cli import calendars as calendars_cli
 from scheduler.cli import connection
 from scheduler.cli import output as out
 from scheduler.cli.times import now_iso, parse_when
@@ -14,12 +15,13 @@ from scheduler.specs import load_job_document, spec_to_document
 
 def apply_request(document, prune: bool, dry_run: bool, author: str = ""):
     """The ApplyJobs request for a loaded job file (shared by apply and plan)."""
-    from scheduler.rpc.convert import resource_to_pb, spec_to_pb
+    from scheduler.rpc.convert import calendar_to_pb, resource_to_pb, spec_to_pb
     from worker.api.v1 import jobs_pb2
 
     return jobs_pb2.ApplyJobsRequest(
         jobs=[spec_to_pb(s) for s in document.jobs],
         resources=[resource_to_pb(r) for r in document.resources],
+        calendars=[calendar_to_pb(c) for c in document.calendars],
         prune=prune,
         dry_run=dry_run,
         author=author,
@@ -47,6 +49,7 @@ def plan(args) -> str:
     document = load_job_document(args.file)
     with connection.cluster_client(args) as client:
         changes = client.apply_jobs(apply_request(document, args.prune, dry_run=True)).changes
+        calendars = calendars_cli.plan_calendars(client, document) if any(s.calendar for s in document.jobs) else {}
     after = now_iso()
     specs = {spec.id: spec for spec in document.jobs}
     entries = []
@@ -55,11 +58,13 @@ def plan(args) -> str:
         entry = {"job_id": change.job_id, "change": change.change, "version": change.version}
         if spec is not None:
             entry["effective"] = spec_to_document(spec, full=True)
-            fires = preview(
-                spec.schedule, spec.timezone, after, NEXT_FIRES, spec.dst_gap or None, spec.dst_repeat or None
-            )
+            schedule_args = (spec.schedule, spec.timezone, spec.dst_gap or None, spec.dst_repeat or None)
+            fires = preview(*schedule_args[:2], after, NEXT_FIRES, *schedule_args[2:])
+            if spec.calendar:
+                fires = calendars_cli.annotate_fires(fires, spec.calendar, calendars, schedule_args, parse_when(after))
             entry["next_fires"] = [
-                fire["at"] + (f" ({fire['adjustment']})" if fire["adjustment"] else "") for fire in fires
+                fire["at"] + (f" ({fire['adjustment']})" if fire["adjustment"] else "") + calendars_cli.fire_note(fire)
+                for fire in fires
             ]
         entries.append(entry)
     if args.json:

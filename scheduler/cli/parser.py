@@ -14,7 +14,7 @@ import zoneinfo
 
 import grpc
 
-from scheduler.cli import cluster, jobs, ops, runs, serve
+from scheduler.cli import calendars, cluster, jobs, ops, runs, serve
 from scheduler.cli.connection import add_credential_flags
 from scheduler.core.vocabulary import DstGap, DstRepeat
 
@@ -164,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job_class", metavar="CLASS")
     p.add_argument("--author", default=author)
     p.set_defaults(func=ops.cmd_revive)
+
+    p = sub.add_parser("calendars", help="declared calendars: how many dates, their range and where they came from")
+    p.add_argument("name", nargs="?", help="one calendar, with every date")
+    p.add_argument("--linearizable", action="store_true", help="confirm with the leader before reading")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=calendars.cmd_calendars)
 
     p = sub.add_parser("kills", help="active kill switches and their audit trail")
     p.add_argument("--json", action="store_true")

@@ -10,8 +10,10 @@ kill log are bounded by their retention.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import threading
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import msgspec
@@ -21,6 +23,7 @@ from scheduler.core import results as ev
 from scheduler.core.commands import ApplyJobs
 from scheduler.core.state import State
 from scheduler.dashboard.fates import MAX_TIMELINE_SLOTS
+from scheduler.planning.calendars import plan_calendar_slot
 from scheduler.planning.jobs import schedule_for, spread_offset_us
 
 NEXT_FIRES_SHOWN = 10
@@ -142,10 +145,12 @@ def job_rows(state: State, job_ids: list[str], herd_window_us: int) -> list[JobR
 @dataclass(frozen=True)
 class NextFire:
     scheduled_us: int  # the nominal slot (the run key)
-    due_us: int  # with the job's spread offset
+    due_us: int  # with the job's spread offset (and where its calendar moved it)
     nominal_local: str
     adjustment: str  # a DST adjustment, "" for none
     utc_offset_s: int
+    calendar: str = ""  # "skipped" or "moved" by the job's calendar, "" when owed as scheduled
+    calendar_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -197,12 +202,38 @@ def _scheduled(run: model.Run) -> int:
     return run.scheduled_us
 
 
-def next_fires(spec: model.JobSpec, after_us: int, spread_us: int, count: int = NEXT_FIRES_SHOWN) -> list[NextFire]:
-    """The job's next slots after `after_us` (its cursor), with DST adjustments and its spread (pure)."""
-    return [
+def next_fires(
+    spec: model.JobSpec,
+    after_us: int,
+    spread_us: int,
+    count: int = NEXT_FIRES_SHOWN,
+    calendars: Mapping[str, model.Calendar] | None = None,
+) -> list[NextFire]:
+    """The job's next slots after `after_us` (its cursor), with DST adjustments, its spread and
+    what its calendar does to each (pure)."""
+    schedule = schedule_for(spec)
+    fires = schedule.next_fires(after_us, count + 1 if spec.calendar else count)
+    shown = [
         NextFire(fire.at_us, fire.at_us + spread_us, fire.nominal_local, fire.adjustment, fire.utc_offset_s)
-        for fire in schedule_for(spec).next_fires(after_us, count)
+        for fire in fires[:count]
     ]
+    if not spec.calendar:
+        return shown
+    previous_us, annotated = after_us, []
+    for position, fire in enumerate(shown):
+        next_us = fires[position + 1].at_us if position + 1 < len(fires) else 0
+        plan = plan_calendar_slot(
+            spec.calendar, calendars or {}, schedule.zone, fire.scheduled_us, previous_us, next_us
+        )
+        if plan.status == model.SKIPPED:
+            fire = dataclasses.replace(fire, calendar="skipped", calendar_reason=plan.reason)
+        elif plan.moved:
+            fire = dataclasses.replace(
+                fire, due_us=plan.due_us + spread_us, calendar="moved", calendar_reason=plan.reason
+            )
+        annotated.append(fire)
+        previous_us = fire.scheduled_us
+    return annotated
 
 
 @dataclass(frozen=True)

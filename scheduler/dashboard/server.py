@@ -294,10 +294,12 @@ class Dashboard:
         from_us, to_us, label = parse_window(params, now_us, default)
         with self._raftlog.read() as state:
             detail = data.job_detail(state, job_id, from_us, to_us, self._herd_window_us)
+            calendars = dict(state.calendars) if detail is not None and detail.row.spec.calendar else {}
         if detail is None:
             raise NotFound(f"job {job_id!r} does not exist (the history of a deleted job stays under /runs)")
         slots, cut = fates.timeline(detail, from_us, to_us)
-        fires = data.next_fires(detail.row.spec, max(detail.cursor_us, now_us - 1), detail.spread_us)
+        after_us = max(detail.cursor_us, now_us - 1)
+        fires = data.next_fires(detail.row.spec, after_us, detail.spread_us, calendars=calendars)
         details = sees_details(principal, detail.row.spec.owner)
         return views.job_page(detail, slots, cut, fires, from_us, to_us, label, self._node_id, details)
 

@@ -333,7 +333,12 @@ def _next_fires_table(fires: list[data.NextFire], timezone: str, now_us: int) ->
         marks = []
         if fire.adjustment:
             marks.append(badge_html(fire.adjustment.replace("_", " "), "pending"))
-        if fire.due_us != fire.scheduled_us:
+        if fire.calendar:
+            marks.append(
+                badge_html(f"calendar: {fire.calendar}", "skipped" if fire.calendar == "skipped" else "queued")
+                + f' <span class="muted">{escape(fire.calendar_reason)}</span>'
+            )
+        elif fire.due_us != fire.scheduled_us:
             marks.append(badge_html(f"jitter +{fates.human_duration_us(fire.due_us - fire.scheduled_us)}", "queued"))
         rows.append(
             [
@@ -343,7 +348,7 @@ def _next_fires_table(fires: list[data.NextFire], timezone: str, now_us: int) ->
                 " ".join(marks) or '<span class="muted">—</span>',
             ]
         )
-    header = [f"wall-clock slot ({timezone})", "instant (UTC)", "due (UTC, with jitter)", "adjustments"]
+    header = [f"wall-clock slot ({timezone})", "instant (UTC)", "due (UTC, with jitter and calendar)", "adjustments"]
     return table_html(header, rows, empty="never fires again")
 
 
