@@ -68,6 +68,10 @@ def check_calendars(state: State, cmd: ApplyJobs, index: int) -> Result | None:
         rule = merged[job_id].calendar
         if rule and not _names_declared(rule, declared):
             missing = sorted(set(rule.names()) - declared)
+            dropped = [name for name in missing if name in removals]
+            if dropped:
+                why = f"job {job_id!r} names calendars {dropped} that this apply drops (keep them, or the job without them)"
+                return rejected(index, RejectionCode.INVALID, why)
             return rejected(index, RejectionCode.INVALID, f"job {job_id!r} names undeclared calendars {missing}")
     return None
 
