@@ -125,7 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--author", default=author)
     p.set_defaults(func=jobs.cmd_delete)
 
-    p = sub.add_parser("next", help="preview upcoming fire instants of a job or an expression (no cluster needed)")
+    p = sub.add_parser(
+        "next",
+        help="preview upcoming fire instants of a job (with what its calendar skips or moves) or of an expression "
+        "(no cluster needed)",
+    )
     p.add_argument("job", nargs="?", help="a job id (asks the cluster for its schedule)")
     p.add_argument("--schedule", help="cron expression (5 fields, or 6 with seconds first)")
     p.add_argument("--timezone", default="")
