@@ -323,9 +323,10 @@ class Dashboard:
                 with self._raftlog.read() as state:
                     # Specs are frozen: the list is safe to use after the lock is released.
                     specs = [job.spec for job in state.jobs.values()]
+                    calendars = dict(state.calendars)
                     now_us = state.now_us or self._clock_us()
                 start_us = now_us - now_us % MINUTE_US
-                result = grouped_forecast(specs, start_us, FORECAST_HOURS, self._herd_window_us)
+                result = grouped_forecast(specs, start_us, FORECAST_HOURS, self._herd_window_us, calendars)
                 cached = self._forecast = (time.monotonic(), now_us, result, len(specs))
         _, computed_at_us, result, jobs = cached
         return views_ops.herd_page(result, computed_at_us, FORECAST_HOURS, jobs, self._node_id)

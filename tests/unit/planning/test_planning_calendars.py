@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime, time
 from zoneinfo import ZoneInfo
 
-from scheduler.core.model import QUEUED, SKIPPED, Calendar, CalendarRule
+from scheduler.core.model import QUEUED, SKIPPED, Calendar, CalendarRule, JobSpec
 from scheduler.planning import compile_schedule, to_us
 from scheduler.planning.calendars import (
     OWE,
@@ -16,6 +16,7 @@ from scheduler.planning.calendars import (
     plan_calendar_slot,
     wall_time_on,
 )
+from scheduler.planning.forecast import forecast
 
 NY = ZoneInfo("America/New_York")
 HOLIDAYS = Calendar("us", ("2027-07-05", "2027-09-06", "2027-12-24"))
@@ -139,3 +140,18 @@ def test_the_schedule_zone_decides_the_local_date() -> None:
     rule = CalendarRule(skip=("us",))
     assert plan_calendar_slot(rule, CALENDARS, schedule.zone, instant, 0, 0).status == SKIPPED
     assert plan_calendar_slot(rule, CALENDARS, NY, instant, 0, 0).status == QUEUED
+
+
+def test_the_forecast_leaves_out_skipped_slots_and_counts_moved_ones_where_they_run() -> None:
+    def weekly(job_id: str, **fields) -> JobSpec:
+        return JobSpec(job_id, "0 9 * * 1", "handler", "h", timezone="America/New_York", jitter="pinned", **fields)
+
+    start = ny_us(2027, 7, 1, 0)
+    plain = weekly("plain")
+    skipping = weekly("skipping", calendar=CalendarRule(skip=("us",)))
+    moving = weekly("moving", calendar=CalendarRule(skip=("us",), on_skip="previous_business_day"))
+    result = forecast([plain, skipping, moving], start, 24 * 7, 0, CALENDARS)
+    holiday, friday_before = ((ny_us(2027, 7, d, 9) - start) // 60_000_000 for d in (5, 2))
+    assert result.total[holiday] == 1  # only the plain job on the holiday
+    assert result.total[friday_before] == 1  # the moved one on the Friday before
+    assert sum(result.total.values()) == 2 and not result.truncated_jobs
