@@ -9,7 +9,8 @@ frame the bytes; the log format says what the bytes may hold.
 
 A new command type needs an entry in COMMAND_LOG_FORMATS (tests/unit/core/test_log_format.py fails
 without one); a field added to an existing command needs one in FIELD_LOG_FORMATS, and counts
-only when it differs from its default (an old node decodes the default by leaving it out).
+only when it differs from its default (an old node decodes the default by leaving it out: give
+the field the default `msgspec.UNSET`, which the encoder leaves out; any other default is encoded).
 A field added inside a nested struct (JobSpec, Completion, ...) is not covered by this table:
 give the command carrying it a new format explicitly in `required_log_format`.
 """
