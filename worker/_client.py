@@ -310,6 +310,11 @@ class ClusterClient:
     def list_jobs(self, request: jobs_pb2.ListJobsRequest | None = None, /, **fields: Any) -> jobs_pb2.ListJobsResponse:
         return self._call("JobService", "ListJobs", request, fields)
 
+    def list_calendars(
+        self, request: jobs_pb2.ListCalendarsRequest | None = None, /, **fields: Any
+    ) -> jobs_pb2.ListCalendarsResponse:
+        return self._call("JobService", "ListCalendars", request, fields)
+
     def delete_job(
         self, request: jobs_pb2.DeleteJobRequest | None = None, /, **fields: Any
     ) -> jobs_pb2.DeleteJobResponse:

@@ -16,10 +16,14 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from scheduler.local import LocalCluster
+from scheduler.core.log_format import LOG_FORMAT
+from scheduler.local import LocalCluster, wait_until
 from scheduler.security.devcerts import DevCredentials, ensure_dev_credentials, worker_credentials
 
 LEADER_WAIT_S = 60.0
+# How long the dev cluster waits for its leader to raise the cluster version (every voter
+# advertises its log format within seconds) before it applies the jobs file anyway.
+CLUSTER_VERSION_WAIT_S = 20.0
 
 
 def demo_worker_env(credentials: DevCredentials, data_dir: Path, environ: dict[str, str]) -> dict[str, str]:
@@ -42,6 +46,18 @@ def _start_demo_worker(cluster: LocalCluster, credentials: DevCredentials) -> su
         )
     finally:
         log_file.close()
+
+
+def _wait_for_cluster_version(cluster: LocalCluster, leader: str) -> None:
+    """Newer fields of a jobs file (calendars) are accepted once the cluster version allows them."""
+    try:
+        wait_until(
+            lambda: (s := cluster.status(leader)) is not None and s.cluster_version >= LOG_FORMAT,
+            CLUSTER_VERSION_WAIT_S,
+            f"the cluster version to reach {LOG_FORMAT}",
+        )
+    except TimeoutError as exc:
+        print(f"warning: {exc}; applying the jobs file anyway", file=sys.stderr)
 
 
 def run_dev_cluster(args, run_cli: Callable[[list[str]], int]) -> int:
@@ -81,6 +97,7 @@ def run_dev_cluster(args, run_cli: Callable[[list[str]], int]) -> int:
         print(f"RAFTCRON_CA={admin['RAFTCRON_CA']}")
         print(f"RAFTCRON_TOKEN_FILE={admin['RAFTCRON_TOKEN_FILE']}", flush=True)
         if args.jobs and Path(args.jobs).exists():
+            _wait_for_cluster_version(cluster, leader)
             credential_flags = ["--ca", admin["RAFTCRON_CA"], "--token-file", admin["RAFTCRON_TOKEN_FILE"]]
             run_cli(["--cluster", cluster.cluster_arg, *credential_flags, "apply", "-f", args.jobs])
         if not args.no_worker:

@@ -36,13 +36,14 @@ def read_job_document(path: str, stdin=None) -> JobDocument:
 
 
 def apply_request(document, prune: bool, dry_run: bool, author: str = ""):
-    """The ApplyJobs request for a loaded job file (shared by apply and `raftcron plan`)."""
-    from scheduler.rpc.convert import resource_to_pb, spec_to_pb
+    """The ApplyJobs request for a loaded job file (shared by apply and plan)."""
+    from scheduler.rpc.convert import calendar_to_pb, resource_to_pb, spec_to_pb
     from worker.api.v1 import jobs_pb2
 
     return jobs_pb2.ApplyJobsRequest(
         jobs=[spec_to_pb(s) for s in document.jobs],
         resources=[resource_to_pb(r) for r in document.resources],
+        calendars=[calendar_to_pb(c) for c in document.calendars],
         prune=prune,
         dry_run=dry_run,
         author=author,

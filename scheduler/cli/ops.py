@@ -47,6 +47,7 @@ def cmd_alerts(args) -> int:
 def cmd_forecast(args) -> int:
     import json as json_module
 
+    from scheduler.cli.calendars import fetch_calendars
     from scheduler.cli.plot import plot_png
     from scheduler.cli.times import parse_when
     from scheduler.planning import format_us
@@ -61,7 +62,8 @@ def cmd_forecast(args) -> int:
             token = page.next_page_token
             if not token:
                 break
-    result = forecast(specs, parse_when(args.start), args.hours, int(args.herd_window * 1_000_000))
+        calendars = fetch_calendars(client) if any(spec.calendar for spec in specs) else {}
+    result = forecast(specs, parse_when(args.start), args.hours, int(args.herd_window * 1_000_000), calendars)
     if args.plot:
         plot_png(result, args.plot)
     if args.json:

@@ -307,6 +307,8 @@ def print_fires(fires: list[dict], as_json: bool) -> None:
     if as_json:
         print(json.dumps(fires, indent=2))
         return
+    from scheduler.cli.calendars import fire_note
+
     for fire in fires:
         note = f"  ({fire['adjustment']})" if fire.get("adjustment") else ""
-        print(f"{fire['at']}  = {fire['at_utc']}{note}")
+        print(shown_text(f"{fire['at']}  = {fire['at_utc']}{note}{fire_note(fire)}"))

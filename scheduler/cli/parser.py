@@ -12,7 +12,7 @@ import os
 import sys
 import zoneinfo
 
-from scheduler.cli import cluster, jobs, ops, plan, runs, serve
+from scheduler.cli import calendars, cluster, jobs, ops, plan, runs, serve
 from scheduler.cli.connection import DEFAULT_CLUSTER, add_global_flags
 from scheduler.cli.failures import EPILOG, run_reporting_errors
 from scheduler.core.vocabulary import DstGap, DstRepeat, Overlap
@@ -138,8 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "next",
-        help="upcoming fire instants of a job (with the schedule each comes from and why none is owed)"
-        " or of an expression (no cluster needed)",
+        help="upcoming fire instants of a job (with the schedule each comes from, what its calendar skips"
+        " or moves, and why none is owed) or of an expression (no cluster needed)",
         description="Preview upcoming fire instants of a job or a cron expression, with the DST rule applied.",
         epilog="Cron expressions take 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds"
         " first. Weekdays are 0-7 (0 and 7 Sunday) or names. Day-of-month also takes L (last day), L-3 (three"
@@ -206,6 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job_class", metavar="CLASS")
     p.add_argument("--author", default=author)
     p.set_defaults(func=ops.cmd_revive)
+
+    p = sub.add_parser("calendars", help="declared calendars: how many dates, their range and where they came from")
+    p.add_argument("name", nargs="?", help="one calendar, with every date")
+    p.add_argument("--linearizable", action="store_true", help="confirm with the leader before reading")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=calendars.cmd_calendars)
 
     p = sub.add_parser("kills", help="active kill switches and their audit trail")
     p.add_argument("--json", action="store_true")

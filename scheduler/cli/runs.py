@@ -9,11 +9,12 @@ import sys
 import msgspec
 from msgspec import UNSET
 
+from scheduler.cli import calendars as calendars_cli
 from scheduler.cli import connection
 from scheduler.cli import output as out
 from scheduler.cli.times import parse_when
 from scheduler.core.model import SECOND_US
-from scheduler.core.vocabulary import RunStatus
+from scheduler.core.vocabulary import RunStatus, SkipReason
 from scheduler.planning import compile_schedule, format_us, parse_iso_to_us, preview
 from scheduler.planning.runkeys import parse_run_key
 from scheduler.planning.slot_text import counted_runs_of, how_it_fires, owing_state, source_text
@@ -100,10 +101,17 @@ def _job_state(job, spec, now_us: int) -> str:
 def _sentence(run: dict) -> str:
     status, reason = run["status"], run["reason"]
     slot = f"slot {run['scheduled_at']} of {run['job_id']}"
-    late_s = (parse_when(run["claimed_at"]) - parse_when(run["scheduled_at"])) / SECOND_US if run["claimed_at"] else 0.0
-    fired = f"claimed at {run['claimed_at']} ({late_s:.3f}s after the slot)"
+    # A slot its calendar moved is owed where it moved (its effective instant), not at its run key.
+    moved = reason.startswith(SkipReason.CALENDAR) and status not in (RunStatus.SKIPPED, RunStatus.MISSED)
+    due, due_name = (run["effective_at"], "where its calendar moved it") if moved else (run["scheduled_at"], "the slot")
+    late_s = (parse_when(run["claimed_at"]) - parse_when(due)) / SECOND_US if run["claimed_at"] else 0.0
+    fired = f"claimed at {run['claimed_at']} ({late_s:.3f}s after {due_name})"
     if status == RunStatus.SUCCEEDED:
-        return f"{slot}: {fired}; succeeded at {run['finished_at']} after {run['attempt']} attempt(s), worker {run['worker_id']}"
+        note = f"; {reason}" if moved else ""
+        return (
+            f"{slot}: {fired}; succeeded at {run['finished_at']} after {run['attempt']} attempt(s),"
+            f" worker {run['worker_id']}{note}"
+        )
     if status in (RunStatus.QUEUED, RunStatus.LEASED):
         return f"{slot}: {fired}; {status} (attempt {run['attempt']}){'; ' + reason if reason else ''}"
     if status == RunStatus.SKIPPED:
@@ -152,6 +160,21 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
             "explanation": f"slot {format_us(slot_us)} of {job_id} is not due yet"
             f" (accounted up to {format_us(cursor_us)}){'; the job is paused' if job.paused else ''}",
         }
+        if (rule := calendars_cli.spec_rule(job.spec)) is not None:
+            pb_spec = job.spec
+            schedule_args = (
+                pb_spec.schedule,
+                pb_spec.timezone or "UTC",
+                pb_spec.dst.gap or None,
+                pb_spec.dst.repeat or None,
+            )
+            fire = {"at_utc": format_us(slot_us)}
+            calendars = calendars_cli.fetch_calendars(client)
+            previous_us = calendars_cli.previous_slot_us(schedule_args, cursor_us, slot_us)
+            calendars_cli.annotate_fires([fire], rule, calendars, schedule_args, previous_us)
+            if "calendar" in fire:
+                answer["calendar"] = fire["calendar"]
+                answer["explanation"] += calendars_cli.explain_note(fire)
     elif slot_us is not None:
         answer = {
             "slot": format_us(slot_us),
@@ -178,7 +201,23 @@ def cmd_next(args) -> int:
     if args.job:
         with connection.cluster_client(args) as client:
             job = client.get_job(job_id=args.job).job
-        print(next_of_job(job, args.after, args.n, args.json, timezone, gap, repeat))
+            rule = calendars_cli.spec_rule(job.spec)
+            if rule is None:
+                print(next_of_job(job, args.after, args.n, args.json, timezone or "", gap, repeat))
+                return 0
+            calendars, cursor_us = calendars_cli.fetch_calendars(client), timestamp_us(job.cursor)
+        # A job with a calendar has one plain `schedule:` (specs/rules.py): its slots, annotated.
+        spec = job.spec
+        schedule, timezone = spec.schedule, timezone or spec.timezone or "UTC"
+        gap, repeat = gap or spec.dst.gap or None, repeat or spec.dst.repeat or None
+        fires = preview(schedule, timezone, args.after, args.n, gap, repeat)
+        if fires:
+            # Slots between the job's cursor and `--after` are not listed, but bound its moves.
+            schedule_args = (schedule, timezone, gap, repeat)
+            first_us = parse_when(fires[0]["at_utc"])
+            previous_us = calendars_cli.previous_slot_us(schedule_args, min(cursor_us, first_us - 1), first_us)
+            fires = calendars_cli.annotate_fires(fires, rule, calendars, schedule_args, previous_us)
+        out.print_fires(fires, args.json)
         return 0
     if not schedule:
         print("raftcron next: name a JOB or give --schedule", file=sys.stderr)

@@ -16,7 +16,7 @@ from scheduler.core.state import State
 from scheduler.core.vocabulary import AlertKind, OutOfPlan, Overlap, RejectionCode, SkipReason
 
 
-def _out_of_plan(state: State, claim: SlotClaim) -> str:
+def _out_of_plan(state: State, claim: SlotClaim, by_calendar: bool = False) -> str:
     """Why this claim disagrees with replicated state, or '' when it is the job's next slot."""
     job = state.jobs.get(claim.job_id)
     if job is None:
@@ -27,7 +27,9 @@ def _out_of_plan(state: State, claim: SlotClaim) -> str:
         return OutOfPlan.BAD_STATUS
     if claim.scheduled_us != job.next_due_us:
         return OutOfPlan.NOT_NEXT_SLOT
-    if claim.scheduled_us > state.now_us:
+    # A slot a calendar moved to an earlier day is due there (its effective instant).
+    due_us = min(claim.scheduled_us, claim.effective_us or claim.scheduled_us) if by_calendar else claim.scheduled_us
+    if due_us > state.now_us:
         return OutOfPlan.NOT_DUE_YET  # judged in replicated time: a leader's clock jump cannot fire early
     if claim.next_due_us and claim.next_due_us <= claim.scheduled_us:
         return OutOfPlan.NEXT_DUE_NOT_AFTER_SLOT
@@ -47,19 +49,30 @@ def _apply_overlap_policy(state: State, job, claim: SlotClaim) -> tuple[str, str
     return QUEUED, ""
 
 
-def _alert_on_claim(state: State, claim: SlotClaim, status: str, why: str) -> None:
+def _due_us(claim: SlotClaim, by_calendar: bool) -> int:
+    """When a slot is owed: its nominal instant, or for a slot a calendar moved, where it moved."""
+    if by_calendar and claim.effective_us and claim.effective_us != claim.scheduled_us:
+        return claim.effective_us
+    return claim.scheduled_us
+
+
+def _alert_on_claim(state: State, claim: SlotClaim, status: str, why: str, by_calendar: bool) -> None:
     if status == MISSED:
         raise_alert(state, AlertKind.MISSED, claim.job_id, claim.scheduled_us, why)
+    elif status == SKIPPED and by_calendar and claim.status == SKIPPED:
+        pass  # the owner's own calendar skipped it: expected, like a pause
     elif status == SKIPPED and why != SkipReason.PAUSED and not why.startswith(SkipReason.KILLED):
         raise_alert(state, AlertKind.SKIPPED, claim.job_id, claim.scheduled_us, why)
     elif status == QUEUED:
         close_streaks(state, claim.job_id)
-        if state.now_us - claim.scheduled_us > LATE_ALERT_US:
-            late_s = (state.now_us - claim.scheduled_us) / SECOND_US
+        if state.now_us - (due_us := _due_us(claim, by_calendar)) > LATE_ALERT_US:
+            late_s = (state.now_us - due_us) / SECOND_US
             raise_alert(state, AlertKind.LATE, claim.job_id, claim.scheduled_us, f"fired {late_s:.0f}s after its slot")
 
 
-def _claim_one(state: State, claim: SlotClaim, index: int, schedule_index: int = -1) -> ev.AnyEvent:
+def _claim_one(
+    state: State, claim: SlotClaim, index: int, schedule_index: int = -1, by_calendar: bool = False
+) -> ev.AnyEvent:
     if state.get_run(claim.job_id, claim.scheduled_us) is not None:
         return ev.RunAlreadyClaimed(claim.job_id, claim.scheduled_us)
     job = state.jobs.get(claim.job_id)
@@ -69,7 +82,7 @@ def _claim_one(state: State, claim: SlotClaim, index: int, schedule_index: int =
     if claim.scheduled_us <= pruned_through_us:
         # Its run may have been pruned from history: the key counts as claimed.
         return ev.SlotAlreadyAccounted(claim.job_id, claim.scheduled_us, pruned_through_us)
-    reason = _out_of_plan(state, claim)
+    reason = _out_of_plan(state, claim, by_calendar)
     if reason:
         return ev.ClaimOutOfPlan(claim.job_id, claim.scheduled_us, reason)
     assert job is not None  # _out_of_plan answers unknown_job for a job that does not exist
@@ -81,8 +94,10 @@ def _claim_one(state: State, claim: SlotClaim, index: int, schedule_index: int =
     elif kill is not None and status == QUEUED:
         status, why = SKIPPED, f"{SkipReason.KILLED}: {kill.reason} (by {kill.author})"
     if status == QUEUED:
-        status, why = _apply_overlap_policy(state, job, claim)
-    _alert_on_claim(state, claim, status, why)
+        status, overlap_why = _apply_overlap_policy(state, job, claim)
+        # A calendar's note (where the slot moved) stays on the run; otherwise the reason is the overlap's.
+        why = why if by_calendar and status == QUEUED else overlap_why
+    _alert_on_claim(state, claim, status, why, by_calendar)
     run = Run(
         job_id=claim.job_id,
         scheduled_us=claim.scheduled_us,
@@ -113,11 +128,14 @@ def _claim_one(state: State, claim: SlotClaim, index: int, schedule_index: int =
 
 def claim_runs(state: State, cmd: ClaimRuns, index: int) -> Result:
     sources = cmd.schedule_indexes
-    if sources is UNSET:
+    if sources is UNSET and not cmd.calendar_keys:  # the hot path: a herd's claims
         return Result(index=index, events=tuple(_claim_one(state, claim, index) for claim in cmd.claims))
-    if len(sources) != len(cmd.claims):
+    if sources is not UNSET and len(sources) != len(cmd.claims):
         return rejected(index, RejectionCode.INVALID, "schedule_indexes must hold one index per claim")
-    return Result(
-        index=index,
-        events=tuple(_claim_one(state, claim, index, source) for claim, source in zip(cmd.claims, sources)),
+    indexes = sources if sources is not UNSET else (-1,) * len(cmd.claims)
+    decided = {(ref.job_id, ref.scheduled_us) for ref in cmd.calendar_keys} if cmd.calendar_keys else set()
+    events = tuple(
+        _claim_one(state, c, index, source, (c.job_id, c.scheduled_us) in decided)
+        for c, source in zip(cmd.claims, indexes)
     )
+    return Result(index=index, events=events)

@@ -8,6 +8,7 @@ node before applying large job files.
 Snapshot: a magic, one version byte, then the msgpack-encoded State (formats 1 and 2 are still
 read). Format 3 is format 2 plus the cluster version; it is written only once the cluster version
 is above 1, so until every voter reads it a snapshot (and a digest) is format 2 byte for byte.
+Format 4 is format 3 plus the calendars, written once the cluster version is 3.
 What a version byte may hold is the log format (log_format.py): a node capped below the newest
 format refuses commands and snapshots newer than its cap with NewerLogFormat.
 Encoding is deterministic (sorted map keys), so equal states give equal bytes,
@@ -42,7 +43,9 @@ SNAPSHOT_FORMAT_VERSION = 2
 # (the spec with an empty id), the id beside it and the facts grouped (see model.Job). Both decode
 # to the same state. Format 3 adds State.cluster_version (written only when it is above 1).
 VERSIONED_SNAPSHOT_FORMAT_VERSION = 3
-READABLE_SNAPSHOT_FORMAT_VERSIONS = (1, 2, 3)
+# Format 4 adds State.calendars (log format 3); written once the cluster version is 3.
+CALENDARS_SNAPSHOT_FORMAT_VERSION = 4
+READABLE_SNAPSHOT_FORMAT_VERSIONS = (1, 2, 3, 4)
 
 
 class CodecError(ValueError):
@@ -113,10 +116,18 @@ def _names_something_unknown(exc: msgspec.ValidationError) -> bool:
     return text.startswith("Object contains unknown field") or (text.startswith("Invalid value") and "$.type`" in text)
 
 
-def encode_snapshot(state: State) -> bytes:
+def snapshot_format_of(state: State) -> int:
+    """The snapshot format a state is written in: the oldest that holds everything it has."""
+    if state.cluster_version >= 3 or state.calendars:
+        return CALENDARS_SNAPSHOT_FORMAT_VERSION
     if state.cluster_version == BASE_LOG_FORMAT:
-        return SNAPSHOT_MAGIC + bytes((SNAPSHOT_FORMAT_VERSION,)) + _encoder.encode(_presorted(state, _StateV2))
-    return SNAPSHOT_MAGIC + bytes((VERSIONED_SNAPSHOT_FORMAT_VERSION,)) + _encoder.encode(_presorted(state, State))
+        return SNAPSHOT_FORMAT_VERSION
+    return VERSIONED_SNAPSHOT_FORMAT_VERSION
+
+
+def encode_snapshot(state: State) -> bytes:
+    version = snapshot_format_of(state)
+    return SNAPSHOT_MAGIC + bytes((version,)) + _encoder.encode(_presorted(state, _STATE_FRAMES[version]))
 
 
 def _presorted(state: State, frame: type[msgspec.Struct]) -> msgspec.Struct:
@@ -138,35 +149,53 @@ def _presorted(state: State, frame: type[msgspec.Struct]) -> msgspec.Struct:
     return frame(**values)
 
 
-# State as snapshot format 2 holds it: every field but the cluster version, in the same order, so
-# a state whose cluster version is 1 encodes to the bytes (and the digest) it had before.
-_StateV2 = msgspec.defstruct(
-    "State",
-    [
-        (
-            f.name,
-            f.type,
-            msgspec.field(default=f.default)
-            if f.default_factory is msgspec.NODEFAULT
-            else msgspec.field(default_factory=f.default_factory),
-        )
-        for f in msgspec.structs.fields(State)
-        if f.name != "cluster_version"
-    ],
-    forbid_unknown_fields=True,
-)
+# State fields each snapshot format leaves out: format 2 holds neither the cluster version nor
+# the calendars, format 3 no calendars, so a state that has nothing newer encodes to the bytes
+# (and the digest) an older node writes for it.
+_LEFT_OUT: dict[int, frozenset[str]] = {
+    1: frozenset({"cluster_version", "calendars"}),
+    2: frozenset({"cluster_version", "calendars"}),
+    3: frozenset({"calendars"}),
+    4: frozenset(),
+}
 
 
-def _snapshot_frame_type(versioned: bool) -> type[msgspec.Struct]:
+def _state_frame(version: int) -> type[msgspec.Struct]:
+    """State as snapshot format `version` holds it: the fields it has, in the same order."""
+    if not _LEFT_OUT[version]:
+        return State
+    return msgspec.defstruct(
+        "State",
+        [
+            (
+                f.name,
+                f.type,
+                msgspec.field(default=f.default)
+                if f.default_factory is msgspec.NODEFAULT
+                else msgspec.field(default_factory=f.default_factory),
+            )
+            for f in msgspec.structs.fields(State)
+            if f.name not in _LEFT_OUT[version]
+        ],
+        forbid_unknown_fields=True,
+    )
+
+
+_STATE_FRAMES = {version: _state_frame(version) for version in (2, 3, 4)}
+
+
+def _snapshot_frame_type(version: int) -> type[msgspec.Struct]:
     """State with its jobs and runs left encoded (`msgspec.Raw`, views of the snapshot's bytes).
-    Format 3 (`versioned`) must hold the cluster version, formats 1 and 2 must not."""
+    Formats 3 and 4 must hold the cluster version, formats 1 and 2 must not have the fields they
+    leave out."""
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for field in msgspec.structs.fields(State):
+        if field.name in _LEFT_OUT[version]:
+            continue
         if field.name in _DECODED_ONE_BY_ONE:
             fields.append((field.name, dict[str, msgspec.Raw], msgspec.field(default_factory=dict)))
         elif field.name == "cluster_version":
-            if versioned:
-                fields.append((field.name, field.type))
+            fields.append((field.name, field.type))
         elif field.default_factory is not msgspec.NODEFAULT:
             fields.append((field.name, field.type, msgspec.field(default_factory=field.default_factory)))
         else:
@@ -182,8 +211,7 @@ def _snapshot_frame_type(versioned: bool) -> type[msgspec.Struct]:
 _DECODED_ONE_BY_ONE = ("jobs", "runs")
 # Any: the frame types are made at import time, so their fields are unknown to a type checker.
 _frame_decoders: dict[int, msgspec.msgpack.Decoder[Any]] = {
-    version: msgspec.msgpack.Decoder(_snapshot_frame_type(version == VERSIONED_SNAPSHOT_FORMAT_VERSION))
-    for version in READABLE_SNAPSHOT_FORMAT_VERSIONS
+    version: msgspec.msgpack.Decoder(_snapshot_frame_type(version)) for version in READABLE_SNAPSHOT_FORMAT_VERSIONS
 }
 _runs_decoder = msgspec.msgpack.Decoder(list[Run])
 
@@ -252,6 +280,7 @@ _job_decoders: dict[int, msgspec.msgpack.Decoder[_JobV1] | msgspec.msgpack.Decod
     1: msgspec.msgpack.Decoder(_JobV1),
     2: msgspec.msgpack.Decoder(Job),
     3: msgspec.msgpack.Decoder(Job),
+    4: msgspec.msgpack.Decoder(Job),
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from scheduler.core.model import JobSpec, Resource
+from scheduler.core.model import Calendar, JobSpec, Resource
 from scheduler.core.vocabulary import RunStatus
 
 
@@ -44,6 +44,10 @@ class ApplyJobs(_Command, frozen=True):
     removals: tuple[str, ...] = ()
     resources: tuple[Resource, ...] = ()
     resource_removals: tuple[str, ...] = ()
+    # Log format 3: calendars to declare or change (explicit dates), and names to drop. UNSET
+    # (here and in ClaimRuns) is left out of the encoding: an older node decodes what is left.
+    calendars: tuple[Calendar, ...] | msgspec.UnsetType = msgspec.UNSET
+    calendar_removals: tuple[str, ...] | msgspec.UnsetType = msgspec.UNSET
 
 
 class SetJobPaused(_Command, frozen=True):
@@ -76,6 +80,10 @@ class ClaimRuns(_Command, frozen=True):
     # Log format 3: one per claim, the index into its job's `schedules:` that produced the slot
     # (NO_SCHEDULE_INDEX for other jobs); UNSET (left out of the encoding) when no claim has one.
     schedule_indexes: tuple[int, ...] | UnsetType = UNSET
+    # Log format 3: the claims whose accounting a job's calendar decided. Such a claim keeps its
+    # reason when queued (where it was moved), is due at min(scheduled, effective) (a slot moved
+    # to an earlier day is claimed before its nominal instant) and raises no skipped alert.
+    calendar_keys: tuple[RunRef, ...] | UnsetType = UNSET
 
 
 NO_SCHEDULE_INDEX = -1

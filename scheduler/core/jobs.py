@@ -5,6 +5,7 @@ from __future__ import annotations
 from msgspec import UNSET
 
 from scheduler.core import results as ev
+from scheduler.core.calendars import apply_calendar_changes, check_calendars
 from scheduler.core.commands import ApplyJobs, JobUpsert, SetJobPaused
 from scheduler.core.execution import cancel_live_runs
 from scheduler.core.model import NEVER_RUN, PAUSED_BY_SPEC, Change, Job, JobSpec, Pause
@@ -64,7 +65,7 @@ def _check_apply(state: State, cmd: ApplyJobs, index: int) -> Result | None:
         if job_id not in state.jobs:
             return rejected(index, RejectionCode.NOT_FOUND, f"job {job_id!r} does not exist")
         seen.add(job_id)
-    return _check_resources(state, cmd, index)
+    return _check_resources(state, cmd, index) or check_calendars(state, cmd, index)
 
 
 def _check_resources(state: State, cmd: ApplyJobs, index: int) -> Result | None:
@@ -171,6 +172,7 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
         state.resources[resource.name] = resource
     for name in cmd.resource_removals:
         state.resources.pop(name, None)
+    apply_calendar_changes(state, cmd)
     return Result(index=index, events=tuple(events))
 
 

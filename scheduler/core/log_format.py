@@ -118,11 +118,16 @@ FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {
     (ClaimRuns, "schedule_indexes"): 3,
     (Run, "schedule_index"): 3,
     (Job, "counted_runs"): 3,
+    # Calendars (docs/design/calendars.md).
+    (ApplyJobs, "calendars"): 3,
+    (ApplyJobs, "calendar_removals"): 3,
+    (ClaimRuns, "calendar_keys"): 3,
+    (JobSpec, "calendar"): 3,
 }
 
 # Snapshot format byte -> the log format a node needs to read it (codec.py writes 3 only once
 # the cluster version is above 1: the field it adds is what format 2 introduced).
-SNAPSHOT_LOG_FORMATS: dict[int, int] = {1: 1, 2: 1, 3: 2}
+SNAPSHOT_LOG_FORMATS: dict[int, int] = {1: 1, 2: 1, 3: 2, 4: 3}
 
 
 def _struct_types_in(annotation, seen: set[type]) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from scheduler.core.vocabulary import Misfire, Overlap, RunKind, RunStatus
+from scheduler.core.vocabulary import Misfire, OnSkip, Overlap, RunKind, RunStatus
 
 SECOND_US = 1_000_000
 DEFAULT_TIMEOUT_US = 3600 * SECOND_US
@@ -87,6 +87,38 @@ class ActiveWindow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=F
     until_us: int = 0
 
 
+class HolidaySource(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """Where a holiday calendar's dates came from: kept for explain, never re-expanded."""
+
+    country: str
+    subdivision: str = ""
+    first_year: int = 0
+    years: int = 0
+    library_version: str = ""  # the `holidays` package of the node that expanded it
+
+
+class Calendar(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """A named set of local dates (ISO `YYYY-MM-DD`, sorted, unique) that jobs skip or keep to.
+
+    Always explicit dates: a holiday set is expanded by the node that proposes it, so every
+    replica computes the same instants whatever holiday rules it has installed."""
+
+    name: str
+    dates: tuple[str, ...] = ()
+    source: HolidaySource | None = None
+
+
+class CalendarRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """A job's `calendar:`: dates it skips, dates it keeps to, and what a skipped slot does."""
+
+    skip: tuple[str, ...] = ()
+    only: tuple[str, ...] = ()
+    on_skip: str = OnSkip.SKIP
+
+    def names(self) -> tuple[str, ...]:
+        return self.skip + self.only
+
+
 class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """What a user declares about a job. Validated before it is proposed.
 
@@ -125,6 +157,9 @@ class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
     at_us: int | UnsetType = UNSET
     active: ActiveWindow | UnsetType = UNSET
     max_runs: int | UnsetType = UNSET
+    # Dates it skips or keeps to (log format 3). UNSET (every slot is owed) is left out of the
+    # encoding, so a spec without a calendar encodes to the bytes an older node reads and writes.
+    calendar: CalendarRule | msgspec.UnsetType = msgspec.UNSET
 
 
 class Attempt(msgspec.Struct, forbid_unknown_fields=True, gc=False):

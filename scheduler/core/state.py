@@ -17,6 +17,7 @@ from scheduler.core.model import (
     LEASED,
     LIVE_STATUSES,
     Alert,
+    Calendar,
     FailureStreak,
     HistoryPolicy,
     Job,
@@ -107,6 +108,8 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
     # job_id -> {alert kind: id} of its open missed/skipped streaks, and its failing streak.
     alert_streaks: dict[str, dict[str, str]] | UnsetType = UNSET
     failure_streaks: dict[str, FailureStreak] | UnsetType = UNSET
+    # Named date sets jobs skip or keep to (log format 3); left out of snapshots below format 4.
+    calendars: dict[str, Calendar] = msgspec.field(default_factory=dict)
 
     def get_run(self, job_id: str, scheduled_us: int) -> Run | None:
         job_runs = self.runs.get(job_id)

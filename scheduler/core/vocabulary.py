@@ -58,6 +58,14 @@ class DstRepeat(Word):
     BOTH = "both"
 
 
+class OnSkip(Word):
+    """What a slot on a date of a job's `calendar.skip` calendars does (`calendar.on_skip`)."""
+
+    SKIP = "skip"
+    PREVIOUS_BUSINESS_DAY = "previous_business_day"
+    NEXT_BUSINESS_DAY = "next_business_day"
+
+
 class TargetKind(Word):
     """What a job runs; also the name of the proto Target oneof's fields."""
 
@@ -158,6 +166,7 @@ class SkipReason(Word):
     PAUSED = "paused"
     KILLED = "killed"  # "killed: REASON (by AUTHOR)"
     OVERLAP_FORBID = "overlap forbid"  # "overlap forbid: run KEY still live"
+    CALENDAR = "calendar"  # "calendar NAME: DATE is listed" (decided by the leader's planner)
 
 
 # -- operators and owners ----------------------------------------------------------------------------

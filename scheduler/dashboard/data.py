@@ -10,8 +10,10 @@ kill log are bounded by their retention.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import threading
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import msgspec
@@ -21,7 +23,8 @@ from scheduler.core import results as ev
 from scheduler.core.commands import ApplyJobs
 from scheduler.core.state import State
 from scheduler.dashboard.fates import MAX_TIMELINE_SLOTS
-from scheduler.planning.jobs import spread_offset_us
+from scheduler.planning.calendars import plan_calendar_slot
+from scheduler.planning.jobs import schedule_for, spread_offset_us
 from scheduler.planning.slot_text import counted_runs_of, owing_state
 from scheduler.planning.slots import NO_SOURCE, upcoming_fires
 
@@ -144,11 +147,13 @@ def job_rows(state: State, job_ids: list[str], herd_window_us: int) -> list[JobR
 @dataclass(frozen=True)
 class NextFire:
     scheduled_us: int  # the nominal slot (the run key)
-    due_us: int  # with the job's spread offset
+    due_us: int  # with the job's spread offset (and where its calendar moved it)
     nominal_local: str
     adjustment: str  # a DST adjustment, "" for none
     utc_offset_s: int
     source: int = NO_SOURCE  # the index into the spec's `schedules:` that produces it
+    calendar: str = ""  # "skipped" or "moved" by the job's calendar, "" when owed as scheduled
+    calendar_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -207,14 +212,43 @@ def _scheduled(run: model.Run) -> int:
 
 
 def next_fires(
-    spec: model.JobSpec, after_us: int, spread_us: int, count: int = NEXT_FIRES_SHOWN, counted_runs: int = 0
+    spec: model.JobSpec,
+    after_us: int,
+    spread_us: int,
+    count: int = NEXT_FIRES_SHOWN,
+    counted_runs: int = 0,
+    calendars: Mapping[str, model.Calendar] | None = None,
 ) -> list[NextFire]:
     """The job's next owed slots after `after_us` (its cursor), with DST adjustments, the schedule
-    each comes from and its spread (pure); the active window and `max_runs` cut the list."""
-    return [
-        NextFire(fire.at_us, fire.at_us + spread_us, fire.nominal_local, fire.adjustment, fire.utc_offset_s, source)
-        for fire, source in upcoming_fires(spec, after_us, count, counted_runs)
+    each comes from, its spread and what its calendar does to each (pure); the active window and
+    `max_runs` cut the list."""
+    if not spec.calendar:
+        return [
+            NextFire(fire.at_us, fire.at_us + spread_us, fire.nominal_local, fire.adjustment, fire.utc_offset_s, source)
+            for fire, source in upcoming_fires(spec, after_us, count, counted_runs)
+        ]
+    # A job with a calendar has one plain `schedule:` (specs/rules.py).
+    schedule = schedule_for(spec)
+    fires = schedule.next_fires(after_us, count + 1)
+    shown = [
+        NextFire(fire.at_us, fire.at_us + spread_us, fire.nominal_local, fire.adjustment, fire.utc_offset_s)
+        for fire in fires[:count]
     ]
+    previous_us, annotated = after_us, []
+    for position, fire in enumerate(shown):
+        next_us = fires[position + 1].at_us if position + 1 < len(fires) else 0
+        plan = plan_calendar_slot(
+            spec.calendar, calendars or {}, schedule.zone, fire.scheduled_us, previous_us, next_us
+        )
+        if plan.status == model.SKIPPED:
+            fire = dataclasses.replace(fire, calendar="skipped", calendar_reason=plan.reason)
+        elif plan.moved:
+            fire = dataclasses.replace(
+                fire, due_us=plan.due_us + spread_us, calendar="moved", calendar_reason=plan.reason
+            )
+        annotated.append(fire)
+        previous_us = fire.scheduled_us
+    return annotated
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from scheduler.core import model
 from scheduler.core.model import SECOND_US
-from scheduler.core.vocabulary import RunKind
+from scheduler.core.vocabulary import RunKind, SkipReason
 from scheduler.planning import format_us
 from scheduler.planning.runkeys import readable_run_keys_in
 from scheduler.planning.slots import owed_fires_between, upcoming_fires
@@ -103,7 +103,8 @@ def fate_of(run: model.Run) -> Slot:
             fate, label = LATE, f"late by {human_duration_us(_lateness_us(run))}"
         else:
             fate, label = ON_TIME, "fired on time"
-        detail = f"{label}{late}"
+        moved = f"; {reason}" if reason.startswith(SkipReason.CALENDAR) else ""  # where its calendar moved it
+        detail = f"{label}{late}{moved}"
     elif status == model.FAILED:
         fate, label = FAILED, f"failed{exit_note}"
         detail = f"failed after {tries} attempt(s): {reason}{late}"

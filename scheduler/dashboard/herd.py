@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 
 from scheduler.core.model import JobSpec
 from scheduler.planning.forecast import MAX_FIRES_PER_JOB, MINUTE_US, Forecast, forecast
@@ -28,16 +29,22 @@ def _schedule_key(spec: JobSpec) -> tuple:
     return (spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat, tuple(spec.uses))
 
 
-def grouped_forecast(specs: list[JobSpec], start_us: int, hours: float, herd_window_us: int) -> Forecast:
-    """forecast(specs, start_us, hours, herd_window_us), computed once per distinct schedule."""
+def grouped_forecast(
+    specs: list[JobSpec], start_us: int, hours: float, herd_window_us: int, calendars: Mapping | None = None
+) -> Forecast:
+    """forecast(specs, start_us, hours, herd_window_us), computed once per distinct schedule; jobs
+    with a calendar (which skips or moves their own slots) one by one."""
     minutes = max(1, int(hours * 60))
     end_us = start_us + minutes * MINUTE_US
     result = Forecast(start_us=start_us, minutes=minutes)
     offsets: dict[tuple, list[int]] = defaultdict(list)
     first_spec: dict[tuple, JobSpec] = {}
     others = []  # several schedules, intervals, windows: rare, forecast one by one
+    with_calendar = [spec for spec in specs if spec.calendar and not spec.paused]
+    if with_calendar:
+        _merge(result, forecast(with_calendar, start_us, hours, herd_window_us, calendars))
     for spec in specs:
-        if spec.paused:
+        if spec.paused or spec.calendar:
             continue
         if not is_plain(spec):
             others.append(spec)
@@ -50,7 +57,7 @@ def grouped_forecast(specs: list[JobSpec], start_us: int, hours: float, herd_win
         fires = schedule_for(spec).fires_between(start_us - max(job_offsets) - 1, end_us, 2 * MAX_FIRES_PER_JOB)
         if len(fires) == 2 * MAX_FIRES_PER_JOB:
             # A dense schedule over a long window: per job, with forecast's own cap.
-            group = [s for s in specs if not s.paused and is_plain(s) and _schedule_key(s) == key]
+            group = [s for s in specs if not s.paused and not s.calendar and is_plain(s) and _schedule_key(s) == key]
             _merge(result, forecast(group, start_us, hours, herd_window_us))
             continue
         counts = _shifted_counts([fire.at_us - start_us for fire in fires], job_offsets, minutes)

@@ -296,11 +296,14 @@ class Dashboard:
         from_us, to_us, label = parse_window(params, now_us, default)
         with self._raftlog.read() as state:
             detail = data.job_detail(state, job_id, from_us, to_us, self._herd_window_us)
+            calendars = dict(state.calendars) if detail is not None and detail.row.spec.calendar else {}
         if detail is None:
             raise NotFound(f"job {job_id!r} does not exist (the history of a deleted job stays under /runs)")
         slots, cut = fates.timeline(detail, from_us, to_us)
         after_us = max(detail.cursor_us, now_us - 1)
-        fires = data.next_fires(detail.row.spec, after_us, detail.spread_us, counted_runs=detail.counted_runs)
+        fires = data.next_fires(
+            detail.row.spec, after_us, detail.spread_us, counted_runs=detail.counted_runs, calendars=calendars
+        )
         details = sees_details(principal, detail.row.spec.owner)
         return views.job_page(detail, slots, cut, fires, from_us, to_us, label, self._node_id, details)
 
@@ -324,9 +327,10 @@ class Dashboard:
                 with self._raftlog.read() as state:
                     # Specs are frozen: the list is safe to use after the lock is released.
                     specs = [job.spec for job in state.jobs.values()]
+                    calendars = dict(state.calendars)
                     now_us = state.now_us or self._clock_us()
                 start_us = now_us - now_us % MINUTE_US
-                result = grouped_forecast(specs, start_us, FORECAST_HOURS, self._herd_window_us)
+                result = grouped_forecast(specs, start_us, FORECAST_HOURS, self._herd_window_us, calendars)
                 cached = self._forecast = (time.monotonic(), now_us, result, len(specs))
         _, computed_at_us, result, jobs = cached
         return views_ops.herd_page(result, computed_at_us, FORECAST_HOURS, jobs, self._node_id)

@@ -339,7 +339,12 @@ def _next_fires_table(fires: list[data.NextFire], spec, now_us: int, owing: str 
         marks = []
         if fire.adjustment:
             marks.append(badge_html(fire.adjustment.replace("_", " "), "pending"))
-        if fire.due_us != fire.scheduled_us:
+        if fire.calendar:
+            marks.append(
+                badge_html(f"calendar: {fire.calendar}", "skipped" if fire.calendar == "skipped" else "queued")
+                + f' <span class="muted">{escape(fire.calendar_reason)}</span>'
+            )
+        elif fire.due_us != fire.scheduled_us:
             marks.append(badge_html(f"jitter +{fates.human_duration_us(fire.due_us - fire.scheduled_us)}", "queued"))
         rows.append(
             [
@@ -350,7 +355,12 @@ def _next_fires_table(fires: list[data.NextFire], spec, now_us: int, owing: str 
             ]
             + ([escape(source_text(spec, fire.source))] if several else [])
         )
-    header = [f"wall-clock slot ({spec.timezone})", "instant (UTC)", "due (UTC, with jitter)", "adjustments"]
+    header = [
+        f"wall-clock slot ({spec.timezone})",
+        "instant (UTC)",
+        "due (UTC, with jitter and calendar)",
+        "adjustments",
+    ]
     header += ["schedule"] if several else []
     empty = "manual-only: runs only when triggered" if is_manual_only(spec) else owing or "never fires again"
     return table_html(header, rows, empty=empty)

@@ -8,12 +8,15 @@ next leader never recompute them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from msgspec import UNSET
 
 from scheduler.core.commands import SlotClaim
-from scheduler.core.model import MISSED, QUEUED, SECOND_US, SKIPPED, Job
+from scheduler.core.model import MISSED, QUEUED, SECOND_US, SKIPPED, Calendar, Job
 from scheduler.core.vocabulary import Misfire
 from scheduler.planning import Schedule, format_us
+from scheduler.planning.calendars import SlotPlan, plan_calendar_slot
 from scheduler.planning.jobs import next_slot_after, schedule_for, spread_offset_us
 from scheduler.planning.slots import NO_SOURCE, Slot, is_plain, next_owed_slot, runs_left, slots_for
 
@@ -126,3 +129,63 @@ def plan_job_slots(
         return plan_due_slots(job, now_us, max_slots, herd_window_us), None
     planned = plan_owed_slots(job, now_us, max_slots, herd_window_us)
     return [claim for claim, _ in planned], [source for _, source in planned]
+
+
+# -- jobs with a calendar (docs/design/calendars.md) ---------------------------------------------
+
+
+def _calendar_slot(
+    job: Job, schedule: Schedule, calendars: Mapping[str, Calendar], due_us: int, previous_us: int
+) -> tuple[SlotPlan, int]:
+    fire = schedule.next_fire(due_us)
+    next_us = fire.at_us if fire else 0
+    assert job.body.calendar  # callers plan only jobs that have one
+    return plan_calendar_slot(job.body.calendar, calendars, schedule.zone, due_us, previous_us, next_us), next_us
+
+
+def claim_instant_us(job: Job, calendars: Mapping[str, Calendar], herd_window_us: int = 0) -> int:
+    """When the leader claims the job's next due slot: its nominal instant, or, for a slot its
+    calendar moved, the instant it moved to plus its spread (before the nominal one when it moved
+    to an earlier day). 0 when the job has no next slot."""
+    if not job.body.calendar or not job.next_due_us:
+        return job.next_due_us
+    schedule = schedule_for(job.body)
+    plan, _ = _calendar_slot(job, schedule, calendars, job.next_due_us, job.cursor_us)
+    if not plan.moved:
+        return job.next_due_us
+    return plan.due_us + spread_offset_us(job.spec, schedule, herd_window_us)
+
+
+def plan_calendar_due_slots(
+    job: Job, calendars: Mapping[str, Calendar], now_us: int, max_slots: int, herd_window_us: int = 0
+) -> tuple[list[SlotClaim], list[SlotClaim]]:
+    """`plan_due_slots` for a job with a calendar: every slot claimable at `now_us`, and which of
+    them the calendar decided (skipped, or moved: the claim's effective instant is where it runs).
+
+    A moved slot is claimable from its moved instant (plus its spread), and a late one is judged
+    by the misfire policy from there; slots stay in order because a move never reaches another slot.
+    """
+    schedule = schedule_for(job.body)
+    offset_us = spread_offset_us(job.spec, schedule, herd_window_us)
+    claims: list[SlotClaim] = []
+    decided: list[SlotClaim] = []
+    due_us, previous_us = job.next_due_us, job.cursor_us
+    while due_us and len(claims) < max_slots:
+        plan, next_us = _calendar_slot(job, schedule, calendars, due_us, previous_us)
+        claim_at_us = plan.due_us + offset_us if plan.moved else due_us
+        if claim_at_us > now_us:
+            break
+        if plan.status == SKIPPED:
+            claim = SlotClaim(job.id, due_us, next_us, job.version, SKIPPED, plan.reason, due_us + offset_us)
+            decided.append(claim)
+        elif plan.moved:
+            status, late = slot_outcome(job, schedule, claim_at_us, now_us)
+            reason = f"{plan.reason}; {late}" if late else plan.reason
+            claim = SlotClaim(job.id, due_us, next_us, job.version, status, reason, claim_at_us)
+            decided.append(claim)
+        else:
+            status, reason = slot_outcome(job, schedule, due_us, now_us)
+            claim = SlotClaim(job.id, due_us, next_us, job.version, status, reason, due_us + offset_us)
+        claims.append(claim)
+        previous_us, due_us = due_us, next_us
+    return claims, decided

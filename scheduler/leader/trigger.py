@@ -14,13 +14,13 @@ import threading
 import msgspec
 from msgspec import UNSET
 
-from scheduler.core.commands import NO_SCHEDULE_INDEX, ApplyJobs, ClaimRuns, SetJobPaused, SlotClaim
+from scheduler.core.commands import NO_SCHEDULE_INDEX, ApplyJobs, ClaimRuns, RunRef, SetJobPaused, SlotClaim
 from scheduler.core.model import SECOND_US
 from scheduler.core.results import ClaimOutOfPlan
 from scheduler.core.vocabulary import OutOfPlan, RejectionCode
 from scheduler.leader.due_index import DueIndex
 from scheduler.leader.lifecycle import LeaderTerm
-from scheduler.leader.planner import plan_job_slots
+from scheduler.leader.planner import claim_instant_us, plan_calendar_due_slots, plan_job_slots
 from scheduler.planning import ScheduleError
 from scheduler.replication import RaftLog, ReplicationError
 
@@ -52,12 +52,16 @@ class TriggerLoop:
         self._due = DueIndex()
         self._changed: set[str] = set()
         self._changed_lock = threading.Lock()
+        # Set when calendars change: every job's claim instant is looked at again.
+        self._reload_all = False
         self._wake = threading.Event()
 
     # -- apply notifications (tick thread: cheap, non-blocking) ----------
     def _on_apply(self, command, result, state) -> None:
         if isinstance(command, ApplyJobs):
             ids = [u.spec.id for u in command.upserts] + list(command.removals)
+            if command.calendars or command.calendar_removals:
+                self._reload_all = True
         elif isinstance(command, SetJobPaused):
             ids = [command.job_id]
         else:
@@ -92,20 +96,34 @@ class TriggerLoop:
         return self._claim_due()
 
     # -- the due queue -----------------------------------------------------
+    def _due_at(self, job, calendars) -> int:
+        """A job's entry: its next due instant, or where its calendar moved that slot."""
+        if not job.body.calendar:
+            return job.next_due_us
+        try:
+            return claim_instant_us(job, calendars, self._herd_window_us)
+        except ScheduleError:
+            return job.next_due_us  # planning logs it when the slot comes
+
     def _load_all(self) -> None:
+        self._reload_all = False
         with self._raftlog.read() as state:
-            scheduled = self._due.rebuild((job_id, job.next_due_us) for job_id, job in state.jobs.items())
+            calendars = state.calendars
+            scheduled = self._due.rebuild((job_id, self._due_at(job, calendars)) for job_id, job in state.jobs.items())
         log.info("trigger loop ready with %d scheduled jobs", scheduled)
 
     def _refresh_changed(self) -> None:
         with self._changed_lock:
             changed, self._changed = self._changed, set()
+        if self._reload_all:
+            self._load_all()
+            return
         if not changed:
             return
         with self._raftlog.read() as state:
             for job_id in changed:
                 if (job := state.jobs.get(job_id)) is not None:
-                    self._due.add(job_id, job.next_due_us)
+                    self._due.add(job_id, self._due_at(job, state.calendars))
         if self._due.needs_rebuild():
             self._load_all()
 
@@ -130,21 +148,33 @@ class TriggerLoop:
         if not due_ids:
             return False
         with self._raftlog.read() as state:
-            # A stale entry (the job moved to a later instant, or is gone) plans nothing.
+            # A stale entry (the job moved to a later instant, or is gone) plans nothing. A job with
+            # a calendar may be due before its nominal instant (a slot moved to an earlier day).
             jobs = [
                 msgspec.structs.replace(job)
                 for job_id in due_ids
-                if (job := state.jobs.get(job_id)) is not None and 0 < job.next_due_us <= now_us
+                if (job := state.jobs.get(job_id)) is not None
+                and 0 < job.next_due_us
+                and (job.next_due_us <= now_us or job.body.calendar)
             ]
+            calendars = dict(state.calendars)  # records are replaced whole, never changed in place
         futures, batch, planned = [], [], 0
         # Which `schedules:` entry each claim of the batch comes from; kept only once a job with
         # several schedules is planned in this pass, so plain schedules cost nothing more.
         sources: list[int] | None = None
+        decided: set[tuple[str, int]] = set()  # run keys a calendar decided
         for job in jobs:
             if planned >= MAX_CLAIMS_PER_PASS:
                 break
             try:
-                slots, job_sources = plan_job_slots(job, now_us, MAX_SLOTS_PER_JOB_PASS, self._herd_window_us)
+                if job.body.calendar:  # a calendar goes with one plain `schedule:` (specs/rules.py)
+                    slots, by_calendar = plan_calendar_due_slots(
+                        job, calendars, now_us, MAX_SLOTS_PER_JOB_PASS, self._herd_window_us
+                    )
+                    decided.update((c.job_id, c.scheduled_us) for c in by_calendar)
+                    job_sources = None
+                else:
+                    slots, job_sources = plan_job_slots(job, now_us, MAX_SLOTS_PER_JOB_PASS, self._herd_window_us)
             except ScheduleError as exc:  # validated at apply time, so a bug if it happens
                 log.error("job %s: cannot plan its schedule: %s", job.spec.id, exc)
                 continue
@@ -156,20 +186,31 @@ class TriggerLoop:
             batch.extend(slots)
             while len(batch) >= self._batch_size:
                 head = sources[: self._batch_size] if sources is not None else None
-                futures.append(self._propose(batch[: self._batch_size], now_us, mono_us, head))
+                futures.append(self._propose(batch[: self._batch_size], now_us, mono_us, head, decided))
                 batch = batch[self._batch_size :]
                 sources = sources[self._batch_size :] if sources is not None else None
         if batch:
-            futures.append(self._propose(batch, now_us, mono_us, sources))
+            futures.append(self._propose(batch, now_us, mono_us, sources, decided))
         self._await(futures)
         # Re-read every touched job: its next due now comes from replicated state, whatever happened.
         with self._changed_lock:
             self._changed.update(due_ids)
         return True
 
-    def _propose(self, claims: list[SlotClaim], now_us: int, mono_us: int, sources: list[int] | None = None):
+    def _propose(
+        self,
+        claims: list[SlotClaim],
+        now_us: int,
+        mono_us: int,
+        sources: list[int] | None = None,
+        decided: set[tuple[str, int]] | None = None,
+    ):
         indexes = tuple(sources) if sources is not None and any(s != NO_SCHEDULE_INDEX for s in sources) else UNSET
         command = ClaimRuns(now_us, self._term.epoch, tuple(claims), monotonic_us=mono_us, schedule_indexes=indexes)
+        if decided:
+            keys = tuple(RunRef(c.job_id, c.scheduled_us) for c in claims if (c.job_id, c.scheduled_us) in decided)
+            if keys:
+                command = msgspec.structs.replace(command, calendar_keys=keys)
         return self._raftlog.propose(command)
 
     def _await(self, futures) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import msgspec
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 from msgspec import UNSET
 
 from scheduler.core import model
-from scheduler.core.vocabulary import CompletionKind, LeaseOutcome, Overlap, RunStatus, TargetKind
+from scheduler.core.vocabulary import CompletionKind, LeaseOutcome, OnSkip, Overlap, RunStatus, TargetKind
 from scheduler.planning.runkeys import parse_run_key as parse_run_key  # servicers read run keys here
 from scheduler.planning.runkeys import readable_run_key
 from worker.api.v1 import common_pb2 as pb
@@ -108,6 +109,7 @@ def spec_from_pb(spec: pb.JobSpec) -> model.JobSpec:
         uses=tuple(spec.uses),
         history=history_from_pb(spec.history),
         **_ways_to_fire_from_pb(spec),
+        calendar=calendar_rule_from_pb(spec.calendar) if spec.HasField("calendar") else msgspec.UNSET,
     )
 
 
@@ -210,7 +212,45 @@ def spec_to_pb(spec: model.JobSpec) -> pb.JobSpec:
         uses=list(spec.uses),
         history=history_to_pb(spec.history),
         **_ways_to_fire_to_pb(spec),
+        calendar=calendar_rule_to_pb(spec.calendar) if spec.calendar else None,
     )
+
+
+def calendar_rule_from_pb(rule: pb.CalendarRule) -> model.CalendarRule:
+    return model.CalendarRule(tuple(rule.skip), tuple(rule.only), rule.on_skip or OnSkip.SKIP)
+
+
+def calendar_rule_to_pb(rule: model.CalendarRule) -> pb.CalendarRule:
+    return pb.CalendarRule(skip=list(rule.skip), only=list(rule.only), on_skip=rule.on_skip)
+
+
+def calendar_from_pb(calendar: pb.Calendar, record: bool = False) -> model.Calendar:
+    """A calendar as a client declares it: dates as sent (the servicer's rules check them), and a
+    holiday request without provenance, so the receiving node expands it. With `record`, a
+    calendar as the cluster answers it, with the year and library version that produced it."""
+    source = None
+    if calendar.HasField("holidays"):
+        h = calendar.holidays
+        source = model.HolidaySource(h.country, h.subdivision, years=h.years or 1)
+        if record:
+            source = model.HolidaySource(h.country, h.subdivision, h.first_year, h.years, h.library_version)
+    return model.Calendar(calendar.name, tuple(calendar.dates), source)
+
+
+def calendar_to_pb(calendar: model.Calendar) -> pb.Calendar:
+    source = calendar.source
+    holidays = (
+        pb.HolidaySource(
+            country=source.country,
+            subdivision=source.subdivision,
+            years=source.years,
+            first_year=source.first_year,
+            library_version=source.library_version,
+        )
+        if source is not None
+        else None
+    )
+    return pb.Calendar(name=calendar.name, dates=list(calendar.dates), holidays=holidays)
 
 
 def resource_from_pb(resource: pb.Resource) -> model.Resource:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from datetime import UTC, datetime
 
 import grpc
 import msgspec
@@ -16,7 +17,14 @@ from scheduler.core.manual import BACKFILL_OVERLAPS, MAX_BACKFILL_SLOTS, OVERLAP
 from scheduler.core.model import SECOND_US
 from scheduler.planning.slots import owed_fires_between
 from scheduler.replication import RaftLog, ReplicationError
-from scheduler.rpc.convert import resource_from_pb, run_to_pb, spec_from_pb, timestamp_us
+from scheduler.rpc.convert import (
+    calendar_from_pb,
+    calendar_to_pb,
+    resource_from_pb,
+    run_to_pb,
+    spec_from_pb,
+    timestamp_us,
+)
 from scheduler.rpc.errors import abort_rejected, abort_replication, submit_or_abort
 from scheduler.rpc.quotas import Admission
 from scheduler.rpc.reads import Reader, scoped_job_pb
@@ -24,6 +32,7 @@ from scheduler.security.interceptor import audited_author, current_principal, re
 from scheduler.security.policy import job_change_denial, jobs_target_denial
 from scheduler.specs import canonical_payload_json
 from scheduler.specs.apply_plan import apply_problems, apply_refusal, plan_apply, preview_changes
+from scheduler.specs.holiday_expansion import ExpansionError, expand_holidays
 from scheduler.specs.payload import canonical_payload_text
 from worker.api.v1 import common_pb2 as pb
 from worker.api.v1 import jobs_pb2, jobs_pb2_grpc
@@ -85,12 +94,36 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         return submit_or_abort(self._raftlog, command, self._timeout_s, context)
 
     def _plan_apply(
-        self, specs: list[model.JobSpec], resources: list[model.Resource], prune: bool, author: str, request_id: str
+        self,
+        specs: list[model.JobSpec],
+        resources: list[model.Resource],
+        prune: bool,
+        author: str,
+        request_id: str,
+        calendars: list[model.Calendar],
     ) -> ApplyJobs:
         with self._raftlog.read() as state:
             return plan_apply(
-                state, specs, resources, prune=prune, caller=current_principal(), author=author, request_id=request_id
+                state,
+                specs,
+                resources,
+                prune=prune,
+                caller=current_principal(),
+                author=author,
+                request_id=request_id,
+                calendars=calendars,
             )
+
+    def _expanded(self, calendars: list[model.Calendar], context) -> list[model.Calendar]:
+        """Holiday calendars as explicit dates, expanded here, on the node that proposes them."""
+        if not any(c.source is not None for c in calendars):
+            return calendars
+        with self._raftlog.read() as state:
+            this_year = datetime.fromtimestamp(state.now_us / SECOND_US, UTC).year
+        try:
+            return [expand_holidays(c, this_year) for c in calendars]
+        except ExpansionError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"nothing applied:\n{exc}")
 
     def _require_may_apply(self, command: ApplyJobs, context) -> None:
         with self._raftlog.read() as state:
@@ -120,12 +153,15 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"at most {MAX_JOBS_PER_APPLY} jobs per apply")
         specs = [_canonical_payload(spec_from_pb(job)) for job in request.jobs]
         resources = [resource_from_pb(r) for r in request.resources]
-        problems = apply_problems(specs, resources)
+        calendars = [calendar_from_pb(c) for c in request.calendars]
+        problems = apply_problems(specs, resources, calendars)
         if problems:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "nothing applied:\n" + "\n".join(problems))
+        calendars = self._expanded(calendars, context)
         request_id = request.request_id or uuid.uuid4().hex
         for attempt in range(APPLY_ATTEMPTS):
-            command = self._plan_apply(specs, resources, request.prune, audited_author(request.author), request_id)
+            author = audited_author(request.author)
+            command = self._plan_apply(specs, resources, request.prune, author, request_id, calendars)
             self._require_may_apply(command, context)
             self._admission.check_apply(context, command)
             if request.dry_run:
@@ -266,6 +302,13 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             return answer
         job = self._job_or_abort(request.job_id, context)
         return jobs_pb2.GetJobResponse(job=job, read=self._reader.read_info(request.linearizable))
+
+    def ListCalendars(self, request, context):
+        if (answer := self._reader.linearizable(context, request, _JOB_METHODS["ListCalendars"])) is not None:
+            return answer
+        with self._raftlog.read() as state:
+            calendars = [calendar_to_pb(state.calendars[name]) for name in sorted(state.calendars)]
+        return jobs_pb2.ListCalendarsResponse(calendars=calendars, read=self._reader.read_info(request.linearizable))
 
     def ListJobs(self, request, context):
         if (answer := self._reader.linearizable(context, request, _JOB_METHODS["ListJobs"])) is not None:

@@ -25,6 +25,7 @@ from itertools import accumulate
 import grpc
 from google.protobuf.message import Message
 
+from scheduler.core.calendars import MAX_CALENDAR_DATES, MAX_CALENDARS, MAX_JOB_CALENDARS
 from scheduler.core.vocabulary import TargetKind
 from scheduler.planning.slots import MAX_SCHEDULES
 from scheduler.rpc.convert import parse_run_key
@@ -228,6 +229,12 @@ def _spec(found: _Found, spec: pb.JobSpec, at: str) -> None:
     if found.count(f"{at}.schedules", spec.schedules, MAX_SCHEDULES):
         for position, expr in enumerate(spec.schedules):
             found.text(f"{at}.schedules[{position}]", expr, limits.max_schedule_chars)
+    for key in ("skip", "only"):
+        names = getattr(spec.calendar, key)
+        if found.count(f"{at}.calendar.{key}", names, MAX_JOB_CALENDARS):
+            for position, name in enumerate(names):
+                found.text(f"{at}.calendar.{key}[{position}]", name, limits.max_id_chars)
+    found.text(f"{at}.calendar.on_skip", spec.calendar.on_skip, limits.max_policy_chars)
     for name in ("timeout", "every"):
         found.duration(f"{at}.", spec, name, limits.max_spec_duration_us)
     for name in ("anchor", "at", "active_from", "active_until"):
@@ -258,6 +265,14 @@ def _apply_jobs(found: _Found, request) -> None:
     if found.count("resources", request.resources, limits.max_resources_per_apply):
         for position, resource in enumerate(request.resources):
             found.name(f"resources[{position}].name", resource.name)
+    if found.count("calendars", request.calendars, MAX_CALENDARS):
+        for position, calendar in enumerate(request.calendars):
+            found.name(f"calendars[{position}].name", calendar.name)
+            if found.count(f"calendars[{position}].dates", calendar.dates, MAX_CALENDAR_DATES):
+                for day_at, day in enumerate(calendar.dates):
+                    found.text(f"calendars[{position}].dates[{day_at}]", day, 10)
+            for key in ("country", "subdivision"):
+                found.text(f"calendars[{position}].holidays.{key}", getattr(calendar.holidays, key), 16)
 
 
 def _job_write(found: _Found, request) -> None:
@@ -454,6 +469,7 @@ _CHECKERS: dict[str, Callable[[_Found, Message], None]] = {
     "ApplyJobsRequest": _apply_jobs,
     "GetJobRequest": _get_job,
     "ListJobsRequest": _list_jobs,
+    "ListCalendarsRequest": _nothing,
     "DeleteJobRequest": _job_write,
     "PauseJobRequest": _job_write,
     "ResumeJobRequest": _job_write,

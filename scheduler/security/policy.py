@@ -42,6 +42,7 @@ METHOD_ROLES: dict[str, frozenset[str]] = {
     _V1 + "ClusterService/RemoveMember": ADMIN_ONLY,
     _V1 + "JobService/GetJob": READERS,
     _V1 + "JobService/ListJobs": READERS,
+    _V1 + "JobService/ListCalendars": READERS,
     _V1 + "JobService/ApplyJobs": SUBMITTERS,
     _V1 + "JobService/DeleteJob": SUBMITTERS,
     _V1 + "JobService/PauseJob": SUBMITTERS,
@@ -89,6 +90,14 @@ def resources_change_denial(principal: Principal, changed: Iterable[str]) -> str
     if not names or principal.role == ADMIN:
         return None
     return f"{principal.name} may not change shared resources {names}: needs admin"
+
+
+def calendars_change_denial(principal: Principal, changed: Iterable[str]) -> str | None:
+    """Calendars are shared by every owner, like resources: only an admin changes them."""
+    names = sorted(changed)
+    if not names or principal.role == ADMIN:
+        return None
+    return f"{principal.name} may not change shared calendars {names}: needs admin"
 
 
 def lease_denial(principal: Principal, targets: Iterable[str]) -> str | None:

@@ -12,16 +12,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import msgspec
 from msgspec import UNSET
 
 from scheduler.core.commands import ApplyJobs, JobUpsert
 from scheduler.core.jobs import restarted_cursor
-from scheduler.core.model import JobSpec, Resource
+from scheduler.core.model import Calendar, JobSpec, Resource
 from scheduler.core.state import State
 from scheduler.planning.jobs import first_due_after
-from scheduler.security.policy import apply_denial, jobs_target_denial, prunes
+from scheduler.security.policy import apply_denial, calendars_change_denial, jobs_target_denial, prunes
 from scheduler.security.principals import ADMIN, Principal
-from scheduler.specs.rules import validate_resource, validate_spec
+from scheduler.specs.calendars import calendar_problems
+from scheduler.specs.rules import name_problem, validate_resource, validate_spec
 
 
 @dataclass(frozen=True)
@@ -33,10 +35,15 @@ class PlannedChange:
     version: int
 
 
-def apply_problems(specs: Sequence[JobSpec], resources: Sequence[Resource]) -> list[str]:
+def apply_problems(
+    specs: Sequence[JobSpec], resources: Sequence[Resource], calendars: Sequence[Calendar] = ()
+) -> list[str]:
     """Every reason the set may not be applied at all, one per line; empty when it may."""
     problems = [str(problem) for spec in specs for problem in validate_spec(spec)]
     problems += [str(problem) for resource in resources for problem in validate_resource(resource)]
+    problems += [str(problem) for calendar in calendars for problem in calendar_problems(calendar, name_problem)]
+    names: set[str] = set()
+    problems += [f"calendar {c.name!r}: listed twice" for c in calendars if c.name in names or names.add(c.name)]
     seen: set[str] = set()
     problems += [f"job {s.id!r}: listed twice" for s in specs if s.id in seen or seen.add(s.id)]
     return problems
@@ -51,6 +58,7 @@ def plan_apply(
     caller: Principal | None,
     author: str,
     request_id: str,
+    calendars: Sequence[Calendar] = (),
 ) -> ApplyJobs:
     """The command that makes `state` hold `specs` and `resources`.
 
@@ -84,7 +92,22 @@ def plan_apply(
     may_drop = caller is None or caller.role == ADMIN
     dropped = tuple(sorted(n for n in state.resources if n not in declared)) if prune and may_drop else ()
     changed = tuple(r for r in resources if state.resources.get(r.name) != r)
-    return ApplyJobs(issued_at_us, author, request_id, tuple(upserts), removals, changed, dropped)
+    command = ApplyJobs(issued_at_us, author, request_id, tuple(upserts), removals, changed, dropped)
+    return _with_calendars(state, command, calendars, prune and may_drop)
+
+
+def _with_calendars(state: State, command: ApplyJobs, calendars: Sequence[Calendar], drop: bool) -> ApplyJobs:
+    """Calendars are shared like resources: declared or changed when they differ, dropped by a
+    pruning admin. Expanded already (holiday_expansion.py); dates sorted and unique here."""
+    declared = {c.name for c in calendars}
+    tidy = [msgspec.structs.replace(c, dates=tuple(sorted(set(c.dates)))) for c in calendars]
+    changed = tuple(c for c in tidy if state.calendars.get(c.name) != c)
+    dropped = tuple(sorted(n for n in state.calendars if n not in declared)) if drop else ()
+    if not changed and not dropped:
+        return command  # UNSET fields: the command stays readable by nodes without calendars
+    return msgspec.structs.replace(
+        command, calendars=changed or msgspec.UNSET, calendar_removals=dropped or msgspec.UNSET
+    )
 
 
 def apply_refusal(state: State, command: ApplyJobs, caller: Principal | None) -> str | None:
@@ -110,7 +133,12 @@ def apply_refusal(state: State, command: ApplyJobs, caller: Principal | None) ->
         if u.spec.id not in state.jobs or state.jobs[u.spec.id].spec != u.spec
     ]
     resources = [r.name for r in command.resources] + list(command.resource_removals)
-    return apply_denial(caller, touched, resources) or jobs_target_denial(caller, targeted)
+    calendars = [c.name for c in command.calendars or ()] + list(command.calendar_removals or ())
+    return (
+        apply_denial(caller, touched, resources)
+        or calendars_change_denial(caller, calendars)
+        or jobs_target_denial(caller, targeted)
+    )
 
 
 def preview_changes(state: State, command: ApplyJobs) -> list[PlannedChange]:

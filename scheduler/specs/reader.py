@@ -8,16 +8,18 @@ the values may be is left to `validate_spec` (rules.py), whose problems it adds.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from datetime import date, datetime
 
 import yaml
 
-from scheduler.core.model import ActiveWindow, HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
+from scheduler.core.model import ActiveWindow, Calendar, HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
 from scheduler.core.vocabulary import TargetKind
 from scheduler.planning.durations import DurationError, format_duration_us, parse_duration_us, type_name
 from scheduler.planning.timeconv import to_us
+from scheduler.specs.calendars import read_calendar_rule, read_calendars
 from scheduler.specs.payload import _canonical, _PayloadProblem
 from scheduler.specs.problems import SpecError, SpecProblem, _short, _suggestion
 from scheduler.specs.rules import (
@@ -28,6 +30,7 @@ from scheduler.specs.rules import (
     _HISTORY_KEYS,
     TARGET_KINDS,
     _default_backoff_max,
+    _name_problem,
     _spec_problems,
     validate_resource,
 )
@@ -38,12 +41,13 @@ MAX_JOBS = 100_000
 _JOB_KEYS = (
     "id", "schedule", "schedules", "every", "anchor", "at", "timezone", "active", "max_runs", "target", "owner",
     "class", "timeout", "retry", "priority", "payload", "misfire", "dst", "jitter", "overlap", "paused", "uses",
-    "history",
+    "history", "calendar",
 )  # fmt: skip
 _RESOURCE_KEYS = ("max_concurrent", "max_starts_per_s")
 # `schedule` is not required: a job with none of schedule, schedules, every and at is manual-only.
 _REQUIRED_KEYS = ("id", "target")
 _INSTANT_EXAMPLE = "an ISO-8601 instant with a UTC offset, e.g. 2027-03-01T09:00:00Z"
+_TOP_KEYS = ("jobs", "resources", "calendars")
 
 
 def load_jobs_file(path: str | os.PathLike[str]) -> list[JobSpec]:
@@ -57,6 +61,8 @@ class JobDocument:
 
     jobs: list[JobSpec]
     resources: list[Resource]
+    # `calendars:`: explicit dates, or holiday requests the proposing node expands.
+    calendars: list[Calendar] = dataclasses.field(default_factory=list)
 
 
 def load_job_document(path: str | os.PathLike[str]) -> JobDocument:
@@ -94,6 +100,10 @@ def parse_job_document(text: str, source: str = "<input>") -> JobDocument:
         raise _file_error(source, f"{source}: invalid YAML value: {error}") from None
     entries = _job_entries(document, source)
     resources, problems = _read_resources(document.get("resources") if isinstance(document, dict) else None)
+    calendars, calendar_problems = read_calendars(
+        document.get("calendars") if isinstance(document, dict) else None, _name_problem
+    )
+    problems += calendar_problems
     problems[:0] = [_file_problem(message) for message in duplicates]
     specs: list[JobSpec] = []
     first_seen: dict[str, int] = {}
@@ -110,7 +120,7 @@ def parse_job_document(text: str, source: str = "<input>") -> JobDocument:
             specs.append(spec)
     if problems:
         raise SpecError(problems, source)
-    return JobDocument(specs, resources)
+    return JobDocument(specs, resources, calendars)
 
 
 def _read_resources(value: object) -> tuple[list[Resource], list[SpecProblem]]:
@@ -196,9 +206,9 @@ def _yaml_message(error: yaml.MarkedYAMLError, source: str) -> str:
 def _job_entries(document: object, source: str) -> list[object]:
     if isinstance(document, dict):
         for key in document:
-            if key not in ("jobs", "resources"):
-                field = key if isinstance(key, str) else ""
-                raise _file_error(source, _unknown_key(key, ("jobs", "resources")), field)
+            if key not in _TOP_KEYS:
+                where = key if isinstance(key, str) else ""
+                raise _file_error(source, _unknown_key(key, _TOP_KEYS), where)
         if "jobs" not in document:
             raise _file_error(source, "is required (a list of jobs)", "jobs")
         document = document["jobs"]
@@ -302,6 +312,12 @@ def _read_job(entry: object, position: int) -> tuple[str, JobSpec | None, list[t
     if "history" in fields:
         args["history"] = _read_history(reader, fields["history"])
     args.update(_read_ways_to_fire(reader, fields))
+    if "calendar" in fields:
+        rule, rule_problems = read_calendar_rule(fields["calendar"])
+        for where, message in rule_problems:
+            reader.fail(where, message)
+        if rule is not None:
+            args["calendar"] = rule
     args.setdefault("target_kind", TargetKind.HANDLER)
     args.setdefault("target", "")
     spec = JobSpec(**args)  # type: ignore[arg-type]  # values are checked by validate_spec

@@ -69,6 +69,9 @@ def spec_to_document(spec: JobSpec, full: bool = False) -> dict[str, object]:
     }
     if history:
         document["history"] = history
+    if spec.calendar:
+        rule = {key: list(getattr(spec.calendar, key)) for key in ("skip", "only") if getattr(spec.calendar, key)}
+        document["calendar"] = {**rule, "on_skip": str(spec.calendar.on_skip)}
     return document
 
 

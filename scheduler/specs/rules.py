@@ -23,6 +23,7 @@ from scheduler.planning.durations import (
     type_name,
 )
 from scheduler.planning.slots import LAST_SLOT_US, MAX_SCHEDULES, is_manual_only
+from scheduler.specs.calendars import calendar_rule_problems
 from scheduler.specs.payload import _payload_json_problem
 from scheduler.specs.problems import SpecProblem, _short, _suggestion
 
@@ -112,6 +113,12 @@ def _spec_problems(spec: JobSpec) -> list[tuple[str, str]]:
     check("uses", _uses_problem(spec.uses))
     found.extend(_history_problems(spec.history))
     found.extend(_ways_to_fire_problems(spec))
+    if spec.calendar:
+        found.extend(calendar_rule_problems(spec.calendar, _name_problem))
+        if not spec.schedule:
+            found.append(
+                ("calendar", "works with one `schedule:` (not with schedules, every, at or a manual-only job)")
+            )
     # The schedule is compiled only from parts that passed their own checks.
     bad = {field for field, _ in found}
     if not bad & {"schedule", "timezone", "dst.gap", "dst.repeat"} and spec.schedule:

@@ -30,6 +30,7 @@ import pytest
 
 from scheduler.core import CodecError, apply, decode_command, decode_snapshot, encode_command, encode_snapshot
 from scheduler.core.codec import (
+    CALENDARS_SNAPSHOT_FORMAT_VERSION,
     COMMAND_FORMAT_VERSION,
     SNAPSHOT_FORMAT_VERSION,
     SNAPSHOT_MAGIC,
@@ -65,7 +66,19 @@ from scheduler.core.commands import (
     SlotClaim,
     TriggerRun,
 )
-from scheduler.core.model import LIVE_STATUSES, ActiveWindow, Attempt, Job, JobSpec, MisfirePolicy, RetryPolicy, Run
+from scheduler.core.model import (
+    LIVE_STATUSES,
+    ActiveWindow,
+    Attempt,
+    Calendar,
+    CalendarRule,
+    HolidaySource,
+    Job,
+    JobSpec,
+    MisfirePolicy,
+    RetryPolicy,
+    Run,
+)
 from scheduler.core.results import JobAdded, Rejection, Result
 from scheduler.core.state import State
 
@@ -74,6 +87,9 @@ COMMANDS_FILE = GOLDEN / "commands_v1.txt"
 SNAPSHOT_FILE = GOLDEN / f"snapshot_v{SNAPSHOT_FORMAT_VERSION}.txt"
 VERSIONED_SNAPSHOT_FILE = GOLDEN / f"snapshot_v{VERSIONED_SNAPSHOT_FORMAT_VERSION}.txt"
 FORMAT_3_SNAPSHOT_FILE = GOLDEN / "snapshot_log_format_3.txt"
+CALENDARS_SNAPSHOT_FILE = GOLDEN / f"snapshot_v{CALENDARS_SNAPSHOT_FORMAT_VERSION}.txt"
+# Snapshot format byte -> the cluster version golden_state() is built with for it.
+CLUSTER_VERSION_OF_FORMAT = {1: 1, 2: 1, VERSIONED_SNAPSHOT_FORMAT_VERSION: 2, CALENDARS_SNAPSHOT_FORMAT_VERSION: 3}
 REGENERATE = os.environ.get("RAFTCRON_REGEN_GOLDEN") == "1"
 
 T = 1_700_000_000_000_000  # 2023-11-14T22:13:20Z in microseconds
@@ -120,6 +136,20 @@ INTERVAL_SPEC = JobSpec(
 )
 ONE_SHOT_SPEC = JobSpec(id="migrate", schedule="", target_kind="shell", target="./migrate.sh", at_us=T + 3_600_000_000)
 MANUAL_SPEC = JobSpec(id="rebuild-index", schedule="", target_kind="handler", target="examples.hello")
+US_HOLIDAYS = Calendar(
+    name="us-holidays",
+    dates=("2027-07-05", "2027-09-06"),
+    source=HolidaySource(country="US", subdivision="NY", first_year=2027, years=1, library_version="0.109"),
+)
+CLOSURES = Calendar(name="closures", dates=("2027-12-24",))
+CALENDAR_SPEC = JobSpec(
+    id="payroll",
+    schedule="0 9 * * 1",
+    target_kind="handler",
+    target="payroll.run",
+    timezone="America/New_York",
+    calendar=CalendarRule(skip=("us-holidays", "closures"), only=("closures",), on_skip="previous_business_day"),
+)
 
 # name -> command; names are stable keys into the golden file. Add, never rename.
 COMMANDS: dict[str, Command] = {
@@ -247,6 +277,23 @@ COMMANDS: dict[str, Command] = {
         claims=(SlotClaim("standup", T, T + 7_200_000_000, 1), SlotClaim("poll", T, T + 90_000_000, 1)),
         schedule_indexes=(1, -1),
     ),
+    "apply_jobs_calendars": ApplyJobs(
+        issued_at_us=T + 21,
+        author="alice",
+        request_id="req-10",
+        upserts=(JobUpsert(spec=CALENDAR_SPEC, expected_version=0, next_due_us=T + 86_400_000_000),),
+        calendars=(US_HOLIDAYS, CLOSURES),
+        calendar_removals=("old-closures",),
+    ),
+    "claim_runs_calendar": ClaimRuns(
+        issued_at_us=T + 22,
+        epoch=12,
+        claims=(
+            SlotClaim("payroll", T, T + 604_800_000_000, 1, "skipped", "calendar us-holidays: 2023-11-14 is listed"),
+            SlotClaim("payroll", T + 604_800_000_000, 0, 1, "queued", "moved", T + 345_600_000_000),
+        ),
+        calendar_keys=(RunRef("payroll", T), RunRef("payroll", T + 604_800_000_000)),
+    ),
 }
 # Commands of log format 3: a node that reads up to format 2 refuses them.
 FORMAT_3_COMMANDS = (
@@ -257,6 +304,8 @@ FORMAT_3_COMMANDS = (
     "mark_alerts_delivered_counts",
     "apply_jobs_ways_to_fire",
     "claim_runs_schedule_indexes",
+    "apply_jobs_calendars",
+    "claim_runs_calendar",
 )
 
 
@@ -392,6 +441,7 @@ def golden_state(cluster_version: int = 1) -> State:
         request_fifo=["req-1", "req-2"],
         run_count=4,
         cluster_version=cluster_version,
+        calendars={"us-holidays": US_HOLIDAYS, "closures": CLOSURES} if cluster_version >= 3 else {},
     )
 
 
@@ -434,7 +484,7 @@ def _commands_text() -> str:
 
 
 def _snapshot_text(version: int = SNAPSHOT_FORMAT_VERSION, format_3_fields: bool = False) -> str:
-    cluster_version = 2 if version == VERSIONED_SNAPSHOT_FORMAT_VERSION else 1
+    cluster_version = CLUSTER_VERSION_OF_FORMAT[version]
     data = encode_snapshot(golden_state_format_3() if format_3_fields else golden_state(cluster_version)).hex()
     state = "golden_state()" if cluster_version == 1 else f"golden_state(cluster_version={cluster_version})"
     state = "golden_state_format_3()" if format_3_fields else state
@@ -467,6 +517,7 @@ def regenerate_golden() -> None:
     _write_golden(SNAPSHOT_FILE, _snapshot_text())
     _write_golden(VERSIONED_SNAPSHOT_FILE, _snapshot_text(VERSIONED_SNAPSHOT_FORMAT_VERSION))
     _write_golden(FORMAT_3_SNAPSHOT_FILE, _snapshot_text(VERSIONED_SNAPSHOT_FORMAT_VERSION, format_3_fields=True))
+    _write_golden(CALENDARS_SNAPSHOT_FILE, _snapshot_text(CALENDARS_SNAPSHOT_FORMAT_VERSION))
 
 
 def _payload_lines(text: str) -> list[str]:
@@ -555,6 +606,22 @@ def test_a_state_at_cluster_version_1_keeps_format_2_and_its_digest() -> None:
     assert b"cluster_version" in encode_snapshot(golden_state(cluster_version=2))
 
 
+def test_calendars_snapshot_decodes_to_the_state_and_encodes_to_its_bytes() -> None:
+    data = read_snapshot(CALENDARS_SNAPSHOT_FILE)
+    assert data[len(SNAPSHOT_MAGIC)] == CALENDARS_SNAPSHOT_FORMAT_VERSION
+    assert decode_snapshot(data) == golden_state(cluster_version=3)
+    assert decode_snapshot(data).calendars["us-holidays"].dates == ("2027-07-05", "2027-09-06")
+    assert encode_snapshot(golden_state(cluster_version=3)) == data, "the snapshot format changed"
+    with pytest.raises(NewerLogFormat, match="needs log format 3"):
+        decode_snapshot(data, max_log_format=2)
+
+
+def test_a_state_below_cluster_version_3_leaves_calendars_out() -> None:
+    """Format 2 and 3 snapshots keep the bytes (and digests) nodes without calendars write."""
+    assert b"calendars" not in encode_snapshot(golden_state(cluster_version=2))
+    assert b"calendars" in encode_snapshot(golden_state(cluster_version=3))
+
+
 def test_a_node_capped_at_format_1_refuses_the_versioned_snapshot() -> None:
     with pytest.raises(NewerLogFormat, match="needs log format 2"):
         decode_snapshot(read_snapshot(VERSIONED_SNAPSHOT_FILE), max_log_format=1)
@@ -564,15 +631,14 @@ def test_a_node_capped_at_format_1_refuses_the_versioned_snapshot() -> None:
 @pytest.mark.parametrize("path", sorted(GOLDEN.glob("snapshot_v*.txt")), ids=lambda p: p.name)
 def test_every_committed_snapshot_file_stays_readable(path: Path) -> None:
     data = read_snapshot(path)
-    cluster_version = 2 if data[len(SNAPSHOT_MAGIC)] == VERSIONED_SNAPSHOT_FORMAT_VERSION else 1
-    assert decode_snapshot(data) == golden_state(cluster_version)
+    assert decode_snapshot(data) == golden_state(CLUSTER_VERSION_OF_FORMAT[data[len(SNAPSHOT_MAGIC)]])
 
 
 def test_the_snapshot_with_format_3_fields_decodes_to_the_state_and_encodes_to_its_bytes() -> None:
     data = read_snapshot(FORMAT_3_SNAPSHOT_FILE)
     assert decode_snapshot(data) == golden_state_format_3()
     assert encode_snapshot(golden_state_format_3()) == data, "the snapshot format changed"
-    with pytest.raises(NewerLogFormat, match="cluster version is 3"):
+    with pytest.raises(NewerLogFormat, match="needs log format 3"):
         decode_snapshot(data, max_log_format=2)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from scheduler.core import State, encode_snapshot
-from scheduler.core.codec import SNAPSHOT_MAGIC, VERSIONED_SNAPSHOT_FORMAT_VERSION, _encoder
+from scheduler.core.codec import CALENDARS_SNAPSHOT_FORMAT_VERSION, SNAPSHOT_MAGIC, _encoder
 
 
 def _orders(keys: list[str]) -> dict[str, list[str]]:
@@ -21,11 +21,11 @@ def _orders(keys: list[str]) -> dict[str, list[str]]:
 def test_the_bytes_are_msgspecs_deterministic_encoding_whatever_the_insertion_order():
     keys = [f"job-{i:04d}" for i in range(300)] + ["Ärger", "zz", "a"]
     for order, ordered in _orders(keys).items():
-        # Cluster version 2: the format that encodes State itself (at 1, golden files hold the bytes).
-        state = State(cluster_version=2)
+        # Cluster version 3: the format that encodes State itself (below, golden files hold the bytes).
+        state = State(cluster_version=3)
         state.retired_versions.update({k: n for n, k in enumerate(ordered)})
         state.orphaned_histories.update({k: True for k in reversed(ordered)})
-        expected = SNAPSHOT_MAGIC + bytes((VERSIONED_SNAPSHOT_FORMAT_VERSION,)) + _encoder.encode(state)
+        expected = SNAPSHOT_MAGIC + bytes((CALENDARS_SNAPSHOT_FORMAT_VERSION,)) + _encoder.encode(state)
         assert encode_snapshot(state) == expected, order
 
 

@@ -26,6 +26,7 @@ from scheduler.core.vocabulary import (
     LeaseOutcome,
     LeaseRefusal,
     Misfire,
+    OnSkip,
     OutOfPlan,
     Overlap,
     RejectionCode,
@@ -46,6 +47,7 @@ SCHEDULER = Path(__file__).resolve().parents[3] / "scheduler"
 VALUES = {
     Overlap: ("allow", "forbid", "queue", "replace"),
     Misfire: ("fire_late", "skip", "catch_up"),
+    OnSkip: ("skip", "previous_business_day", "next_business_day"),
     DstGap: ("run_at_end", "skip"),
     DstRepeat: ("first", "second", "both"),
     TargetKind: ("handler", "shell"),
@@ -75,7 +77,7 @@ VALUES = {
         "not_yet_due",
         "history_pruned",
     ),
-    SkipReason: ("paused", "killed", "overlap forbid"),
+    SkipReason: ("paused", "killed", "overlap forbid", "calendar"),
     AlertKind: ("missed", "skipped", "failed", "timed_out", "late", "fenced", "killed", "recovered"),
     KillAction: ("kill", "revive"),
     RejectionCode: (

@@ -836,9 +836,10 @@ def test_document_of_a_shell_job() -> None:
 
 def test_full_document_has_every_field() -> None:
     document = spec_to_document(one(), full=True)
-    # "no payload" has no document form; the other ways to fire and the limits are alternatives
+    # "no payload" and "no calendar" have no document form; the other ways to fire and the limits
+    # are alternatives
     ways_and_limits = {"schedules", "every", "anchor", "at", "active", "max_runs"}
-    assert set(document) == set(_JOB_KEYS) - {"payload"} - ways_and_limits
+    assert set(document) == set(_JOB_KEYS) - {"payload", "calendar"} - ways_and_limits
     assert document["retry"] == {
         "max_attempts": 3,
         "backoff": {"initial": "10s", "max": "5m", "multiplier": 2.0},

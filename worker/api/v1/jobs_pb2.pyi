@@ -10,6 +10,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ListCalendarsRequest(_message.Message):
+    __slots__ = ("linearizable",)
+    LINEARIZABLE_FIELD_NUMBER: _ClassVar[int]
+    linearizable: bool
+    def __init__(self, linearizable: _Optional[bool] = ...) -> None: ...
+
+class ListCalendarsResponse(_message.Message):
+    __slots__ = ("calendars", "read")
+    CALENDARS_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    calendars: _containers.RepeatedCompositeFieldContainer[_common_pb2.Calendar]
+    read: _common_pb2.ReadInfo
+    def __init__(self, calendars: _Optional[_Iterable[_Union[_common_pb2.Calendar, _Mapping]]] = ..., read: _Optional[_Union[_common_pb2.ReadInfo, _Mapping]] = ...) -> None: ...
+
 class TriggerJobRequest(_message.Message):
     __slots__ = ("job_id", "author", "request_id", "payload_json", "overlap")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -80,20 +94,22 @@ class BackfillJobResponse(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[_common_pb2.Run, _Mapping]]] = ..., already_ran: _Optional[int] = ...) -> None: ...
 
 class ApplyJobsRequest(_message.Message):
-    __slots__ = ("jobs", "prune", "dry_run", "author", "request_id", "resources")
+    __slots__ = ("jobs", "prune", "dry_run", "author", "request_id", "resources", "calendars")
     JOBS_FIELD_NUMBER: _ClassVar[int]
     PRUNE_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     AUTHOR_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    CALENDARS_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.JobSpec]
     prune: bool
     dry_run: bool
     author: str
     request_id: str
     resources: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
-    def __init__(self, jobs: _Optional[_Iterable[_Union[_common_pb2.JobSpec, _Mapping]]] = ..., prune: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., author: _Optional[str] = ..., request_id: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ...) -> None: ...
+    calendars: _containers.RepeatedCompositeFieldContainer[_common_pb2.Calendar]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_common_pb2.JobSpec, _Mapping]]] = ..., prune: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., author: _Optional[str] = ..., request_id: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., calendars: _Optional[_Iterable[_Union[_common_pb2.Calendar, _Mapping]]] = ...) -> None: ...
 
 class ApplyJobsResponse(_message.Message):
     __slots__ = ("changes", "errors", "applied_index")

@@ -81,6 +81,11 @@ class JobServiceStub:
                 request_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.CancelRunRequest.SerializeToString,
                 response_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.CancelRunResponse.FromString,
                 _registered_method=True)
+        self.ListCalendars = channel.unary_unary(
+                '/raftcron.v1.JobService/ListCalendars',
+                request_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsRequest.SerializeToString,
+                response_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -158,6 +163,13 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListCalendars(self, request, context):
+        """The declared calendars with their dates.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -205,6 +217,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.CancelRun,
                     request_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.CancelRunRequest.FromString,
                     response_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.CancelRunResponse.SerializeToString,
+            ),
+            'ListCalendars': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCalendars,
+                    request_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsRequest.FromString,
+                    response_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -452,6 +469,33 @@ class JobService:
             '/raftcron.v1.JobService/CancelRun',
             worker_dot_api_dot_v1_dot_jobs__pb2.CancelRunRequest.SerializeToString,
             worker_dot_api_dot_v1_dot_jobs__pb2.CancelRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCalendars(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftcron.v1.JobService/ListCalendars',
+            worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsRequest.SerializeToString,
+            worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsResponse.FromString,
             options,
             channel_credentials,
             insecure,
