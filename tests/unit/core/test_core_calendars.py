@@ -148,7 +148,9 @@ def test_a_calendar_skip_raises_no_alert_but_other_skips_still_do() -> None:
     nominal_us = core.state.jobs["payroll"].next_due_us
     skipped = claim("payroll", nominal_us, nominal_us + 600_000_000, 1, "skipped", "calendar us: 2027-07-05 is listed")
     core.clock.set(nominal_us)
-    command = ClaimRuns(nominal_us, core.state.epoch, (skipped,), nominal_us, calendar_keys=(RunRef("payroll", nominal_us),))
+    command = ClaimRuns(
+        nominal_us, core.state.epoch, (skipped,), nominal_us, calendar_keys=(RunRef("payroll", nominal_us),)
+    )
     assert core.apply(command).accepted
     assert core.state.get_run("payroll", nominal_us).reason.startswith("calendar us:")
     assert not core.state.alerts
