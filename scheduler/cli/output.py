@@ -12,7 +12,7 @@ import sys
 from google.protobuf.json_format import MessageToDict
 
 from scheduler.planning import format_us
-from scheduler.rpc.convert import STATUS_FROM_PB, timestamp_us
+from scheduler.rpc.convert import STATUS_FROM_PB, duration_us, timestamp_us
 from scheduler.security.safetext import shown_text
 
 
@@ -53,8 +53,14 @@ def run_dict(run) -> dict:
     }
 
 
+def spread_us(job) -> int:
+    """The herd spread the answering node computed for `job` (0 from a node that sends none)."""
+    return duration_us(job, "spread", 0)
+
+
 def job_dict(job) -> dict:
     spec = MessageToDict(job.spec, preserving_proto_field_name=True)
+    next_us = timestamp_us(job.next_due) if job.HasField("next_due") else 0
     return {
         "id": job.spec.id,
         "version": job.version,
@@ -62,6 +68,9 @@ def job_dict(job) -> dict:
         "paused": job.paused,
         "cursor": _iso(job, "cursor"),
         "next_due": _iso(job, "next_due"),
+        # When the leader releases that slot: its nominal instant plus the job's herd spread.
+        "next_due_at": format_us(next_us + spread_us(job)) if next_us else "",
+        "spread_s": spread_us(job) / 1_000_000,
         "last_status": STATUS_FROM_PB.get(job.last_status, ""),
         "last_scheduled_at": _iso(job, "last_scheduled_at"),
         "spec": spec,
@@ -95,13 +104,32 @@ def print_jobs(response, as_json: bool) -> None:
                 j["spec"].get("schedule", ""),
                 j["spec"].get("timezone", ""),
                 j["next_due"],
+                _due_cell(j["next_due_at"], j["spread_s"]),
                 j["last_status"],
                 "paused" if j["paused"] else "",
             ]
             for j in jobs
         ]
-        _table(rows, ["JOB", "SCHEDULE", "ZONE", "NEXT DUE (UTC)", "LAST", ""])
+        _table(rows, ["JOB", "SCHEDULE", "ZONE", "NEXT SLOT (UTC)", "RUNS AT (UTC, spread)", "LAST", ""])
     _freshness(response.read)
+
+
+def spread_text(spread_s: float) -> str:
+    """A spread as `+12m34.5s`: how long after its nominal instant a slot runs."""
+    minutes, seconds = divmod(spread_s, 60)
+    hours, minutes = divmod(int(minutes), 60)
+    text = f"{seconds:.1f}s".replace(".0s", "s")
+    if minutes or hours:
+        text = f"{minutes}m{text}"
+    if hours:
+        text = f"{hours}h{text}"
+    return f"+{text}"
+
+
+def _due_cell(due: str, spread_s: float) -> str:
+    if not due:
+        return ""
+    return f"{due} ({spread_text(spread_s)})" if spread_s else f"{due} (no spread)"
 
 
 def print_job(job, as_json: bool) -> None:
@@ -247,9 +275,13 @@ def print_alerts(response, as_json: bool) -> None:
 
 
 def print_fires(fires: list[dict], as_json: bool) -> None:
+    """Upcoming fires; for a job's fires (with `due_at`), the instant each runs beside its slot."""
     if as_json:
         print(json.dumps(fires, indent=2))
         return
     for fire in fires:
         note = f"  ({fire['adjustment']})" if fire.get("adjustment") else ""
-        print(f"{fire['at']}  = {fire['at_utc']}{note}")
+        due = ""
+        if "due_at" in fire:
+            due = f"  runs at {fire['due_at']} ({spread_text(fire['spread_s'])})" if fire["spread_s"] else ""
+        print(f"{fire['at']}  = {fire['at_utc']}{due}{note}")

@@ -64,11 +64,21 @@ def _nearest_slot(spec, at_us: int) -> int | None:
     return min(candidates, key=lambda slot: abs(slot - at_us)) if candidates else None
 
 
+def _runs_at(slot_us: int, due_us: int) -> str:
+    if due_us == slot_us:
+        return ""
+    return f", due at {format_us(due_us)} ({out.spread_text((due_us - slot_us) / SECOND_US)} herd spread)"
+
+
 def _sentence(run: dict) -> str:
     status, reason = run["status"], run["reason"]
-    slot = f"slot {run['scheduled_at']} of {run['job_id']}"
-    late_s = (parse_when(run["claimed_at"]) - parse_when(run["scheduled_at"])) / SECOND_US if run["claimed_at"] else 0.0
+    slot_us = parse_when(run["scheduled_at"])
+    due_us = parse_when(run["effective_at"]) if run["effective_at"] else slot_us
+    slot = f"slot {run['scheduled_at']} of {run['job_id']}{_runs_at(slot_us, due_us)}"
+    late_s = (parse_when(run["claimed_at"]) - slot_us) / SECOND_US if run["claimed_at"] else 0.0
     fired = f"claimed at {run['claimed_at']} ({late_s:.3f}s after the slot)"
+    if run["started_at"]:
+        fired += f", started {(parse_when(run['started_at']) - due_us) / SECOND_US:.3f}s after it was due"
     if status == RunStatus.SUCCEEDED:
         return f"{slot}: {fired}; succeeded at {run['finished_at']} after {run['attempt']} attempt(s), worker {run['worker_id']}"
     if status in (RunStatus.QUEUED, RunStatus.LEASED):
@@ -96,11 +106,19 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
     if nearest is not None and (
         slot_us is None or abs(parse_when(nearest["scheduled_at"]) - at_us) <= abs(slot_us - at_us)
     ):
-        answer = {"slot": nearest["scheduled_at"], "run": nearest, "explanation": _sentence(nearest)}
+        answer = {
+            "slot": nearest["scheduled_at"],
+            "due_at": nearest["effective_at"] or nearest["scheduled_at"],
+            "run": nearest,
+            "explanation": _sentence(nearest),
+        }
     elif slot_us is not None and slot_us > cursor_us:
+        due_us = slot_us + out.spread_us(job)
         answer = {
             "slot": format_us(slot_us),
+            "due_at": format_us(due_us),
             "explanation": f"slot {format_us(slot_us)} of {job_id} is not due yet"
+            f"{_runs_at(slot_us, due_us)}"
             f" (accounted up to {format_us(cursor_us)}){'; the job is paused' if job.paused else ''}",
         }
     elif slot_us is not None:
@@ -117,13 +135,27 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
 
 def cmd_next(args) -> int:
     schedule, timezone, gap, repeat = args.schedule, args.timezone, args.dst_gap, args.dst_repeat
+    job = None
     if args.job:
         with connection.cluster_client(args) as client:
-            spec = client.get_job(job_id=args.job).job.spec
+            job = client.get_job(job_id=args.job).job
+        spec = job.spec
         schedule, timezone = spec.schedule, spec.timezone or "UTC"
         gap, repeat = gap or spec.dst.gap or None, repeat or spec.dst.repeat or None
     elif not schedule:
         print("raftcron next: name a JOB or give --schedule", file=sys.stderr)
         return 2
-    out.print_fires(preview(schedule, timezone or "UTC", args.after, args.n, gap, repeat), args.json)
+    fires = preview(schedule, timezone or "UTC", args.after, args.n, gap, repeat)
+    if job is not None:
+        fires = with_due_instants(fires, out.spread_us(job))
+    out.print_fires(fires, args.json)
     return 0
+
+
+def with_due_instants(fires: list[dict], spread_us: int) -> list[dict]:
+    """A job's fires with `due_at`, the instant the leader releases each (its slot plus the
+    job's herd spread, as the cluster computed it), and `spread_s`."""
+    return [
+        {**fire, "due_at": format_us(parse_when(fire["at_utc"]) + spread_us), "spread_s": spread_us / SECOND_US}
+        for fire in fires
+    ]
