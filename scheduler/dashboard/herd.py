@@ -28,7 +28,9 @@ def _schedule_key(spec: JobSpec) -> tuple:
 
 
 def grouped_forecast(specs: list[JobSpec], start_us: int, hours: float, herd_window_us: int) -> Forecast:
-    """forecast(specs, start_us, hours, herd_window_us), computed once per distinct schedule."""
+    """forecast(specs, start_us, hours, herd_window_us), computed once per distinct schedule
+    (from the clock minute holding `start_us`, as forecast counts)."""
+    start_us -= start_us % MINUTE_US
     minutes = max(1, int(hours * 60))
     end_us = start_us + minutes * MINUTE_US
     result = Forecast(start_us=start_us, minutes=minutes)
