@@ -82,7 +82,7 @@ class Slot:
     has_run: bool = True
 
 
-def _lateness_us(run: model.Run) -> int:
+def lateness_us(run: model.Run) -> int:
     """How long after it was due the run's first attempt started (its claim, if none started)."""
     due_us = run.effective_us or run.scheduled_us
     started_us = run.attempts[0].started_us if run.attempts else run.claimed_us
@@ -92,14 +92,14 @@ def _lateness_us(run: model.Run) -> int:
 def fate_of(run: model.Run) -> Slot:
     """The fate of a run, as the timeline draws it."""
     tries = len(run.attempts)
-    late = f"; started {human_duration_us(_lateness_us(run))} after it was due" if tries else ""
+    late = f"; started {human_duration_us(lateness_us(run))} after it was due" if tries else ""
     exit_note = f" (exit code {run.exit_code})" if run.exit_code else ""
     status, reason = run.status, run.reason or run.error
     if status == model.SUCCEEDED:
         if tries > 1:
             fate, label = RETRIED, f"succeeded on attempt {tries}"
-        elif _lateness_us(run) > LATE_AFTER_US:
-            fate, label = LATE, f"late by {human_duration_us(_lateness_us(run))}"
+        elif lateness_us(run) > LATE_AFTER_US:
+            fate, label = LATE, f"late by {human_duration_us(lateness_us(run))}"
         else:
             fate, label = ON_TIME, "fired on time"
         detail = f"{label}{late}"

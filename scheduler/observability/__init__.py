@@ -135,7 +135,13 @@ def start_observability(node, authorize=None) -> Observability:
     )
     observer.replayed_until = node.raftlog.commit_index
     node.raftlog.add_apply_listener(observer)
-    dashboard = Dashboard(node.raftlog, node.config, authorize=authorize, clock_us=getattr(node, "clock_us", None))
+    dashboard = Dashboard(
+        node.raftlog,
+        node.config,
+        authorize=authorize,
+        clock_us=getattr(node, "clock_us", None),
+        workers=getattr(getattr(node, "workers", None), "registry", None),
+    )
     try:
         server, thread = serve_http(host, port, registry, dashboard)
     except OSError:
