@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from scheduler.core.alerts import ALERTS_RETAINED, LATE_ALERT_US
-from scheduler.dashboard import data, fates
+from scheduler.dashboard import data
 from scheduler.dashboard.problems import RUNS_LOOKED_AT_PER_JOB, WAITING_AFTER_US, Problems
 from scheduler.dashboard.svg import run_href
 from scheduler.dashboard.views import badge_html, job_href, layout, table_html, when
@@ -14,6 +14,15 @@ from scheduler.leader.worker_registry import EXPIRE_AFTER_US, WorkerSeen
 # Seconds between reloads of the pages that watch the cluster. A <meta> refresh, not a script:
 # the Content-Security-Policy (default-src 'none') forbids every script, and a refresh is no script.
 REFRESH_S = 10
+
+
+def span(us: int) -> str:
+    """A round span for prose: 24 h, 1 min, 30 s (fates.human_duration_us for measured ones)."""
+    seconds = us // 1_000_000
+    for unit, size in (("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
 
 
 def refresh_note() -> str:
@@ -30,7 +39,7 @@ def _section(title: str, name: str, count: int, body: str) -> str:
 
 def problems_html(problems: Problems, leading: bool, leader: str) -> str:
     """The front page's first section: what needs a person, worst first."""
-    now_us, window = problems.now_us, fates.human_duration_us(problems.window_us)
+    now_us, window = problems.now_us, span(problems.window_us)
     failing = table_html(
         ["job", "failed", "of runs ended", "last failure", "last error"],
         [
@@ -114,9 +123,9 @@ def problems_html(problems: Problems, leading: bool, leader: str) -> str:
     about = (
         f'<p class="muted">Failures, late and missed slots of the last {window} of replicated time, from the '
         f"retained alerts (the newest {ALERTS_RETAINED:,}); a late slot was claimed more than "
-        f"{fates.human_duration_us(LATE_ALERT_US)} after its instant; runs ended counts the newest "
+        f"{span(LATE_ALERT_US)} after its instant; runs ended counts the newest "
         f"{RUNS_LOOKED_AT_PER_JOB} of the window. A target is listed when no worker polls it, or when its oldest "
-        f"due run has waited more than {fates.human_duration_us(WAITING_AFTER_US)}{known}.</p>"
+        f"due run has waited more than {span(WAITING_AFTER_US)}{known}.</p>"
     )
     return (
         f"{summary}"
@@ -184,7 +193,7 @@ def workers_page(
                 "—",
             ]
         )
-    expiry = fates.human_duration_us(EXPIRE_AFTER_US)
+    expiry = span(EXPIRE_AFTER_US)
     if seen is None:
         intro = (
             f'<p class="card not-leader">This node is not the leader: workers lease from the leader '
