@@ -55,7 +55,7 @@ def cmd_forecast(args) -> int:
     from scheduler.rpc.convert import spec_from_pb
 
     if args.plot:
-        plot.check_available()
+        plot.check_available(args.plot)
     start_us = parse_when(args.start)
     specs, spreads, token = [], {}, ""
     with connection.cluster_client(args) as client:

@@ -118,12 +118,11 @@ def spread_text(spread_s: float) -> str:
     """A spread as `+12m34.5s`: how long after its nominal instant a slot runs."""
     minutes, seconds = divmod(spread_s, 60)
     hours, minutes = divmod(int(minutes), 60)
-    text = f"{seconds:.1f}s".replace(".0s", "s")
-    if minutes or hours:
-        text = f"{minutes}m{text}"
-    if hours:
-        text = f"{hours}h{text}"
-    return f"+{text}"
+    if not (minutes or hours):
+        return f"+{seconds:.1f}s".replace(".0s", "s")
+    text = f"{seconds:04.1f}s".replace(".0s", "s")
+    text = f"{minutes:02d}m{text}" if hours else f"{minutes}m{text}"
+    return f"+{hours}h{text}" if hours else f"+{text}"
 
 
 def _due_cell(due: str, spread_s: float) -> str:

@@ -13,16 +13,21 @@ from scheduler.planning.forecast import MINUTE_US, Forecast, Peak, peak_text
 PEAKS_LABELLED = 3
 
 
-class PlotUnavailable(ValueError):
-    """matplotlib is not installed: a user error (the CLI prints the message and exits 2)."""
+class PlotError(ValueError):
+    """No PNG can be written (no matplotlib, an unwritable path): a user error, printed in one
+    line by the CLI with exit code 2."""
 
 
-def check_available() -> None:
-    """Raise PlotUnavailable before any work is done, not after a forecast of every job."""
+def check_available(path: str) -> None:
+    """Raise PlotError before any work is done, not after a forecast of every job."""
     import importlib.util
+    import os
 
     if importlib.util.find_spec("matplotlib") is None:
-        raise PlotUnavailable("--png needs matplotlib: pip install 'raftcron[plot]'")
+        raise PlotError("--png needs matplotlib: pip install 'raftcron[plot]'")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise PlotError(f"--png {path}: cannot write into {folder} (no such directory, or not writable)")
 
 
 def _clock(at_us: int) -> datetime:
@@ -37,7 +42,7 @@ def plot_png(result: Forecast, path: str, peaks: list[Peak] | None = None) -> No
         import matplotlib.dates as mdates
         import matplotlib.pyplot as plt
     except ImportError:
-        raise PlotUnavailable("--png needs matplotlib: pip install 'raftcron[plot]'") from None
+        raise PlotError("--png needs matplotlib: pip install 'raftcron[plot]'") from None
     figure, axis = plt.subplots(figsize=(13, 4.8))
     times = [_clock(result.start_us + m * MINUTE_US) for m in range(result.minutes)]
     axis.plot(times, result.series(), label="all jobs", linewidth=1, drawstyle="steps-post")
@@ -51,7 +56,7 @@ def plot_png(result: Forecast, path: str, peaks: list[Peak] | None = None) -> No
         at = _clock(peak.at_us)
         axis.plot([at], [peak.fires], marker="o", markersize=4, color="crimson")
         axis.annotate(str(rank), (at, peak.fires), xytext=(0, 5), textcoords="offset points", ha="center", fontsize=9)
-        lines.append(f"{rank}. {at:%H:%M} UTC, {peak.fires} fires: {peak_text(peak)}")
+        lines.append(f"{rank}. {at:%b %d %H:%M} UTC, {peak.fires} fires: {peak_text(peak)}")
     if lines:
         axis.text(
             0.01,
@@ -73,5 +78,9 @@ def plot_png(result: Forecast, path: str, peaks: list[Peak] | None = None) -> No
     axis.grid(True, linewidth=0.3)
     axis.legend(loc="upper right")
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    try:
+        figure.savefig(path, dpi=100)
+    except OSError as exc:
+        raise PlotError(f"--png {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(figure)

@@ -133,4 +133,5 @@ def test_explain_of_a_run_says_when_it_was_due_and_started():
 def test_spread_text_reads_like_a_duration():
     assert out.spread_text(0.5) == "+0.5s"
     assert out.spread_text(754.0) == "+12m34s"
-    assert out.spread_text(3723.25) == "+1h2m3.2s"
+    assert out.spread_text(3723.25) == "+1h02m03.2s"
+    assert out.spread_text(2706.3) == "+45m06.3s"

@@ -74,3 +74,10 @@ def test_png_without_matplotlib_is_one_line_and_exit_2(monkeypatch, capsys, tmp_
     assert cli.main([*ARGS, "--png", str(tmp_path / "x.png")]) == 2
     err = capsys.readouterr().err
     assert "pip install 'raftcron[plot]'" in err and "Traceback" not in err
+
+
+def test_png_into_a_missing_directory_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path):
+    use_jobs(monkeypatch, specs())
+    assert cli.main([*ARGS, "--png", str(tmp_path / "missing" / "x.png")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write into" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
