@@ -52,6 +52,11 @@ FATE_NAMES = {
 }
 
 
+def to_second(instant_us: int) -> str:
+    """An instant as UTC ISO-8601 to the second: what a person reads on a page."""
+    return format_us(instant_us - instant_us % SECOND_US)
+
+
 def human_duration_us(us: int) -> str:
     """A duration rounded for reading: 850ms, 12.3s, 4m05s, 2h03m, 3d04h."""
     sign, us = ("-", -us) if us < 0 else ("", us)
@@ -195,7 +200,7 @@ def timeline(detail: JobDetail, from_us: int, to_us: int) -> tuple[list[Slot], b
     for fire in schedule_for(detail.row.spec).next_fires(max(detail.cursor_us, from_us - 1), UPCOMING_SHOWN):
         if fire.at_us >= to_us:
             break
-        due = format_us(fire.at_us + detail.spread_us)
+        due = to_second(fire.at_us + detail.spread_us)
         slots.setdefault(fire.at_us, Slot(fire.at_us, UPCOMING, "upcoming", f"due at {due}", "", False))
     ordered = [slots[at_us] for at_us in sorted(slots)]
     return ordered[-MAX_TIMELINE_SLOTS:], cut or len(ordered) > MAX_TIMELINE_SLOTS

@@ -7,7 +7,6 @@ from collections import Counter
 from html import escape
 from urllib.parse import quote, urlencode
 
-from scheduler.core.model import SECOND_US
 from scheduler.core.vocabulary import CompletionKind, Misfire, RunKind, RunStatus, TargetKind
 from scheduler.dashboard import data, fates
 from scheduler.dashboard.svg import FATE_COLOURS, legend_html, run_href, timeline_svg
@@ -75,9 +74,7 @@ section.problem h3{font-size:14px;margin:4px 0 6px}
 """
 
 
-def to_second(instant_us: int) -> str:
-    """An instant as UTC ISO-8601 to the second: what a person reads (the markup keeps the rest)."""
-    return format_us(instant_us - instant_us % SECOND_US)
+to_second = fates.to_second
 
 
 def when(instant_us: int, now_us: int = 0) -> str:
