@@ -41,17 +41,23 @@ ENV RAFTCRON_DATA_DIR=/var/lib/raftcron
 # Declared after the directory got its owner and mode, so a fresh named volume inherits both.
 VOLUME ["/var/lib/raftcron"]
 
-# Raft (peer to peer) and gRPC (clients, workers, the CLI).
-EXPOSE 7100 7200
+# The HTTP port: Prometheus metrics (/metrics), the probes (/healthz, /readyz; no token) and the
+# dashboard. Off loopback the dashboard wants the principals file's tokens; a node run with
+# RAFTCRON_INSECURE and no principals file needs RAFTCRON_INSECURE_DASHBOARD=true as well, or
+# RAFTCRON_METRICS= (empty) to serve no HTTP port (and then no probes).
+ENV RAFTCRON_METRICS=0.0.0.0:7300
+
+# Raft (peer to peer), gRPC (clients, workers, the CLI) and HTTP (metrics, probes, dashboard).
+EXPOSE 7100 7200 7300
 
 USER 10001:10001
 
-# A node binds its gRPC server to its own address in the peer list (not to every
-# interface), so the check must call that address: set RAFTCRON_HEALTH_ADDRESS to it
-# (docker-compose.yml overrides the whole check per node instead). With TLS and tokens on, the
-# check reads RAFTCRON_CA and RAFTCRON_TOKEN_FILE (a reader token) like any raftcron command.
+# Ready: a member with a connected leader whose epoch it applied, caught up (see README,
+# Probes). The image has Python, not curl: the check is a few lines of urllib. Set
+# RAFTCRON_HEALTH_URL when RAFTCRON_METRICS names another port. A worker runs no HTTP port:
+# docker-compose.yml disables the check for it.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
-    CMD raftcron --timeout 3 status --node "${RAFTCRON_HEALTH_ADDRESS:-127.0.0.1:7200}" > /dev/null || exit 1
+    CMD python -m scheduler.observability.healthcheck "${RAFTCRON_HEALTH_URL:-http://127.0.0.1:7300/readyz}"
 
 ENTRYPOINT ["raftcron"]
 CMD ["serve"]

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import yaml
 
+from scheduler.leader.alert_delivery import parse_route
 from scheduler.replication import RaftSettings, RaftTuning
 from scheduler.rpc.quotas import QuotaLimits
 from scheduler.security.tls import TlsFiles
@@ -85,7 +86,8 @@ class NodeConfig:
     herd_window_s: float = 3600.0
     # Calls that wait for a commit (~12 ms) hold a thread each: 16 capped a node near 800 calls/s.
     grpc_threads: int = 64
-    # owner (or "default") -> route: {webhook: URL} | {command: "prog args"} | {file: PATH} | {log: true}
+    # owner (or "default") -> route: {webhook: URL} | {command: "prog args"} | {file: PATH} | {log: true},
+    # each with optional template (json | slack) and timeout_s (scheduler/leader/alert_delivery.py)
     alert_routes: dict = field(default_factory=dict, hash=False)
     log_level: str = "INFO"
     log_format: str = "text"  # text | json
@@ -110,6 +112,8 @@ class NodeConfig:
     join: bool = False
     # Quotas per owner and the write rate per principal (see scheduler/rpc/quotas.py).
     quotas: QuotaLimits = field(default_factory=QuotaLimits, hash=False)
+    # gRPC server reflection (grpcurl, grpcui): the schema only, which proto/ publishes anyway.
+    grpc_reflection: bool = True
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -224,8 +228,10 @@ def _validate(config: NodeConfig) -> None:
     if not 0 <= config.herd_window_s <= 86_400:
         raise ConfigError("herd_window_s must be between 0 and 86400")
     for owner, route in config.alert_routes.items():
-        if not isinstance(route, dict) or len(route) != 1 or not set(route) <= {"webhook", "command", "file", "log"}:
-            raise ConfigError(f"alert route for {owner!r} must be one of webhook, command, file or log, got {route!r}")
+        try:
+            parse_route(owner, route)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     tuning = config.raft
     if not 0 < tuning.append_entries_period_s * 3 < tuning.election_timeout_min_s < tuning.election_timeout_max_s:
         raise ConfigError("need 3 x append_entries_period_s < election_timeout_min_s < election_timeout_max_s")
@@ -411,6 +417,7 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
         insecure_dashboard=_flag(
             pick(None, "RAFTCRON_INSECURE_DASHBOARD", "insecure_dashboard", False), "insecure_dashboard"
         ),
+        grpc_reflection=_flag(pick(None, "RAFTCRON_GRPC_REFLECTION", "grpc_reflection", True), "grpc_reflection"),
         **extra,
     )
 

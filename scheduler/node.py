@@ -20,6 +20,7 @@ from scheduler.leader.reaper import Reaper
 from scheduler.leader.trigger import TriggerLoop
 from scheduler.membership import MembershipChanger, peer_by_raft_address
 from scheduler.observability import add_health, start_observability
+from scheduler.observability.grpc_metrics import GrpcServerMetrics
 from scheduler.replication import RaftLog
 from scheduler.rpc.cluster import ClusterServicer
 from scheduler.rpc.forwarding import LeaderForwarder, leader_grpc_address
@@ -34,7 +35,18 @@ from scheduler.rpc.runs import RunServicer
 from scheduler.rpc.workers import WorkerServicer
 from scheduler.security.interceptor import AuthInterceptor
 from scheduler.security.principals import authenticator_for, http_authorizer
-from worker.api.v1 import cluster_pb2_grpc, jobs_pb2_grpc, ops_pb2_grpc, runs_pb2_grpc, worker_pb2_grpc
+from worker.api.v1 import (
+    cluster_pb2,
+    cluster_pb2_grpc,
+    jobs_pb2,
+    jobs_pb2_grpc,
+    ops_pb2,
+    ops_pb2_grpc,
+    runs_pb2,
+    runs_pb2_grpc,
+    worker_pb2,
+    worker_pb2_grpc,
+)
 
 log = logging.getLogger("raftcron.node")
 
@@ -72,6 +84,7 @@ class Node:
         self.authenticator = authenticator_for(config)
         self.health = None
         self.observability = None
+        self.grpc_metrics = GrpcServerMetrics(served_services(config))
 
     def _trigger_loop(self, term: LeaderTerm) -> TriggerLoop:
         c = self.config
@@ -157,6 +170,10 @@ class Node:
             OpsServicer(self.raftlog, reader, self.clock_us, timeout_s), server
         )
         self.health = add_health(server, self)
+        if self.config.grpc_reflection:
+            from scheduler.observability.reflection import add_reflection  # needs grpcio-reflection
+
+            add_reflection(server, [service.full_name for service in RAFTCRON_SERVICES] + [HEALTH_SERVICE])
         address = self.config.me.grpc_address
         port = server.add_secure_port(address, tls.server_credentials()) if tls else server.add_insecure_port(address)
         if port == 0:
@@ -164,12 +181,14 @@ class Node:
         return server
 
     def _interceptors(self) -> list[grpc.ServerInterceptor]:
-        """Authentication first (it refuses on metadata, before any body is read), then the
-        request read (on a deadline, slow reads within a share per caller), then every argument's
+        """The per-method metrics outermost (they count refused calls too), then authentication
+        (it refuses on metadata, before any body is read), then the request read (on a deadline, slow reads within a share per caller), then every argument's
         checks. Each thread-holding kind stays within a share of the pool: long polls half of
         it, slow request reads a quarter; the rest answers everything else, Status included."""
         threads = self.config.grpc_threads
-        interceptors: list[grpc.ServerInterceptor] = [AuthInterceptor(self.authenticator)] if self.authenticator else []
+        interceptors: list[grpc.ServerInterceptor] = [self.grpc_metrics.interceptor()]
+        if self.authenticator:
+            interceptors.append(AuthInterceptor(self.authenticator))
         interceptors.append(RequestIntake(LIMITS, max_slow_reads=min(LIMITS.max_slow_request_reads, threads // 4)))
         lease_waits = min(LIMITS.max_concurrent_lease_waits, threads // 2)
         interceptors.append(LimitsInterceptor(LIMITS, max_lease_waits=lease_waits))
@@ -210,6 +229,32 @@ class Node:
         self.raftlog.close()
         if self.observability is not None:
             self.observability.close()
+
+
+RAFTCRON_SERVICES = tuple(
+    module.DESCRIPTOR.services_by_name[name]
+    for module, name in (
+        (jobs_pb2, "JobService"),
+        (runs_pb2, "RunService"),
+        (cluster_pb2, "ClusterService"),
+        (worker_pb2, "WorkerService"),
+        (ops_pb2, "OpsService"),
+    )
+)
+HEALTH_SERVICE = "grpc.health.v1.Health"
+
+
+def served_services(config: NodeConfig) -> list:
+    """The descriptors of every service the node's gRPC server registers: the per-method
+    metrics' fixed set of methods."""
+    from grpc_health.v1 import health_pb2
+
+    services = [*RAFTCRON_SERVICES, health_pb2.DESCRIPTOR.services_by_name["Health"]]
+    if config.grpc_reflection:
+        from grpc_reflection.v1alpha import reflection_pb2
+
+        services.append(reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"])
+    return services
 
 
 def server_options(limits: RpcLimits) -> list[tuple[str, int]]:

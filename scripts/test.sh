@@ -14,4 +14,5 @@ bootstrap_venv "server,test"
 # prerequisite fails the run instead of skipping those tests.
 bash scripts/chaos-prereqs.sh
 bash scripts/e2e-prereqs.sh  # Chromium for the dashboard's browser tests, same rules
+bash scripts/promtool-prereqs.sh  # promtool, to check a node's /metrics exposition, same rules
 exec .venv/bin/python -m pytest -q -ra "$@"

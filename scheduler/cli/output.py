@@ -246,6 +246,14 @@ def print_kills(response, as_json: bool) -> None:
         print(shown_text(f"  {r['at']}  {r['action']:6}  {r['class']}  by {r['author']}  {r['reason']}"))
 
 
+def _slots(alert: dict) -> str:
+    """How many slots a streak stands for, and until when; "1" for a single slot."""
+    if alert["count"] <= 1:
+        return "1"
+    until = f" to {alert['last_scheduled_at']}" if alert["last_scheduled_at"] else ""
+    return f"{alert['count']}{until}{' (open)' if alert['open'] else ''}"
+
+
 def print_alerts(response, as_json: bool) -> None:
     alerts = [
         {
@@ -257,6 +265,9 @@ def print_alerts(response, as_json: bool) -> None:
             "created_at": _iso(a, "created_at"),
             "delivered_at": _iso(a, "delivered_at"),
             "message": a.message,
+            "count": a.count or 1,
+            "last_scheduled_at": _iso(a, "last_scheduled_at"),
+            "open": a.open,
         }
         for a in response.alerts
     ]
@@ -266,10 +277,18 @@ def print_alerts(response, as_json: bool) -> None:
     print(f"{response.pending} pending")
     _table(
         [
-            [a["kind"], a["job_id"], a["owner"], a["scheduled_at"], a["delivered_at"] or "PENDING", a["message"][:60]]
+            [
+                a["kind"],
+                a["job_id"],
+                a["owner"],
+                a["scheduled_at"],
+                _slots(a),
+                a["delivered_at"] or "PENDING",
+                a["message"][:60],
+            ]
             for a in alerts
         ],
-        ["KIND", "JOB", "OWNER", "SLOT", "DELIVERED", "MESSAGE"],
+        ["KIND", "JOB", "OWNER", "SLOT", "COUNT", "DELIVERED", "MESSAGE"],
     )
 
 

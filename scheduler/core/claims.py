@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scheduler.core import results as ev
-from scheduler.core.alerts import LATE_ALERT_US, raise_alert
+from scheduler.core.alerts import LATE_ALERT_US, close_streaks, raise_alert
 from scheduler.core.commands import ClaimRuns, SlotClaim
 from scheduler.core.execution import cancel_live_runs
 from scheduler.core.model import CLAIM_STATUSES, MISSED, QUEUED, SECOND_US, SKIPPED, Run, format_run_key
@@ -50,9 +50,11 @@ def _alert_on_claim(state: State, claim: SlotClaim, status: str, why: str) -> No
         raise_alert(state, AlertKind.MISSED, claim.job_id, claim.scheduled_us, why)
     elif status == SKIPPED and why != SkipReason.PAUSED and not why.startswith(SkipReason.KILLED):
         raise_alert(state, AlertKind.SKIPPED, claim.job_id, claim.scheduled_us, why)
-    elif status == QUEUED and state.now_us - claim.scheduled_us > LATE_ALERT_US:
-        late_s = (state.now_us - claim.scheduled_us) / SECOND_US
-        raise_alert(state, AlertKind.LATE, claim.job_id, claim.scheduled_us, f"fired {late_s:.0f}s after its slot")
+    elif status == QUEUED:
+        close_streaks(state, claim.job_id)
+        if state.now_us - claim.scheduled_us > LATE_ALERT_US:
+            late_s = (state.now_us - claim.scheduled_us) / SECOND_US
+            raise_alert(state, AlertKind.LATE, claim.job_id, claim.scheduled_us, f"fired {late_s:.0f}s after its slot")
 
 
 def _claim_one(state: State, claim: SlotClaim, index: int) -> ev.AnyEvent:

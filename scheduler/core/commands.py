@@ -8,6 +8,7 @@ next due instant it computed. Commands clients may retry carry a `request_id`.
 from __future__ import annotations
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from scheduler.core.model import JobSpec, Resource
 from scheduler.core.vocabulary import RunStatus
@@ -180,6 +181,9 @@ class MarkAlertsDelivered(_Command, frozen=True):
     epoch: int
     alert_ids: tuple[str, ...]
     monotonic_us: int = 0
+    # Log format 3: the `count` of each alert as delivered, in the order of alert_ids, so a streak
+    # that grew while it was being sent is sent again (UNSET: as raised before format 3).
+    counts: tuple[int, ...] | UnsetType = UNSET
 
 
 class Member(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -7,7 +7,7 @@ proposer can hand each caller its own answer.
 from __future__ import annotations
 
 from scheduler.core import results as ev
-from scheduler.core.alerts import raise_alert
+from scheduler.core.alerts import note_success, raise_alert
 from scheduler.core.commands import (
     CompleteRuns,
     Completion,
@@ -172,6 +172,7 @@ def _complete_one(state: State, item: Completion) -> ev.AnyEvent:
         job = state.jobs.get(run.job_id)
         if job is not None and job.last.scheduled_us == run.scheduled_us:
             job.last = share_last(SUCCEEDED, run.scheduled_us)
+        note_success(state, run.job_id, run.scheduled_us)
         return ev.RunSucceeded(lease.job_id, lease.scheduled_us, run.attempt)
     why = item.error or item.outcome
     job = state.jobs.get(run.job_id)

@@ -8,13 +8,19 @@ nothing newer is proposed (scheduler/replication/upgrades.py). The version bytes
 frame the bytes; the log format says what the bytes may hold.
 
 A new command type needs an entry in COMMAND_LOG_FORMATS (tests/unit/core/test_log_format.py fails
-without one); a field added to an existing command needs one in FIELD_LOG_FORMATS, and counts
-only when it differs from its default (an old node decodes the default by leaving it out).
-A field added inside a nested struct (JobSpec, Completion, ...) is not covered by this table:
-give the command carrying it a new format explicitly in `required_log_format`.
+without one). A field added to ANY replicated struct (a command, or a struct inside one such as
+JobSpec or Completion, or a record of State) is declared `name: T | UnsetType = UNSET` and listed
+in FIELD_LOG_FORMATS: msgspec leaves an UNSET field out of the bytes, so every entry and snapshot
+that does not use the field encodes exactly as before and an older node decodes it; one that sets
+it needs the field's format (docs/design/later-fields-are-unset.md). A plain default would be
+encoded in every entry, and an older node would halt on the first one whatever it held.
+A change of what an existing command DOES must read `state.cluster_version` in apply, so nodes of
+both versions keep computing the same state until the version is raised.
 """
 
 from __future__ import annotations
+
+import typing
 
 import msgspec
 
@@ -38,9 +44,11 @@ from scheduler.core.commands import (
     SetJobPaused,
     TriggerRun,
 )
+from scheduler.core.model import Alert
+from scheduler.core.state import State
 
 # The newest log format this code reads and may propose.
-LOG_FORMAT = 2
+LOG_FORMAT = 3
 # What a node without a cluster version (an older snapshot, an empty state) runs.
 BASE_LOG_FORMAT = 1
 
@@ -65,28 +73,94 @@ COMMAND_LOG_FORMATS: dict[type, int] = {
     SetClusterVersion: 2,
 }
 
-# (command type, field name) -> the format that added the field. None yet.
-FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {}
+# Format 3 changes what existing commands do, from the moment the cluster version reaches it:
+# consecutive missed or skipped slots of a job coalesce into one alert, and a success after
+# failures raises `recovered` (scheduler/core/alerts.py).
+STREAK_ALERTS_FORMAT = 3
+
+# (struct type, field name) -> the format that added the field; each such field defaults to UNSET.
+# Fields of state records are listed too (their UNSET default is checked the same way); apply
+# sets them only once the cluster version allows.
+FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {
+    (MarkAlertsDelivered, "counts"): 3,
+    (Alert, "count"): 3,
+    (Alert, "last_scheduled_us"): 3,
+    (Alert, "closed_us"): 3,
+    (Alert, "delivered_count"): 3,
+    (Alert, "since_us"): 3,
+    (State, "alert_streaks"): 3,
+    (State, "failure_streaks"): 3,
+}
 
 # Snapshot format byte -> the log format a node needs to read it (codec.py writes 3 only once
 # the cluster version is above 1: the field it adds is what format 2 introduced).
 SNAPSHOT_LOG_FORMATS: dict[int, int] = {1: 1, 2: 1, 3: 2}
 
 
-def _field_default(kind: type, name: str):
-    field = next(f for f in msgspec.structs.fields(kind) if f.name == name)
-    return field.default_factory() if field.default_factory is not msgspec.NODEFAULT else field.default
+def _struct_types_in(annotation, seen: set[type]) -> None:
+    """Every msgspec struct type an annotation can hold, collected into `seen`."""
+    if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct):
+        if annotation in seen:
+            return
+        seen.add(annotation)
+        for hint in typing.get_type_hints(annotation).values():
+            _struct_types_in(hint, seen)
+        return
+    for arg in typing.get_args(annotation):
+        _struct_types_in(arg, seen)
 
 
-_FIELD_DEFAULTS = {key: _field_default(*key) for key in FIELD_LOG_FORMATS}
+def field_carriers(field_formats: dict[tuple[type, str], int], roots) -> dict[type, tuple[str, ...]]:
+    """For each struct type reachable from `roots`, the fields to look into when asking which
+    later fields a value sets: the later fields themselves and those that can hold a struct with
+    one. Types that can hold none map to (), so most commands cost one dict lookup."""
+    later_types = {kind for kind, _ in field_formats}
+    reachable: dict[type, set[type]] = {}
+    for root in roots:
+        _struct_types_in(root, reachable.setdefault(root, set()))
+    all_types: set[type] = set().union(*reachable.values()) if reachable else set()
+    holds: dict[type, set[type]] = {}
+    for kind in all_types:
+        below: set[type] = set()
+        for hint in typing.get_type_hints(kind).values():
+            _struct_types_in(hint, below)
+        holds[kind] = below
+    carriers: dict[type, tuple[str, ...]] = {}
+    for kind in all_types:
+        names = []
+        for name, hint in typing.get_type_hints(kind).items():
+            inside: set[type] = set()
+            _struct_types_in(hint, inside)
+            if (kind, name) in field_formats or any(t in later_types or holds[t] & later_types for t in inside):
+                names.append(name)
+        carriers[kind] = tuple(names)
+    return carriers
+
+
+def later_fields_format(value, field_formats: dict[tuple[type, str], int], carriers, needed: int) -> int:
+    """`needed`, raised to the format of every later field `value` sets, however deep."""
+    names = carriers.get(type(value), ())
+    for name in names:
+        inner = getattr(value, name)
+        if inner is msgspec.UNSET:
+            continue
+        needed = max(needed, field_formats.get((type(value), name), needed))
+        for item in (
+            inner.values() if isinstance(inner, dict) else inner if isinstance(inner, (tuple, list)) else (inner,)
+        ):
+            if isinstance(item, msgspec.Struct):
+                needed = later_fields_format(item, field_formats, carriers, needed)
+    return needed
+
+
+_CARRIERS = field_carriers(FIELD_LOG_FORMATS, COMMAND_LOG_FORMATS)
 
 
 def required_log_format(command) -> int:
     """The oldest log format whose nodes can apply `command` exactly as a node of this version."""
     needed = COMMAND_LOG_FORMATS[type(command)]
-    for (kind, name), version in FIELD_LOG_FORMATS.items():
-        if version > needed and isinstance(command, kind) and getattr(command, name) != _FIELD_DEFAULTS[(kind, name)]:
-            needed = version
+    if _CARRIERS.get(type(command)):
+        needed = later_fields_format(command, FIELD_LOG_FORMATS, _CARRIERS, needed)
     if isinstance(command, SetClusterVersion):
         # A node that does not read format N cannot keep a state whose version says N.
         needed = max(needed, command.version)

@@ -11,6 +11,7 @@ holding the GIL (0.6 s for 100,000 jobs and 300,000 runs): a stall of the Raft t
 from __future__ import annotations
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from scheduler.core.vocabulary import Misfire, Overlap, RunKind, RunStatus
 
@@ -280,15 +281,32 @@ class KillRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=Fal
 
 
 class Alert(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    id: str  # kind:job@instant, also the delivery dedup key
+    """One alert for a job's owner. Consecutive missed or skipped slots of one job share one alert
+    (a streak, from log format 3 on): `count` slots from `scheduled_us` to `last_scheduled_us`,
+    open until the job fires again (`closed_us`). The fields added by format 3 are UNSET in alerts
+    raised before it (read them through the helpers in alerts.py)."""
+
+    id: str  # kind:job@instant of the first slot, also the delivery dedup key
     kind: str  # an AlertKind
     job_id: str
     owner: str
     job_class: str
     scheduled_us: int
-    message: str
+    message: str  # the latest slot's reason for a streak
     created_us: int
-    delivered_us: int = 0
+    delivered_us: int = 0  # the latest delivery
+    count: int | UnsetType = UNSET  # slots (or, for `recovered`, failed runs) it stands for; UNSET: 1
+    last_scheduled_us: int | UnsetType = UNSET  # the streak's latest slot
+    closed_us: int | UnsetType = UNSET  # when the streak ended (the job fired again)
+    delivered_count: int | UnsetType = UNSET  # `count` as last delivered, so an update is sent once
+    since_us: int | UnsetType = UNSET  # `recovered`: the first failed slot of the streak it ends
+
+
+class FailureStreak(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """A job's runs failing one after another since `since_us` (their slots), `failures` of them."""
+
+    since_us: int
+    failures: int
 
 
 def format_run_key(job_id: str, scheduled_us: int) -> str:

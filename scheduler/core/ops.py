@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from msgspec import UNSET
+
 from scheduler.core import results as ev
 from scheduler.core.alerts import mark_delivered, raise_alert
 from scheduler.core.commands import KillClass, MarkAlertsDelivered, ReviveClass
@@ -48,5 +50,5 @@ def revive_class(state: State, cmd: ReviveClass, index: int) -> Result:
 
 
 def mark_alerts_delivered(state: State, cmd: MarkAlertsDelivered, index: int) -> Result:
-    mark_delivered(state, cmd.alert_ids)
+    mark_delivered(state, cmd.alert_ids, None if cmd.counts is UNSET else cmd.counts)
     return Result(index=index)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from scheduler.core import results as ev
-from scheduler.core.alerts import raise_alert
+from scheduler.core.alerts import note_failure, raise_alert
 from scheduler.core.model import FAILED, QUEUED, TIMED_OUT, Job, RetryPolicy, Run
 from scheduler.core.sharing import share_last
 from scheduler.core.state import State
@@ -46,6 +46,7 @@ def end_run(state: State, run: Run, status: str, reason: str) -> ev.AnyEvent:
     alert = _END_ALERTS.get(status)
     if alert is not None:
         raise_alert(state, alert, run.job_id, run.scheduled_us, reason)
+        note_failure(state, run.job_id, run.scheduled_us)
     return ev.RunEnded(run.job_id, run.scheduled_us, status, reason)
 
 

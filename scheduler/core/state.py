@@ -10,12 +10,14 @@ import bisect
 from typing import cast
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from scheduler.core.commands import Member
 from scheduler.core.model import (
     LEASED,
     LIVE_STATUSES,
     Alert,
+    FailureStreak,
     HistoryPolicy,
     Job,
     KillRecord,
@@ -99,8 +101,12 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
     # job_id -> last version of a deleted job: a re-added job's versions continue after it.
     retired_versions: dict[str, int] = msgspec.field(default_factory=dict)
     # The newest log format every voter reads (log_format.py); raised only by SetClusterVersion.
-    # Last, and left out of snapshots while it is 1, so those stay format 2 byte for byte.
+    # Left out of snapshots while it is 1, so those stay format 2 byte for byte.
     cluster_version: int = 1
+    # Log format 3 (UNSET before, so older states encode as they did; see alerts.py):
+    # job_id -> {alert kind: id} of its open missed/skipped streaks, and its failing streak.
+    alert_streaks: dict[str, dict[str, str]] | UnsetType = UNSET
+    failure_streaks: dict[str, FailureStreak] | UnsetType = UNSET
 
     def get_run(self, job_id: str, scheduled_us: int) -> Run | None:
         job_runs = self.runs.get(job_id)

@@ -172,6 +172,7 @@ class AlertKind(Word):
     LATE = "late"
     FENCED = "fenced"
     KILLED = "killed"
+    RECOVERED = "recovered"  # a job succeeded after failed runs (log format 3)
 
 
 class KillAction(Word):

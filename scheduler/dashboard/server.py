@@ -1,4 +1,5 @@
-"""The node's HTTP server: Prometheus metrics on /metrics, the read-only dashboard everywhere else.
+"""The node's HTTP server: Prometheus metrics on /metrics, the probes on /healthz and /readyz, the
+read-only dashboard everywhere else.
 
     dashboard = Dashboard(node.raftlog, node.config, authorize=None)   # authorize(headers) -> Principal | bool
     server, thread = serve_http("127.0.0.1", 9100, registry, dashboard)
@@ -6,7 +7,7 @@
     server.shutdown(); server.server_close(); dashboard.close()
 
 /metrics is prometheus_client's own WSGI app on the node's registry, unauthenticated as it
-always was (scrapers). Dashboard pages pass through `authorize` first, which gets the request
+always was (scrapers); so are the probes (orchestrators send no token; see observability/probes.py). Dashboard pages pass through `authorize` first, which gets the request
 headers as a mapping of lowercase names: when the node has auth on, the node wires its check
 here. A browser cannot send a bearer token by itself, so HTTP Basic is taken too: the password
 is the token (the user name is ignored) and reaches `authorize` as `Bearer <password>`. Every page reads the replica under its lock only long enough to copy what it shows, and
@@ -459,13 +460,49 @@ def _cut(connection: socket.socket) -> None:
         pass
 
 
-def http_app(registry, dashboard: Dashboard):
-    """/metrics from `registry` exactly as prometheus_client serves it; everything else is the dashboard."""
-    metrics = make_wsgi_app(registry)
+def probe_app(readiness: Callable[[], str | None]):
+    """/healthz (200 "ok" while the process answers) and /readyz (200 "ready", or 503 and the
+    one-line reason `readiness()` gives): plain text, no token, for orchestrators' probes."""
 
     def app(environ, start_response):
-        if environ.get("PATH_INFO") == "/metrics":
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method not in ("GET", "HEAD"):
+            status, text, extra = "405 Method Not Allowed", "probes answer GET and HEAD", [("Allow", "GET, HEAD")]
+        elif environ.get("PATH_INFO") == "/healthz":
+            status, text, extra = "200 OK", "ok", []
+        else:
+            try:
+                problem = readiness()
+            except Exception:  # a probe must answer, and a failing check means not ready
+                log.exception("the readiness check failed")
+                problem = "the readiness check failed; the node's log has the details"
+            status, text, extra = (
+                ("503 Service Unavailable", f"not ready: {problem}", []) if problem else ("200 OK", "ready", [])
+            )
+        payload = (text + "\n").encode("utf-8")
+        headers = [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(payload)))]
+        start_response(status, headers + [("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff")] + extra)
+        return [b"" if method == "HEAD" else payload]
+
+    return app
+
+
+PROBE_PATHS = frozenset({"/healthz", "/readyz"})
+
+
+def http_app(registry, dashboard: Dashboard, readiness: Callable[[], str | None] | None = None):
+    """/metrics from `registry` exactly as prometheus_client serves it, the probes (when
+    `readiness` is given), everything else is the dashboard. Neither /metrics nor the probes ask
+    for a token."""
+    metrics = make_wsgi_app(registry)
+    probes = probe_app(readiness) if readiness is not None else None
+
+    def app(environ, start_response):
+        path = environ.get("PATH_INFO")
+        if path == "/metrics":
             return metrics(environ, start_response)
+        if probes is not None and path in PROBE_PATHS:
+            return probes(environ, start_response)
         return dashboard(environ, start_response)
 
     return app
@@ -515,7 +552,7 @@ class _BoundedServer(ThreadingWSGIServer):
         log.debug("HTTP connection from %s failed", client_address[0], exc_info=True)
 
 
-def serve_http(host: str, port: int, registry, dashboard: Dashboard):
+def serve_http(host: str, port: int, registry, dashboard: Dashboard, readiness: Callable[[], str | None] | None = None):
     """Serve `http_app` on a daemon thread; returns (server, thread)."""
 
     family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
@@ -529,7 +566,7 @@ def serve_http(host: str, port: int, registry, dashboard: Dashboard):
         address_family = family
 
     Server.refused = refused
-    server = make_server(host, port, http_app(registry, dashboard), Server, handler_class=_QuietHandler)
+    server = make_server(host, port, http_app(registry, dashboard, readiness), Server, handler_class=_QuietHandler)
     thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
     thread.start()
     return server, thread

@@ -1,117 +1,194 @@
 """The alert dispatcher: delivers pending alerts to their owner's route, at least once.
 
-Each alert's id is its dedup key (sent as `Idempotency-Key`), so a receiver can drop the
-repeat a leader change may cause. Delivered alerts are marked through the log; a new
-leader picks up whatever is still pending.
+Each route has a sender thread of its own, with its own timeout and backoff, so one receiver
+that hangs or fails delays only the alerts routed to it. Each delivery carries a dedup key
+(`Idempotency-Key`), so a receiver can drop the repeat a leader change may cause. Delivered
+alerts are marked through the log, in one entry per pass; a new leader picks up whatever is
+still pending. What is sent and when is decided in alert_delivery.py.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import queue
 import shlex
 import subprocess
+import threading
 import urllib.request
 from collections.abc import Mapping
+from typing import Any
 
+import msgspec
+
+from scheduler.core.alerts import alert_count
 from scheduler.core.commands import MarkAlertsDelivered
+from scheduler.core.log_format import STREAK_ALERTS_FORMAT
 from scheduler.core.model import SECOND_US, Alert
 from scheduler.core.vocabulary import RejectionCode
+from scheduler.leader.alert_delivery import (
+    LOG_ROUTE,
+    Route,
+    delivery_key,
+    due_for_delivery,
+    parse_route,
+    render,
+    summary,
+)
 from scheduler.leader.lifecycle import LeaderTerm
-from scheduler.planning import format_us
 from scheduler.replication import RaftLog, ReplicationError
 
 log = logging.getLogger("raftcron.alerts")
 
 BATCH = 200
-DELIVERY_TIMEOUT_S = 5.0
 MAX_BACKOFF_S = 300.0
 POLL_S = 0.5
+# Alerts waiting in one route's sender at most: a dead receiver holds no more than this.
+ROUTE_QUEUE_LIMIT = 1000
 
 
-def alert_document(alert: Alert) -> dict:
-    return {
-        "id": alert.id,
-        "kind": alert.kind,
-        "job_id": alert.job_id,
-        "owner": alert.owner,
-        "class": alert.job_class,
-        "scheduled_at": format_us(alert.scheduled_us),
-        "created_at": format_us(alert.created_us),
-        "message": alert.message,
-    }
-
-
-def deliver(alert: Alert, route: Mapping[str, str]) -> None:
-    """Raises on failure. Routes: {webhook: URL}, {command: "prog args"}, {file: PATH}, {log: true}."""
-    body = json.dumps(alert_document(alert)).encode()
-    if "webhook" in route:
+def deliver(alert: Alert, route: Route) -> None:
+    """Send one alert; raises on failure."""
+    body = render(alert, route.template)
+    key = delivery_key(alert)
+    if route.destination == "webhook":
         request = urllib.request.Request(
-            route["webhook"],
+            route.target,
             data=body,
-            headers={"Content-Type": "application/json", "Idempotency-Key": alert.id, "X-Raftcron-Alert-Id": alert.id},
+            headers={"Content-Type": "application/json", "Idempotency-Key": key, "X-Raftcron-Alert-Id": alert.id},
             method="POST",
         )
-        with urllib.request.urlopen(request, timeout=DELIVERY_TIMEOUT_S) as response:
+        with urllib.request.urlopen(request, timeout=route.timeout_s) as response:
             if response.status >= 300:
                 raise OSError(f"webhook answered {response.status}")
-    elif "command" in route:
+    elif route.destination == "command":
         subprocess.run(
-            shlex.split(route["command"]),
+            shlex.split(route.target),
             input=body,
-            timeout=DELIVERY_TIMEOUT_S,
+            timeout=route.timeout_s,
             check=True,
             capture_output=True,
-            env={"RAFTCRON_ALERT_ID": alert.id, "PATH": "/usr/local/bin:/usr/bin:/bin"},
+            env={"RAFTCRON_ALERT_ID": alert.id, "RAFTCRON_ALERT_KEY": key, "PATH": "/usr/local/bin:/usr/bin:/bin"},
         )
-    elif "file" in route:
-        with open(route["file"], "ab") as file:
+    elif route.destination == "file":
+        with open(route.target, "ab") as file:
             file.write(body + b"\n")
     else:
-        log.warning("ALERT %s %s: %s", alert.kind, alert.job_id, alert.message, extra={"alert_id": alert.id})
+        log.warning("ALERT %s", summary(alert), extra={"alert_id": alert.id})
+
+
+class _RouteSender:
+    """One route's deliveries, one at a time on its own thread; a failure backs the route off."""
+
+    def __init__(self, route: Route, term: LeaderTerm, done: queue.SimpleQueue) -> None:
+        self.route = route
+        self._stopping = term.stopping
+        self._now_us = term.clock.now_us
+        self._done = done
+        self._queue: queue.Queue[Alert] = queue.Queue(ROUTE_QUEUE_LIMIT)
+        self._failures = 0
+        self.retry_at_us = 0
+        self._thread = threading.Thread(target=self._run, name=f"alerts {route.name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, alert: Alert) -> bool:
+        try:
+            self._queue.put_nowait(alert)
+            return True
+        except queue.Full:
+            return False
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                alert = self._queue.get(timeout=POLL_S)
+            except queue.Empty:
+                continue
+            if self.retry_at_us > self._now_us():
+                self._done.put((alert.id, None))  # queued before the route failed: wait with it
+                continue
+            try:
+                deliver(alert, self.route)
+            except Exception as exc:  # any route failure: retry later with backoff, never drop
+                self._failures += 1
+                delay_s = min(MAX_BACKOFF_S, 2.0**self._failures)
+                self.retry_at_us = self._now_us() + int(delay_s * SECOND_US)
+                log.warning(
+                    "alert %s not delivered to %s (failure %d, next try in %.0fs): %s",
+                    alert.id,
+                    self.route.name,
+                    self._failures,
+                    delay_s,
+                    exc,
+                )
+                self._done.put((alert.id, None))
+                continue
+            self._failures, self.retry_at_us = 0, 0
+            self._done.put((alert.id, alert_count(alert)))
 
 
 class AlertDispatcher:
-    def __init__(self, term: LeaderTerm, raftlog: RaftLog, routes: Mapping[str, Mapping[str, str]], timeout_s: float):
+    def __init__(self, term: LeaderTerm, raftlog: RaftLog, routes: Mapping[str, Any], timeout_s: float):
         self._term = term
         self._raftlog = raftlog
-        self._routes = routes
+        # Validated at config load; parsed again here so a route is one value everywhere.
+        self._routes = {owner: parse_route(owner, raw) for owner, raw in routes.items()}
         self._timeout_s = timeout_s
-        self._retry_at_us: dict[str, int] = {}
-        self._attempts: dict[str, int] = {}
+        self._senders: dict[str, _RouteSender] = {}
+        self._done: queue.SimpleQueue = queue.SimpleQueue()
+        self._in_flight: set[str] = set()
 
-    def route_for(self, alert: Alert) -> Mapping[str, str]:
-        return self._routes.get(alert.owner) or self._routes.get("default") or {"log": "true"}
+    def route_for(self, alert: Alert) -> Route:
+        return self._routes.get(alert.owner) or self._routes.get("default") or LOG_ROUTE
 
-    def _pending(self, now_us: int) -> list[Alert]:
+    def _sender(self, route: Route) -> _RouteSender:
+        sender = self._senders.get(route.name)
+        if sender is None or sender.route != route:
+            sender = self._senders[route.name] = _RouteSender(route, self._term, self._done)
+        return sender
+
+    def _pending(self, now_us: int) -> tuple[list[Alert], int]:
         with self._raftlog.read() as state:
-            pending = [state.alerts[key] for key in state.alert_order if not state.alerts[key].delivered_us]
-        return [a for a in pending if self._retry_at_us.get(a.id, 0) <= now_us][:BATCH]
+            pending = [
+                # A copy: the tick thread goes on counting a streak while its sender renders it.
+                msgspec.structs.replace(alert)
+                for key in state.alert_order
+                if key not in self._in_flight and due_for_delivery(alert := state.alerts[key], now_us)
+            ]
+            return pending[:BATCH], state.cluster_version
 
     def __call__(self) -> None:
         while not self._term.stopping.wait(POLL_S):
             now_us = self._term.clock.now_us()
-            delivered = [alert.id for alert in self._pending(now_us) if self._try(alert, now_us)]
-            if delivered and not self._mark(delivered):
+            pending, cluster_version = self._pending(now_us)
+            for alert in pending:
+                sender = self._sender(self.route_for(alert))
+                if sender.retry_at_us <= now_us and sender.submit(alert):
+                    self._in_flight.add(alert.id)
+            if not self._mark_finished(cluster_version):
                 return
 
-    def _try(self, alert: Alert, now_us: int) -> bool:
-        try:
-            deliver(alert, self.route_for(alert))
+    def _mark_finished(self, cluster_version: int) -> bool:
+        delivered: dict[str, int] = {}
+        while True:
+            try:
+                alert_id, count = self._done.get_nowait()
+            except queue.Empty:
+                break
+            self._in_flight.discard(alert_id)
+            if count is not None:
+                delivered[alert_id] = count
+        if not delivered:
             return True
-        except Exception as exc:  # any route failure: retry later with backoff, never drop
-            attempts = self._attempts[alert.id] = self._attempts.get(alert.id, 0) + 1
-            delay_s = min(MAX_BACKOFF_S, 2.0**attempts)
-            self._retry_at_us[alert.id] = now_us + int(delay_s * SECOND_US)
-            log.warning("alert %s not delivered (attempt %d, next in %.0fs): %s", alert.id, attempts, delay_s, exc)
-            return False
-
-    def _mark(self, ids: list[str]) -> bool:
         now_us, mono_us = self._term.clock.read()
+        ids = tuple(delivered)
+        counts = tuple(delivered.values()) if cluster_version >= STREAK_ALERTS_FORMAT else None
+        command = (
+            MarkAlertsDelivered(now_us, self._term.epoch, ids, mono_us, counts=counts)
+            if counts is not None
+            else MarkAlertsDelivered(now_us, self._term.epoch, ids, mono_us)
+        )
         try:
-            result = self._raftlog.submit(
-                MarkAlertsDelivered(now_us, self._term.epoch, tuple(ids), mono_us), self._timeout_s
-            )
+            result = self._raftlog.submit(command, self._timeout_s)
         except ReplicationError as exc:
             log.warning("could not mark %d alerts delivered (they will be sent again): %r", len(ids), exc)
             return True

@@ -12,7 +12,7 @@ from scheduler.core.commands import SlotClaim
 from scheduler.core.model import MISSED, QUEUED, SECOND_US, SKIPPED, Job
 from scheduler.core.vocabulary import Misfire
 from scheduler.planning import Schedule, format_us
-from scheduler.planning.jobs import schedule_for, spread_offset_us
+from scheduler.planning.jobs import next_slot_after, schedule_for, spread_offset_us
 
 
 def _seconds(us: int) -> str:
@@ -53,8 +53,7 @@ def plan_due_slots(job: Job, now_us: int, max_slots: int, herd_window_us: int = 
     claims: list[SlotClaim] = []
     due_us = job.next_due_us
     while due_us and due_us <= now_us and len(claims) < max_slots:
-        fire = schedule.next_fire(due_us)
-        next_us = fire.at_us if fire else 0
+        next_us = next_slot_after(schedule, due_us)
         status, reason = slot_outcome(job, schedule, due_us, now_us)
         claims.append(SlotClaim(job.id, due_us, next_us, job.version, status, reason, due_us + offset_us))
         due_us = next_us

@@ -1,5 +1,5 @@
-"""A node's observability: Prometheus metrics and the dashboard on `metrics_address`, and the gRPC
-health service.
+"""A node's observability: Prometheus metrics, the probes (/healthz, /readyz) and the dashboard on
+`metrics_address`; the gRPC health service, server reflection and per-method gRPC metrics.
 
     observability = start_observability(node)   # after node.raftlog.start(); /metrics and the dashboard at /
     ...
@@ -11,7 +11,8 @@ health service.
 
 Metrics live in a registry of their own (never prometheus_client's global one), so several
 nodes in one process (tests) do not collide. See metrics.py for what is measured and how
-cheaply, health.py for what SERVING means.
+cheaply, health.py for what SERVING means, probes.py for what ready means, grpc_metrics.py and
+reflection.py for the gRPC server's own.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
 from scheduler.observability.metrics import ApplyObserver, RaftcronCollector, dispatcher_queue_depths, node_ready
+from scheduler.observability.probes import readiness_facts, readiness_problem
 
 log = logging.getLogger("raftcron.observability")
 
@@ -68,8 +70,11 @@ def dashboard_url(address: str) -> str:
     return metrics_url(address).removesuffix("metrics")
 
 
-def build_registry(raftlog, config, current_dispatcher=lambda: None, leading_epoch=lambda: 0, observer=None):
-    """A registry with the raftcron collector and the process/platform/GC collectors.
+def build_registry(
+    raftlog, config, current_dispatcher=lambda: None, leading_epoch=lambda: 0, observer=None, grpc_metrics=None
+):
+    """A registry with the raftcron collector, the process/platform/GC collectors and, when
+    given, the gRPC server's per-method metrics (grpc_metrics.py).
 
     Returns (registry, observer); the caller installs `observer` as an apply listener.
     """
@@ -79,6 +84,8 @@ def build_registry(raftlog, config, current_dispatcher=lambda: None, leading_epo
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
     registry.register(RaftcronCollector(raftlog, config, observer, current_dispatcher, leading_epoch))
+    if grpc_metrics is not None:
+        registry.register(grpc_metrics)
     return registry, observer
 
 
@@ -131,10 +138,18 @@ def start_observability(node, authorize=None) -> Observability:
         return Observability()
     host, port = parse_host_port(address)
     registry, observer = build_registry(
-        node.raftlog, node.config, node.current_dispatcher, lambda: _leading_epoch(node)
+        node.raftlog,
+        node.config,
+        node.current_dispatcher,
+        lambda: _leading_epoch(node),
+        grpc_metrics=getattr(node, "grpc_metrics", None),
     )
     observer.replayed_until = node.raftlog.commit_index
     node.raftlog.add_apply_listener(observer)
+
+    def readiness() -> str | None:
+        return readiness_problem(readiness_facts(node.raftlog, node.config))
+
     dashboard = Dashboard(
         node.raftlog,
         node.config,
@@ -143,7 +158,7 @@ def start_observability(node, authorize=None) -> Observability:
         workers=getattr(getattr(node, "workers", None), "registry", None),
     )
     try:
-        server, thread = serve_http(host, port, registry, dashboard)
+        server, thread = serve_http(host, port, registry, dashboard, readiness)
     except OSError:
         dashboard.close()
         node.raftlog.remove_apply_listener(observer)

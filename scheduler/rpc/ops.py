@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import uuid
 
+from msgspec import UNSET
+
 from scheduler.core import results as ev
+from scheduler.core.alerts import alert_count, is_open_streak, last_slot_us
 from scheduler.core.commands import KillClass, ReviveClass
 from scheduler.core.model import Alert, KillRecord, KillSwitch
 from scheduler.replication import RaftLog
@@ -50,6 +53,10 @@ def alert_to_pb(alert: Alert) -> ops_pb2.Alert:
         message=alert.message,
         created_at=timestamp(alert.created_us),
         delivered_at=timestamp(alert.delivered_us),
+        count=alert_count(alert),
+        last_scheduled_at=timestamp(last_slot_us(alert)),
+        open=is_open_streak(alert),
+        since=timestamp(0 if alert.since_us is UNSET else alert.since_us),
     )
 
 

@@ -35,6 +35,8 @@ _V1 = "/raftcron.v1."
 METHOD_ROLES: dict[str, frozenset[str]] = {
     "/grpc.health.v1.Health/Check": PUBLIC,
     "/grpc.health.v1.Health/Watch": PUBLIC,
+    # The schema is public, but a reflection stream holds a server thread: callers known only.
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": ANYONE_KNOWN,
     _V1 + "ClusterService/Status": ANYONE_KNOWN,
     _V1 + "ClusterService/AddMember": ADMIN_ONLY,
     _V1 + "ClusterService/RemoveMember": ADMIN_ONLY,

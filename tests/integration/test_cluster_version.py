@@ -30,6 +30,7 @@ import pytest
 
 from scheduler.core.codec import encode_command, state_digest
 from scheduler.core.commands import ClaimLeadership, ReadBarrier, SetClusterVersion
+from scheduler.core.log_format import LOG_FORMAT
 from scheduler.leader.clock import LeaderClock
 from scheduler.leader.cluster_version import ClusterVersionLoop
 from scheduler.leader.lifecycle import LeaderTerm
@@ -110,7 +111,7 @@ def test_a_node_that_reads_format_1_holds_the_version_and_halts_on_a_forced_entr
         wait_until(
             lambda: set(leader.log_formats()) == set(addresses), "every node's keepalive at the leader", timeout_s=30
         )
-        assert leader.log_formats() == {addresses[0]: 2, addresses[1]: 2, old: 1}
+        assert leader.log_formats() == {addresses[0]: LOG_FORMAT, addresses[1]: LOG_FORMAT, old: 1}
 
         # Held: the leader's loop does not raise it, and nobody may propose format 2.
         ClusterVersionLoop(term, leader, timeout_s=10.0).step()
@@ -224,21 +225,29 @@ def test_node_processes_hold_raise_and_halt(make_cluster, monkeypatch) -> None:
     _start_capped(cluster, "n3", monkeypatch)
     leader = cluster.wait_for_leader(timeout_s=60)
     assert wait_for(lambda: _every_voter_heard(cluster, leader), 30, "every voter's advertisement") == {
-        "n1": 2,
-        "n2": 2,
+        "n1": LOG_FORMAT,
+        "n2": LOG_FORMAT,
         "n3": 1,
     }
     shown = _status_json(cluster, leader)  # the leader may be n3: a capped leader does not raise it either
     assert (
-        shown["cluster_version"] == 1 and shown["log_format"] == (1 if leader == "n3" else 2) and shown["halted"] == ""
+        shown["cluster_version"] == 1
+        and shown["log_format"] == (1 if leader == "n3" else LOG_FORMAT)
+        and shown["halted"] == ""
     )
-    assert {v["node_id"]: v["log_format"] for v in shown["voter_log_formats"]} == {"n1": 2, "n2": 2, "n3": 1}
+    assert {v["node_id"]: v["log_format"] for v in shown["voter_log_formats"]} == {
+        "n1": LOG_FORMAT,
+        "n2": LOG_FORMAT,
+        "n3": 1,
+    }
     wait_for(lambda: _versions(cluster, ["n1", "n2", "n3"]) == {1}, 30, "every node to answer (at version 1)")
 
     # n3 upgraded: restarted without the cap, the leader raises the version.
     cluster.kill("n3", signal.SIGTERM)
     cluster.start("n3")
-    wait_for(lambda: _versions(cluster, ["n1", "n2", "n3"]) == {2}, 60, "cluster version 2 on every node")
+    wait_for(
+        lambda: _versions(cluster, ["n1", "n2", "n3"]) == {LOG_FORMAT}, 60, "the newest cluster version on every node"
+    )
     wait_for(lambda: _applied(cluster, "after-upgrade"), 60, "a job applied after the upgrade")
     cluster.wait_converged(timeout_s=60)
 
@@ -250,13 +259,15 @@ def test_node_processes_hold_raise_and_halt(make_cluster, monkeypatch) -> None:
     assert n3.process.returncode == EXIT_HALTED
     log_text = n3.log_path.read_text(errors="replace")
     halts = [line for line in log_text.splitlines() if "CRITICAL" in line and OLDER in line]
-    assert len(halts) == 1 and "SetClusterVersion needs log format 2" in halts[0], halts
+    assert len(halts) == 1 and f"SetClusterVersion needs log format {LOG_FORMAT}" in halts[0], halts
 
     # The others go on applying and agree.
     cluster.wait_for_leader(timeout_s=60, exclude=("n3",))
     wait_for(lambda: _applied(cluster, "after-halt"), 60, "a job applied after the halt")
     cluster.wait_converged(timeout_s=60)
-    wait_for(lambda: _versions(cluster, ["n1", "n2"]) == {2}, 30, "n1 and n2 to answer (at version 2)")
+    wait_for(
+        lambda: _versions(cluster, ["n1", "n2"]) == {LOG_FORMAT}, 30, "n1 and n2 to answer (at the newest version)"
+    )
 
 
 def test_a_node_older_than_the_cluster_version_is_not_added(tmp_path: Path, monkeypatch) -> None:
@@ -264,7 +275,11 @@ def test_a_node_older_than_the_cluster_version_is_not_added(tmp_path: Path, monk
     with LocalCluster(tmp_path / "cluster", nodes=3, port_base=free_port_base(4), overrides=dict(FAST_RAFT)) as cluster:
         cluster.start()
         cluster.wait_for_leader(timeout_s=60)
-        wait_for(lambda: _versions(cluster, ["n1", "n2", "n3"]) == {2}, 60, "cluster version 2 on every node")
+        wait_for(
+            lambda: _versions(cluster, ["n1", "n2", "n3"]) == {LOG_FORMAT},
+            60,
+            "the newest cluster version on every node",
+        )
         monkeypatch.setenv(TEST_CAP_ENV, "1")
         try:
             old = cluster.add_node()
@@ -279,7 +294,8 @@ def test_a_node_older_than_the_cluster_version_is_not_added(tmp_path: Path, monk
                 )
         assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert (
-            f"{old.node_id} reads log format 1 and the cluster runs 2: upgrade {old.node_id}" in refused.value.details()
+            f"{old.node_id} reads log format 1 and the cluster runs {LOG_FORMAT}: upgrade {old.node_id}"
+            in refused.value.details()
         )
         peers = wait_for(lambda: cluster.status("n1"), 30, "n1 to answer").peers
         assert old.node_id not in {m.node_id for m in peers}

@@ -7,11 +7,13 @@ written only then, so a cluster that has not raised its version keeps writing fo
 logs stay readable), and encoding those objects today gives the same bytes (the format did not
 drift).
 
-Regenerate with RAFTCRON_REGEN_GOLDEN=1 only for a deliberate, compatible change
-(for example a new command, or a new field with a default). A file whose content
-changes is first archived next to it as `<name>.<sha8>.txt`, and archived files
-keep being decoded, so every format ever committed stays tested. An incompatible
-change needs a new format version byte instead.
+Regenerate with RAFTCRON_REGEN_GOLDEN=1 only to ADD lines (a new command, or an entry using a
+new field). A field added to a replicated struct is `T | UnsetType = UNSET` (log_format.py), so
+the existing lines keep their bytes: if a regeneration changes an existing line, an older node
+could no longer read what this version writes, and a rolling upgrade would halt it. A file whose
+content changes is first archived next to it as `<name>.<sha8>.txt`, and archived files keep
+being decoded, so every format ever committed stays tested. An incompatible change needs a new
+format version byte instead.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typing
 
+import msgspec
 import pytest
 
 from scheduler.core.codec import decode_snapshot, encode_snapshot, state_digest
@@ -14,6 +15,8 @@ from scheduler.core.log_format import (
     FIELD_LOG_FORMATS,
     LOG_FORMAT,
     SNAPSHOT_LOG_FORMATS,
+    field_carriers,
+    later_fields_format,
     required_log_format,
 )
 from scheduler.core.results import ClusterVersionRaised
@@ -99,3 +102,64 @@ def test_a_capped_decoder_reads_its_formats_only(cap: int) -> None:
             decode_snapshot(data, max_log_format=cap)
     else:
         assert decode_snapshot(data, max_log_format=cap).cluster_version == 2
+
+
+# -- fields added later: UNSET until used, and found however deep --------------------------------
+
+
+class _Inner(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    a: int = 0
+    added: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class _InnerBefore(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    a: int = 0
+
+
+class _Outer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    items: tuple[_Inner, ...] = ()
+    by_name: dict[str, _Inner] = {}
+    plain: int = 0
+
+
+class _Unrelated(msgspec.Struct, frozen=True):
+    x: int = 0
+
+
+_TABLE = {(_Inner, "added"): 3}
+
+
+def test_every_later_field_defaults_to_unset_so_entries_without_it_encode_as_before() -> None:
+    for kind, name in FIELD_LOG_FORMATS:
+        field = next(f for f in msgspec.structs.fields(kind) if f.name == name)
+        assert field.default is msgspec.UNSET, f"declare {kind.__name__}.{name} as `T | UnsetType = UNSET`"
+
+
+def test_an_unset_field_leaves_the_bytes_an_older_node_reads() -> None:
+    encode = msgspec.msgpack.Encoder(order="deterministic").encode
+    assert encode(_Inner(1)) == encode(_InnerBefore(1))
+    assert msgspec.msgpack.decode(encode(_Inner(1)), type=_InnerBefore) == _InnerBefore(1)
+    with pytest.raises(msgspec.ValidationError, match="unknown field `added`"):
+        msgspec.msgpack.decode(encode(_Inner(1, added="x")), type=_InnerBefore)
+
+
+def test_carriers_name_only_the_fields_that_can_reach_a_later_field() -> None:
+    carriers = field_carriers(_TABLE, [_Outer, _Unrelated])
+    assert carriers[_Outer] == ("items", "by_name")
+    assert carriers[_Inner] == ("added",)
+    assert carriers[_Unrelated] == ()
+
+
+@pytest.mark.parametrize(
+    ("value", "needed"),
+    [
+        (_Outer(), 1),
+        (_Outer(items=(_Inner(1), _Inner(2))), 1),
+        (_Outer(items=(_Inner(1), _Inner(2, added=""))), 3),  # set, even to an empty value
+        (_Outer(by_name={"k": _Inner(added="x")}), 3),
+        (_Outer(plain=5), 1),
+    ],
+)
+def test_a_later_field_set_anywhere_inside_a_command_raises_the_format_it_needs(value, needed) -> None:
+    carriers = field_carriers(_TABLE, [_Outer])
+    assert later_fields_format(value, _TABLE, carriers, 1) == needed

@@ -75,7 +75,7 @@ VALUES = {
         "history_pruned",
     ),
     SkipReason: ("paused", "killed", "overlap forbid"),
-    AlertKind: ("missed", "skipped", "failed", "timed_out", "late", "fenced", "killed"),
+    AlertKind: ("missed", "skipped", "failed", "timed_out", "late", "fenced", "killed", "recovered"),
     KillAction: ("kill", "revive"),
     RejectionCode: (
         "invalid",

@@ -16,7 +16,8 @@ from scheduler.core.results import LeaseStillLive, RunClaimed
 from scheduler.leader.planner import plan_due_slots, slot_outcome
 from scheduler.leader.reaper import MAX_SLEEP_US, overdue
 from scheduler.planning import format_us
-from scheduler.planning.jobs import first_due_after, schedule_for
+from scheduler.planning.jobs import first_due_after, next_slot_after, schedule_for
+from scheduler.planning.schedule import Schedule
 from tests.fakes import T0_US, Core, FakeClock, claim, expiry, lease_ref, run_ref, spec, upsert
 
 TEN_S = 10 * SECOND_US
@@ -223,6 +224,47 @@ def test_planned_claims_are_accepted_by_the_core_and_nothing_is_planned_twice() 
     assert (job.cursor_us, job.next_due_us) == (slot(10), slot(11))
     assert plan_due_slots(job, now, 100) == []
     assert [r.status for r in core.state.runs["a"]] == [c.status for c in claims]
+
+
+# -- plan_due_slots: a herd shares its schedule's answers --------------------------------
+
+
+def test_a_herd_computes_its_schedules_next_slot_once_and_plans_it_for_every_job(monkeypatch) -> None:
+    """1,000 jobs due at one instant on one schedule: one next-slot computation, not 1,000."""
+    computed: list[int] = []
+    real_next_fire = Schedule.next_fire
+
+    def counting_next_fire(self, after_us):
+        computed.append(after_us)
+        return real_next_fire(self, after_us)
+
+    monkeypatch.setattr(Schedule, "next_fire", counting_next_fire)
+    next_slot_after.cache_clear()
+    herd = [
+        Job.of(
+            spec(f"herd-{i:04d}", "0 0 * * *"),
+            version=1,
+            author="t",
+            updated_us=T0_US,
+            cursor_us=T0_US,
+            next_due_us=slot(1),
+        )
+        for i in range(1000)
+    ]
+    claims = [c for job in herd for c in plan_due_slots(job, slot(1), 10)]
+    expected_next_us = real_next_fire(schedule_for(herd[0].spec), slot(1)).at_us
+    assert [c.job_id for c in claims] == [job.id for job in herd]
+    assert {c.next_due_us for c in claims} == {expected_next_us}
+    assert computed == [slot(1)]
+
+
+def test_the_shared_next_slot_differs_by_schedule_and_instant() -> None:
+    daily, hourly = schedule_for(spec("d", "0 0 * * *")), schedule_for(spec("h", "0 * * * *"))
+    for schedule in (daily, hourly):
+        for after_us in (slot(1), slot(1) + 3600 * SECOND_US, slot(1) + 86400 * SECOND_US):
+            fire = schedule.next_fire(after_us)
+            assert next_slot_after(schedule, after_us) == (fire.at_us if fire else 0)
+    assert next_slot_after(daily, slot(1)) != next_slot_after(hourly, slot(1))
 
 
 # -- reaper.overdue --------------------------------------------------------------------

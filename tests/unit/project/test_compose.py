@@ -154,13 +154,17 @@ def test_nodes_refuse_to_start_without_the_secret(nodes):
             _effective_config(service, secret_file=None)
 
 
-def test_healthcheck_calls_the_nodes_own_grpc_address(nodes, configs):
+def test_healthcheck_asks_the_nodes_own_readiness_probe(nodes, configs):
     for name, service in nodes.items():
         test = service["healthcheck"]["test"]
-        assert test[0] == "CMD" and test[1] == "raftcron"
-        args = build_parser().parse_args(test[2:])
-        assert args.command == "status"
-        assert args.node == configs[name].me.grpc_address
+        assert test[:4] == ["CMD", "python", "-m", "scheduler.observability.healthcheck"], name
+        assert test[4] == f"http://127.0.0.1:{_port(configs[name].metrics_address)}/readyz"
+        # The node listens on every interface of its container, 127.0.0.1 included.
+        assert configs[name].metrics_address.startswith("0.0.0.0:")
+
+
+def _port(address: str) -> str:
+    return address.rpartition(":")[2]
 
 
 def test_restart_policy_and_grace_period(services):
@@ -169,12 +173,19 @@ def test_restart_policy_and_grace_period(services):
         assert re.fullmatch(r"\d+s", str(service.get("stop_grace_period", ""))), name
 
 
-def test_only_grpc_is_published_and_only_on_loopback(nodes, configs):
+def test_grpc_and_http_are_published_and_only_on_loopback(nodes, configs):
     for name, service in nodes.items():
+        published = set()
         for mapping in service.get("ports", []):
             host_ip, _, rest = str(mapping).partition(":")
             assert host_ip == "127.0.0.1", f"{name} publishes {mapping} beyond loopback"
-            assert rest.rpartition(":")[2] == configs[name].me.grpc_address.rpartition(":")[2]
+            published.add(rest.rpartition(":")[2])
+        config = configs[name]
+        assert published == {_port(config.me.grpc_address), _port(config.metrics_address)}, name
+
+
+def test_the_worker_has_no_health_check_of_a_node(services):
+    assert services["worker"]["healthcheck"] == {"disable": True}
 
 
 # --- the cluster secret -------------------------------------------------------------------
@@ -243,7 +254,15 @@ def test_dockerfile_base_user_and_entrypoint(dockerfile):
     assert users and users[-1].split(":")[0] not in ("root", "0")
     assert keywords.index("USER") > max(i for i, k in enumerate(keywords) if k == "RUN"), "USER before a RUN"
     assert [rest for keyword, rest in dockerfile if keyword == "ENTRYPOINT"] == ['["raftcron"]']
-    assert any(keyword == "HEALTHCHECK" and "raftcron" in rest and " status " in rest for keyword, rest in dockerfile)
+    checks = [rest for keyword, rest in dockerfile if keyword == "HEALTHCHECK"]
+    assert len(checks) == 1 and "python -m scheduler.observability.healthcheck" in checks[0]
+    assert "http://127.0.0.1:7300/readyz" in checks[0]
+
+
+def test_dockerfile_serves_http_where_its_health_check_looks(dockerfile):
+    exposed = {port for keyword, rest in dockerfile if keyword == "EXPOSE" for port in rest.split()}
+    assert exposed == {"7100", "7200", "7300"}
+    assert ("ENV", "RAFTCRON_METRICS=0.0.0.0:7300") in dockerfile
 
 
 def test_dockerfile_installs_the_project_with_a_dependency_layer(dockerfile):

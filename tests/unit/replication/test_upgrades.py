@@ -10,6 +10,7 @@ import pytest
 from scheduler import replication
 from scheduler.core.codec import encode_command, encode_snapshot
 from scheduler.core.commands import ReadBarrier, SetClusterVersion
+from scheduler.core.log_format import LOG_FORMAT
 from scheduler.core.state import State
 from scheduler.leader.cluster_version import next_cluster_version
 from scheduler.replication import LogFormatNotEnabled, ReplicationError
@@ -42,7 +43,7 @@ RAISE = SetClusterVersion(1, version=2, epoch=1)
 def test_a_keepalive_says_what_its_sender_reads_and_an_old_one_means_1() -> None:
     assert advertised_format(keepalive_message(2)) == 2
     assert advertised_format({"type": "raftcron_keepalive"}) == 1  # what nodes before this version send
-    assert advertised_format(KEEPALIVE_MESSAGE) == 2
+    assert advertised_format(KEEPALIVE_MESSAGE) == LOG_FORMAT
     assert advertised_format({"type": "append_entries"}) is None
     for junk in ("2", None, True, -4, 0):
         assert advertised_format({"type": "raftcron_keepalive", "log_format": junk}) == 1
@@ -87,9 +88,10 @@ def test_the_mixin_reads_keepalives_and_passes_everything_else_on() -> None:
 
 
 def test_the_test_cap_comes_from_the_environment_and_is_checked() -> None:
-    assert own_log_format({}) == 2
+    assert own_log_format({}) == LOG_FORMAT
     assert own_log_format({TEST_CAP_ENV: "1"}) == 1
-    for bad in ("0", "3", "one"):
+    assert own_log_format({TEST_CAP_ENV: "2"}) == 2
+    for bad in ("0", str(LOG_FORMAT + 1), "one"):
         with pytest.raises(ValueError, match=TEST_CAP_ENV):
             own_log_format({TEST_CAP_ENV: bad})
 

@@ -47,9 +47,22 @@ def test_every_rpc_of_every_service_has_a_policy():
     assert not missing, f"add these to scheduler/security/policy.py METHOD_ROLES: {missing}"
 
 
+STANDARD_SERVICES = {
+    "/grpc.health.v1.Health/Check",
+    "/grpc.health.v1.Health/Watch",
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+}
+
+
 def test_no_policy_for_a_method_that_does_not_exist():
-    stale = set(METHOD_ROLES) - set(every_rpc()) - {"/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch"}
+    stale = set(METHOD_ROLES) - set(every_rpc()) - STANDARD_SERVICES
     assert not stale
+
+
+def test_reflection_needs_a_token_of_any_role():
+    method = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+    assert not is_public(method)
+    assert all(method_denial(p, method) is None for p in (admin, submitter, worker, reader))
 
 
 def test_only_health_is_public():

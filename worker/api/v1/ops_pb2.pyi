@@ -95,7 +95,7 @@ class ListKillsResponse(_message.Message):
     def __init__(self, active: _Optional[_Iterable[_Union[KillSwitch, _Mapping]]] = ..., audit: _Optional[_Iterable[_Union[KillRecord, _Mapping]]] = ..., read: _Optional[_Union[_common_pb2.ReadInfo, _Mapping]] = ...) -> None: ...
 
 class Alert(_message.Message):
-    __slots__ = ("id", "kind", "job_id", "owner", "job_class", "scheduled_at", "message", "created_at", "delivered_at")
+    __slots__ = ("id", "kind", "job_id", "owner", "job_class", "scheduled_at", "message", "created_at", "delivered_at", "count", "last_scheduled_at", "open", "since")
     ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +105,10 @@ class Alert(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     DELIVERED_AT_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    LAST_SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
     id: str
     kind: str
     job_id: str
@@ -114,7 +118,11 @@ class Alert(_message.Message):
     message: str
     created_at: _timestamp_pb2.Timestamp
     delivered_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., job_id: _Optional[str] = ..., owner: _Optional[str] = ..., job_class: _Optional[str] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    count: int
+    last_scheduled_at: _timestamp_pb2.Timestamp
+    open: bool
+    since: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., job_id: _Optional[str] = ..., owner: _Optional[str] = ..., job_class: _Optional[str] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., count: _Optional[int] = ..., last_scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., open: _Optional[bool] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListAlertsRequest(_message.Message):
     __slots__ = ("pending_only", "owner", "limit")
