@@ -7,7 +7,8 @@
 
 Failing jobs, late slots and missed slots are read from the replicated alerts, which apply
 raises for every run that ends failed or timed out, every slot claimed more than a minute late
-(core.alerts.LATE_ALERT_US) and every missed slot: counted over the last PROBLEM_WINDOW_US of
+(core.alerts.LATE_ALERT_US) and every missed slot (consecutive ones are one alert with their
+count, a streak, from log format 3 on): counted over the last PROBLEM_WINDOW_US of
 replicated time, they cost a walk of the retained alerts (at most core.alerts.ALERTS_RETAINED),
 never of the run history. Only the jobs shown get their ended runs counted. Targets whose due
 runs no worker takes come from the queued runs (the oldest few of each job), undelivered
@@ -22,10 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduler.core import model
+from scheduler.core.alerts import alert_count, last_slot_us
 from scheduler.core.model import SECOND_US
 from scheduler.core.state import State
 from scheduler.core.vocabulary import AlertKind
 from scheduler.leader.dispatch import target_key
+from scheduler.planning import format_us
 
 PROBLEM_WINDOW_US = 24 * 3600 * SECOND_US
 RUNS_LOOKED_AT_PER_JOB = 500
@@ -139,14 +142,19 @@ class ProblemScan:
             alert = state.alerts[key]
             if not alert.delivered_us:
                 pending.append(alert)
-            if alert.created_us < since_us:
+            # A streak (consecutive missed slots, one alert) counts while it still grows.
+            if max(alert.created_us, last_slot_us(alert)) < since_us:
                 continue
             if alert.kind in _FAILURE_ALERTS:
                 failures.setdefault(alert.job_id, []).append(alert)
             elif alert.kind in (AlertKind.LATE, AlertKind.MISSED):
-                late += alert.kind == AlertKind.LATE
-                missed += alert.kind == AlertKind.MISSED
-                bad.append(BadSlot(alert.job_id, alert.scheduled_us, alert.kind, alert.message))
+                slots = alert_count(alert)
+                late += slots if alert.kind == AlertKind.LATE else 0
+                missed += slots if alert.kind == AlertKind.MISSED else 0
+                detail = alert.message
+                if slots > 1:
+                    detail = f"{slots:,} slots in a row, the last {format_us(last_slot_us(alert))}: {alert.message}"
+                bad.append(BadSlot(alert.job_id, alert.scheduled_us, alert.kind, detail))
         ranked = sorted(failures.items(), key=lambda item: (-len(item[1]), item[0]))[:ROWS_SHOWN]
         failing = tuple(self._failing(state, job_id, alerts, since_us) for job_id, alerts in ranked)
         kinds = Counter(alert.kind for alert in pending)

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 from scheduler.core import model
 from scheduler.core.alerts import raise_alert
+from scheduler.core.log_format import STREAK_ALERTS_FORMAT
 from scheduler.core.model import SECOND_US, Alert, Attempt, Job, JobSpec, KillSwitch, Run
 from scheduler.core.state import State
 from scheduler.core.vocabulary import AlertKind
@@ -245,3 +246,16 @@ def test_a_failed_python_run_shows_its_error_not_exit_code_0():
     assert "KeyError: &#x27;customer&#x27;" in html
     succeeded = board(state).render(f"/runs/fine/{NOW_US - MINUTE_US}", {})
     assert 'class="exit-code"' not in succeeded  # a handler has no exit code at all
+
+
+def test_a_streak_of_missed_slots_counts_every_slot():
+    state = quiet_state()
+    state.cluster_version = STREAK_ALERTS_FORMAT
+    add_job(state, spec("outage"))
+    for minutes in (30, 29, 28):
+        raise_alert(state, AlertKind.MISSED, "outage", NOW_US - minutes * MINUTE_US, "not firing")
+    problems = find_problems(state)
+    assert problems.missed_slots == 3
+    (slot,) = problems.bad_slots
+    assert slot.scheduled_us == NOW_US - 30 * MINUTE_US
+    assert slot.detail == "3 slots in a row, the last 2026-03-08T11:32:00Z: not firing"
