@@ -141,7 +141,15 @@ class Node:
         forwarder = self.forwarder = LeaderForwarder(
             lambda: leader_grpc_address(self.raftlog, self.config), forward_credentials
         )
-        reader = Reader(self.raftlog, self.config.node_id, self._leader_id_of, self.clock_us, timeout_s, forwarder)
+        reader = Reader(
+            self.raftlog,
+            self.config.node_id,
+            self._leader_id_of,
+            self.clock_us,
+            timeout_s,
+            forwarder,
+            herd_window_us=int(self.config.herd_window_s * 1e6),
+        )
         admission = Admission(self.raftlog.read, self.config.quotas)
         jobs = JobServicer(self.raftlog, reader, self.clock_us, timeout_s, admission)
         jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)

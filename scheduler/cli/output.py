@@ -13,7 +13,7 @@ from google.protobuf.json_format import MessageToDict
 
 from scheduler.planning import format_us
 from scheduler.planning.runkeys import readable_run_keys_in
-from scheduler.rpc.convert import STATUS_FROM_PB, timestamp_us
+from scheduler.rpc.convert import STATUS_FROM_PB, duration_us, timestamp_us
 from scheduler.security.safetext import shown_text
 
 
@@ -61,8 +61,14 @@ def run_dict(run) -> dict:
     }
 
 
+def spread_us(job) -> int:
+    """The herd spread the answering node computed for `job` (0 from a node that sends none)."""
+    return duration_us(job, "spread", 0)
+
+
 def job_dict(job) -> dict:
     spec = MessageToDict(job.spec, preserving_proto_field_name=True)
+    next_us = timestamp_us(job.next_due) if job.HasField("next_due") else 0
     return {
         "id": job.spec.id,
         "version": job.version,
@@ -70,6 +76,9 @@ def job_dict(job) -> dict:
         "paused": job.paused,
         "cursor": _iso(job, "cursor"),
         "next_due": _iso(job, "next_due"),
+        # When the leader releases that slot: its nominal instant plus the job's herd spread.
+        "next_due_at": format_us(next_us + spread_us(job)) if next_us else "",
+        "spread_s": spread_us(job) / 1_000_000,
         "last_status": STATUS_FROM_PB.get(job.last_status, ""),
         "last_scheduled_at": _iso(job, "last_scheduled_at"),
         "counted_runs": job.counted_runs if job.HasField("counted_runs") else None,
@@ -122,12 +131,13 @@ def print_jobs(response, as_json: bool) -> None:
                 _how_it_fires(job),
                 j["spec"].get("timezone", ""),
                 j["next_due"],
+                _due_cell(j["next_due_at"], j["spread_s"]),
                 j["last_status"],
                 "; ".join(part for part in ("paused" if j["paused"] else "", j["state"]) if part),
             ]
             for j, job in zip(jobs, response.jobs)
         ]
-        _table(rows, ["JOB", "SCHEDULE", "ZONE", "NEXT DUE (UTC)", "LAST", ""])
+        _table(rows, ["JOB", "SCHEDULE", "ZONE", "NEXT SLOT (UTC)", "RUNS AT (UTC, spread)", "LAST", ""])
     _freshness(response.read)
 
 
@@ -136,6 +146,23 @@ def _how_it_fires(job) -> str:
     from scheduler.rpc.convert import spec_from_pb
 
     return how_it_fires(spec_from_pb(job.spec))
+
+
+def spread_text(spread_s: float) -> str:
+    """A spread as `+12m34.5s`: how long after its nominal instant a slot runs."""
+    minutes, seconds = divmod(spread_s, 60)
+    hours, minutes = divmod(int(minutes), 60)
+    if not (minutes or hours):
+        return f"+{seconds:.1f}s".replace(".0s", "s")
+    text = f"{seconds:04.1f}s".replace(".0s", "s")
+    text = f"{minutes:02d}m{text}" if hours else f"{minutes}m{text}"
+    return f"+{hours}h{text}" if hours else f"+{text}"
+
+
+def _due_cell(due: str, spread_s: float) -> str:
+    if not due:
+        return ""
+    return f"{due} ({spread_text(spread_s)})" if spread_s else f"{due} (no spread)"
 
 
 def print_job(job, as_json: bool) -> None:
@@ -304,6 +331,7 @@ def print_alerts(response, as_json: bool) -> None:
 
 
 def print_fires(fires: list[dict], as_json: bool) -> None:
+    """Upcoming fires; for a job's fires (with `due_at`), the instant each runs beside its slot."""
     if as_json:
         print(json.dumps(fires, indent=2))
         return
@@ -311,4 +339,7 @@ def print_fires(fires: list[dict], as_json: bool) -> None:
 
     for fire in fires:
         note = f"  ({fire['adjustment']})" if fire.get("adjustment") else ""
-        print(shown_text(f"{fire['at']}  = {fire['at_utc']}{note}{fire_note(fire)}"))
+        due = ""
+        if "due_at" in fire:
+            due = f"  runs at {fire['due_at']} ({spread_text(fire['spread_s'])})" if fire["spread_s"] else ""
+        print(shown_text(f"{fire['at']}  = {fire['at_utc']}{due}{note}{fire_note(fire)}"))

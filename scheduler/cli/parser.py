@@ -236,10 +236,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--herd-window",
         type=float,
-        default=3600.0,
-        help="the cluster's herd_window_s, for jobs with jitter auto (default %(default)s)",
+        default=None,
+        metavar="SECONDS",
+        help="spread jobs with jitter auto over this window instead of the spreads the cluster reports (what if)",
     )
-    p.add_argument("--plot", help="also write the histogram as a PNG file (needs matplotlib)")
+    p.add_argument(
+        "--png", "--plot", dest="plot", metavar="FILE", help="also draw the forecast as a PNG (needs matplotlib)"
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=ops.cmd_forecast)
 

@@ -98,14 +98,24 @@ def _job_state(job, spec, now_us: int) -> str:
     )
 
 
+def _runs_at(slot_us: int, due_us: int) -> str:
+    if due_us == slot_us:
+        return ""
+    return f", due at {format_us(due_us)} ({out.spread_text((due_us - slot_us) / SECOND_US)} herd spread)"
+
+
 def _sentence(run: dict) -> str:
     status, reason = run["status"], run["reason"]
-    slot = f"slot {run['scheduled_at']} of {run['job_id']}"
+    slot_us = parse_when(run["scheduled_at"])
     # A slot its calendar moved is owed where it moved (its effective instant), not at its run key.
     moved = reason.startswith(SkipReason.CALENDAR) and status not in (RunStatus.SKIPPED, RunStatus.MISSED)
+    due_us = parse_when(run["effective_at"]) if run["effective_at"] else slot_us
     due, due_name = (run["effective_at"], "where its calendar moved it") if moved else (run["scheduled_at"], "the slot")
+    slot = f"slot {run['scheduled_at']} of {run['job_id']}{'' if moved else _runs_at(slot_us, due_us)}"
     late_s = (parse_when(run["claimed_at"]) - parse_when(due)) / SECOND_US if run["claimed_at"] else 0.0
     fired = f"claimed at {run['claimed_at']} ({late_s:.3f}s after {due_name})"
+    if run["started_at"]:
+        fired += f", started {(parse_when(run['started_at']) - due_us) / SECOND_US:.3f}s after it was due"
     if status == RunStatus.SUCCEEDED:
         note = f"; {reason}" if moved else ""
         return (
@@ -143,7 +153,12 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
     if nearest is not None and (
         slot_us is None or abs(parse_when(nearest["scheduled_at"]) - at_us) <= abs(slot_us - at_us)
     ):
-        answer = {"slot": nearest["scheduled_at"], "run": nearest, "explanation": _sentence(nearest)}
+        answer = {
+            "slot": nearest["scheduled_at"],
+            "due_at": nearest["effective_at"] or nearest["scheduled_at"],
+            "run": nearest,
+            "explanation": _sentence(nearest),
+        }
         source = source_text(spec, nearest["schedule_index"])
         if source:
             answer["schedule"] = source
@@ -155,9 +170,12 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
             f" (accounted up to {format_us(cursor_us)}, and no further slot is owed)",
         }
     elif slot_us is not None and slot_us > cursor_us:
+        due_us = slot_us + out.spread_us(job)
         answer = {
             "slot": format_us(slot_us),
+            "due_at": format_us(due_us),
             "explanation": f"slot {format_us(slot_us)} of {job_id} is not due yet"
+            f"{_runs_at(slot_us, due_us)}"
             f" (accounted up to {format_us(cursor_us)}){'; the job is paused' if job.paused else ''}",
         }
         if (rule := calendars_cli.spec_rule(job.spec)) is not None:
@@ -198,6 +216,7 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
 
 def cmd_next(args) -> int:
     schedule, timezone, gap, repeat = args.schedule, args.timezone, args.dst_gap, args.dst_repeat
+    job = None
     if args.job:
         with connection.cluster_client(args) as client:
             job = client.get_job(job_id=args.job).job
@@ -217,7 +236,7 @@ def cmd_next(args) -> int:
             first_us = parse_when(fires[0]["at_utc"])
             previous_us = calendars_cli.previous_slot_us(schedule_args, min(cursor_us, first_us - 1), first_us)
             fires = calendars_cli.annotate_fires(fires, rule, calendars, schedule_args, previous_us)
-        out.print_fires(fires, args.json)
+        out.print_fires(with_due_instants(fires, out.spread_us(job)), args.json)
         return 0
     if not schedule:
         print("raftcron next: name a JOB or give --schedule", file=sys.stderr)
@@ -267,13 +286,14 @@ def next_of_job(
         }
         for fire, source in upcoming_fires(spec, start_us, n, counted)
     ]
+    fires = with_due_instants(fires, out.spread_us(job))
     state = _job_state(job, spec, after_us)
     if as_json:
         answer = {"job": spec.id, "fires_by": how_it_fires(spec), "state": state, "fires": fires}
         answer.update(window=_window_json(spec), max_runs=None if spec.max_runs is UNSET else spec.max_runs)
         answer["counted_runs"] = counted if spec.max_runs is not UNSET else None
         return json.dumps(answer, indent=2)
-    lines = [f"{fire['at']}  = {fire['at_utc']}" + _notes(fire) for fire in fires]
+    lines = [f"{fire['at']}  = {fire['at_utc']}" + _due(fire) + _notes(fire) for fire in fires]
     if state:
         lines.append(f"{spec.id}: {state}")
     elif not fires:
@@ -294,6 +314,11 @@ def upcoming_text(spec, after: str, n: int) -> list[str]:
     return lines
 
 
+def _due(fire: dict) -> str:
+    """`  runs at T (+12m34s)`: the instant the leader releases the slot, when it is spread."""
+    return f"  runs at {fire['due_at']} ({out.spread_text(fire['spread_s'])})" if fire.get("spread_s") else ""
+
+
 def _notes(fire: dict) -> str:
     notes = [note for note in (fire["adjustment"], f"from {fire['schedule']}" if fire["schedule"] else "") if note]
     return f"  ({'; '.join(notes)})" if notes else ""
@@ -304,3 +329,12 @@ def _window_json(spec) -> dict | None:
         return None
     window = {"from": spec.active.from_us, "until": spec.active.until_us}
     return {key: format_us(us) if us else None for key, us in window.items()}
+
+
+def with_due_instants(fires: list[dict], spread_us: int) -> list[dict]:
+    """A job's fires with `due_at`, the instant the leader releases each (its slot plus the
+    job's herd spread, as the cluster computed it), and `spread_s`."""
+    return [
+        {**fire, "due_at": format_us(parse_when(fire["at_utc"]) + spread_us), "spread_s": spread_us / SECOND_US}
+        for fire in fires
+    ]

@@ -23,6 +23,7 @@ from scheduler.core import results as ev
 from scheduler.core.commands import ApplyJobs
 from scheduler.core.state import State
 from scheduler.dashboard.fates import MAX_TIMELINE_SLOTS
+from scheduler.leader.dispatch import target_key
 from scheduler.planning.calendars import plan_calendar_slot
 from scheduler.planning.jobs import schedule_for, spread_offset_us
 from scheduler.planning.slot_text import counted_runs_of, owing_state
@@ -388,3 +389,35 @@ class ClusterPage:
     raft: RaftFacts
     facts: ClusterFacts
     leaderships: tuple[tuple[int, str, int, int], ...]  # (epoch, node, term, at_us), newest first
+
+
+@dataclass(frozen=True)
+class HeldLeases:
+    """The leases one holder (PRINCIPAL/WORKER_ID) has now, from replicated state."""
+
+    holder: str
+    leases: int
+    targets: tuple[str, ...]  # the targets of the runs it holds
+    oldest_started_us: int
+    latest_expiry_us: int
+
+
+def leases_by_holder(state: State) -> dict[str, HeldLeases]:
+    """Every leased run grouped by holder: bounded by worker capacity, not by the backlog."""
+    found: dict[str, list[model.Run]] = {}
+    for job_id, instants in state.leased_runs.items():
+        for scheduled_us in instants:
+            run = state.get_run(job_id, scheduled_us)
+            if run is not None:
+                found.setdefault(run.worker_id, []).append(run)
+    held = {}
+    for holder, runs in found.items():
+        targets = sorted({target_key(state.jobs[r.job_id].spec) for r in runs if r.job_id in state.jobs})
+        held[holder] = HeldLeases(
+            holder,
+            len(runs),
+            tuple(targets),
+            min((r.started_us for r in runs if r.started_us), default=0),
+            max(r.lease_expires_us for r in runs),
+        )
+    return held

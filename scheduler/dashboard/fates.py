@@ -53,6 +53,11 @@ FATE_NAMES = {
 }
 
 
+def to_second(instant_us: int) -> str:
+    """An instant as UTC ISO-8601 to the second: what a person reads on a page."""
+    return format_us(instant_us - instant_us % SECOND_US)
+
+
 def human_duration_us(us: int) -> str:
     """A duration rounded for reading: 850ms, 12.3s, 4m05s, 2h03m, 3d04h."""
     sign, us = ("-", -us) if us < 0 else ("", us)
@@ -83,7 +88,7 @@ class Slot:
     has_run: bool = True
 
 
-def _lateness_us(run: model.Run) -> int:
+def lateness_us(run: model.Run) -> int:
     """How long after it was due the run's first attempt started (its claim, if none started)."""
     due_us = run.effective_us or run.scheduled_us
     started_us = run.attempts[0].started_us if run.attempts else run.claimed_us
@@ -93,14 +98,14 @@ def _lateness_us(run: model.Run) -> int:
 def fate_of(run: model.Run) -> Slot:
     """The fate of a run, as the timeline draws it."""
     tries = len(run.attempts)
-    late = f"; started {human_duration_us(_lateness_us(run))} after it was due" if tries else ""
+    late = f"; started {human_duration_us(lateness_us(run))} after it was due" if tries else ""
     exit_note = f" (exit code {run.exit_code})" if run.exit_code else ""
     status, reason = run.status, readable_run_keys_in(run.reason) or run.error
     if status == model.SUCCEEDED:
         if tries > 1:
             fate, label = RETRIED, f"succeeded on attempt {tries}"
-        elif _lateness_us(run) > LATE_AFTER_US:
-            fate, label = LATE, f"late by {human_duration_us(_lateness_us(run))}"
+        elif lateness_us(run) > LATE_AFTER_US:
+            fate, label = LATE, f"late by {human_duration_us(lateness_us(run))}"
         else:
             fate, label = ON_TIME, "fired on time"
         moved = f"; {reason}" if reason.startswith(SkipReason.CALENDAR) else ""  # where its calendar moved it
@@ -196,7 +201,7 @@ def timeline(detail: JobDetail, from_us: int, to_us: int) -> tuple[list[Slot], b
     for fire, _ in upcoming_fires(detail.row.spec, after_us, UPCOMING_SHOWN, detail.counted_runs):
         if fire.at_us >= to_us:
             break
-        due = format_us(fire.at_us + detail.spread_us)
+        due = to_second(fire.at_us + detail.spread_us)
         slots.setdefault(fire.at_us, Slot(fire.at_us, UPCOMING, "upcoming", f"due at {due}", "", False))
     ordered = [slots[at_us] for at_us in sorted(slots)]
     return ordered[-MAX_TIMELINE_SLOTS:], cut or len(ordered) > MAX_TIMELINE_SLOTS

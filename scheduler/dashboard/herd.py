@@ -32,8 +32,10 @@ def _schedule_key(spec: JobSpec) -> tuple:
 def grouped_forecast(
     specs: list[JobSpec], start_us: int, hours: float, herd_window_us: int, calendars: Mapping | None = None
 ) -> Forecast:
-    """forecast(specs, start_us, hours, herd_window_us), computed once per distinct schedule; jobs
-    with a calendar (which skips or moves their own slots) one by one."""
+    """forecast(specs, start_us, hours, herd_window_us), computed once per distinct schedule (from
+    the clock minute holding `start_us`, as forecast counts); jobs with a calendar (which skips or
+    moves their own slots) one by one."""
+    start_us -= start_us % MINUTE_US
     minutes = max(1, int(hours * 60))
     end_us = start_us + minutes * MINUTE_US
     result = Forecast(start_us=start_us, minutes=minutes)

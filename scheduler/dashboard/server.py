@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import collections
+import itertools
 import logging
 import socket
 import threading
@@ -31,8 +32,9 @@ from prometheus_client import Counter, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from scheduler.core.model import SECOND_US
-from scheduler.dashboard import data, fates, views, views_ops
+from scheduler.dashboard import data, fates, views, views_health, views_ops
 from scheduler.dashboard.herd import grouped_forecast
+from scheduler.dashboard.problems import Problems, ProblemScan
 from scheduler.membership import members_view, peer_by_raft_address
 from scheduler.planning import parse_iso_to_us
 from scheduler.planning.forecast import MINUTE_US
@@ -52,6 +54,12 @@ _CONNECTED = 2
 FORECAST_HOURS = 24
 # The herd forecast covers every job: computed at most this often, one computation at a time.
 FORECAST_TTL_S = 60.0
+# The front page's problems look at every job with queued runs: found at most this often, the
+# state lock held for this many jobs at a time.
+PROBLEMS_TTL_S = 10.0
+PROBLEM_JOBS_PER_HOLD = 250
+# A backlog beyond this many jobs with queued runs is looked at in part (100,000 cost 1.4 s).
+MAX_QUEUED_JOBS_LOOKED_AT = 20_000
 DEFAULT_WINDOW = "1h"
 MAX_WINDOW_US = 31 * 86_400 * SECOND_US
 # Makes a browser ask for a user name and password (the token).
@@ -136,8 +144,10 @@ def parse_window(params: dict, now_us: int, default: str = DEFAULT_WINDOW) -> tu
 class Dashboard:
     """The dashboard as a WSGI app over one node's replica."""
 
-    def __init__(self, raftlog, config, authorize: Authorize | None = None, clock_us=None) -> None:
+    def __init__(self, raftlog, config, authorize: Authorize | None = None, clock_us=None, workers=None) -> None:
+        """`workers`: the node's WorkerRegistry (what the workers page shows while this node leads)."""
         self._raftlog = raftlog
+        self._workers = workers
         self._config = config
         self._authorize = authorize or allow_all
         self._clock_us = clock_us or (lambda: time.time_ns() // 1000)
@@ -146,6 +156,8 @@ class Dashboard:
         raftlog.add_apply_listener(self.watcher)
         self._forecast_lock = threading.Lock()
         self._forecast: tuple[float, int, object, int] | None = None  # (monotonic, computed_at_us, result, jobs)
+        self._problems_lock = threading.Lock()
+        self._problems: tuple[float, object] | None = None  # (monotonic, Problems)
 
     def close(self) -> None:
         try:
@@ -220,8 +232,11 @@ class Dashboard:
         """The HTML of one page; BadRequest or NotFound for what cannot be shown. Payloads and
         output tails only for a `principal` that sees their owner's details (None: all)."""
         parts = [unquote(part) for part in path.strip("/").split("/")] if path.strip("/") else []
+        refresh = params.get("refresh", [""])[0] != "0"
         if not parts:
-            return self.cluster()
+            return self.cluster(refresh)
+        if parts == ["workers"]:
+            return self.workers(refresh)
         if parts == ["jobs"]:
             return self.jobs(params.get("q", [""])[0], _int_param(params, "page", 1))
         if len(parts) == 2 and parts[0] == "jobs":
@@ -270,13 +285,50 @@ class Dashboard:
             *raftlog.tick_stalls(),
         )
 
-    def cluster(self) -> str:
+    def cluster(self, refresh: bool = True) -> str:
         raft = self.raft_facts()
+        leading = raft.role == "leader" and self._workers is not None
+        found = self.problems(leading)
         with self._raftlog.read() as state:
             facts = data.cluster_facts(state)
             # Under the lock: the watcher appends to this deque while applying.
             leaderships = tuple(reversed(self.watcher.leaderships))
-        return views.cluster_page(data.ClusterPage(raft, facts, leaderships))
+        problems = views_health.problems_html(found, leading, raft.leader)
+        page = data.ClusterPage(raft, facts, leaderships)
+        if not refresh:
+            return views.cluster_page(page, problems)
+        return views.cluster_page(page, problems, views_health.refresh_note(), views_health.REFRESH_S)
+
+    def problems(self, leading: bool) -> Problems:
+        """The front page's problems, found at most every PROBLEMS_TTL_S, the state lock held for
+        PROBLEM_JOBS_PER_HOLD jobs with queued runs at a time so applies go on in between."""
+        with self._problems_lock:
+            cached = self._problems
+            if cached is not None and time.monotonic() - cached[0] <= PROBLEMS_TTL_S:
+                return cached[1]  # type: ignore[return-value]
+            with self._raftlog.read() as state:
+                job_ids = list(itertools.islice(state.live_runs, MAX_QUEUED_JOBS_LOOKED_AT))
+                scan = ProblemScan(state.now_us)
+            for start in range(0, len(job_ids), PROBLEM_JOBS_PER_HOLD):
+                with self._raftlog.read() as state:
+                    scan.add_queued(state, job_ids[start : start + PROBLEM_JOBS_PER_HOLD])
+            serving = None
+            if leading:
+                registry = self._workers
+                serving = lambda target: len(registry.serving(target))  # noqa: E731
+            with self._raftlog.read() as state:
+                found = scan.finish(state, serving)
+            self._problems = (time.monotonic(), found)
+            return found
+
+    def workers(self, refresh: bool = True) -> str:
+        raft = self.raft_facts()
+        leading = raft.role == "leader" and self._workers is not None
+        seen = self._workers.workers() if leading else None
+        with self._raftlog.read() as state:
+            held = data.leases_by_holder(state)
+            now_us = state.now_us
+        return views_health.workers_page(seen, held, now_us, raft.leader, self._node_id, refresh)
 
     def jobs(self, query: str, page_number: int) -> str:
         page = max(0, page_number - 1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 from urllib.parse import quote
 
-from scheduler.dashboard.fates import FATE_NAMES, Slot
+from scheduler.dashboard.fates import FATE_NAMES, Slot, to_second
 from scheduler.planning import format_us
 
 FATE_COLOURS = {
@@ -54,10 +54,10 @@ def timeline_svg(job_id: str, slots: list[Slot]) -> str:
         y = GAP_PX + row * (CELL_PX + GAP_PX)
         if column == 0:
             parts.append(
-                f'<text x="0" y="{y + CELL_PX - 3}" font-size="11" fill="#555">{escape(format_us(slot.scheduled_us))}</text>'
+                f'<text x="0" y="{y + CELL_PX - 3}" font-size="11" fill="#555">{escape(to_second(slot.scheduled_us))}</text>'
             )
         x = LABEL_PX + column * (CELL_PX + GAP_PX)
-        tooltip = f"{format_us(slot.scheduled_us)}: {slot.detail}"
+        tooltip = f"{to_second(slot.scheduled_us)}: {slot.detail}"
         rect = (
             f'<rect class="slot fate-{slot.fate}" data-fate="{slot.fate}" data-slot="{slot.scheduled_us}" '
             f'x="{x}" y="{y}" width="{CELL_PX}" height="{CELL_PX}" rx="2" fill="{FATE_COLOURS[slot.fate]}" '
@@ -136,7 +136,7 @@ def forecast_svg(start_us: int, series: list[tuple[str, list[int]]], peaks: list
         x, y = x_of(minute), y_of(fires)
         parts.append(
             f'<circle class="peak" cx="{x:.1f}" cy="{y:.1f}" r="3" fill="#d2322d">'
-            f"<title>{escape(format_us(at_us))}: {fires} fires</title></circle>"
+            f"<title>{escape(to_second(at_us))}: {fires} fires</title></circle>"
             f'<text x="{x + 5:.1f}" y="{max(top + 10, y - 4):.1f}" font-size="11" fill="#d2322d">{fires}</text>'
         )
     parts.append("</svg>")

@@ -9,7 +9,7 @@ from urllib.parse import quote, urlencode
 
 from msgspec import UNSET
 
-from scheduler.core.vocabulary import CompletionKind, Misfire, RunKind, RunStatus
+from scheduler.core.vocabulary import CompletionKind, Misfire, RunKind, RunStatus, TargetKind
 from scheduler.dashboard import data, fates
 from scheduler.dashboard.svg import FATE_COLOURS, legend_html, run_href, timeline_svg
 from scheduler.planning import format_us
@@ -18,7 +18,14 @@ from scheduler.planning.slot_text import how_it_fires, source_text
 from scheduler.planning.slots import is_manual_only
 from scheduler.planning.timeconv import format_offset
 
-NAV = (("/", "Cluster"), ("/jobs", "Jobs"), ("/herd", "Herd"), ("/alerts", "Alerts"), ("/kills", "Kill switches"))
+NAV = (
+    ("/", "Overview"),
+    ("/jobs", "Jobs"),
+    ("/workers", "Workers"),
+    ("/herd", "Herd"),
+    ("/alerts", "Alerts"),
+    ("/kills", "Kill switches"),
+)
 # Badge classes of attempt outcomes; any other (retry later, an expiry, none yet) is drawn as queued.
 _OUTCOME_BADGES = {CompletionKind.SUCCESS: "succeeded", CompletionKind.FAILURE: "failed"}
 # Timeline windows offered on a job page, ending at replicated now (plus a little to show what is next).
@@ -64,14 +71,23 @@ form.search input[type=search]{padding:5px 8px;width:320px;border:1px solid #c4c
 pre{background:#1d2330;color:#e6e9ee;padding:10px;overflow:auto;max-height:360px;margin:0}
 code{font-size:13px}
 svg{max-width:100%;height:auto;background:#fff}
+section.problem{background:#fff;border:1px solid #e3e6ea;border-left:4px solid #2e9c4f;padding:6px 12px 8px;margin-bottom:10px}
+section.problem:not([data-count="0"]){border-left-color:#c62828}
+section.problem h3{font-size:14px;margin:4px 0 6px}
+.all-well{color:#14662c;font-weight:600}
+.needs-attention{color:#8f1414;font-weight:600}
 """
 
 
+to_second = fates.to_second
+
+
 def when(instant_us: int, now_us: int = 0) -> str:
-    """An instant as UTC ISO-8601, with how long ago (or ahead) it is from replicated now."""
+    """An instant as UTC ISO-8601 to the second, with how long ago (or ahead) it is from
+    replicated now; its `datetime` attribute keeps the microseconds."""
     if not instant_us:
         return '<span class="muted">—</span>'
-    text = format_us(instant_us)
+    exact, text = format_us(instant_us), to_second(instant_us)
     relative = ""
     if now_us:
         delta = now_us - instant_us
@@ -80,7 +96,7 @@ def when(instant_us: int, now_us: int = 0) -> str:
             if delta >= 0
             else (f' <span class="muted">(in {fates.human_duration_us(-delta)})</span>')
         )
-    return f'<time datetime="{escape(text)}">{escape(text)}</time>{relative}'
+    return f'<time datetime="{escape(exact)}">{escape(text)}</time>{relative}'
 
 
 def job_href(job_id: str, **query) -> str:
@@ -115,15 +131,17 @@ def _facts(pairs: list[tuple[str, str]]) -> str:
     return '<dl class="facts">' + "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in pairs) + "</dl>"
 
 
-def layout(title: str, active: str, body: str, node_id: str = "", now_us: int = 0) -> str:
+def layout(title: str, active: str, body: str, node_id: str = "", now_us: int = 0, refresh_s: int = 0) -> str:
+    """`refresh_s`: reload the page this often (a <meta> refresh: the CSP allows no script)."""
     nav = "".join(
         f'<a href="{href}"{" class=active" if href == active else ""}>{escape(label)}</a>' for href, label in NAV
     )
     node = f"node {escape(node_id)}" if node_id else ""
-    clock = f" · replicated time {escape(format_us(now_us))}" if now_us else ""
+    clock = f" · replicated time {escape(to_second(now_us))}" if now_us else ""
+    refresh = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">{refresh}'
         f"<title>{escape(title)} · raftcron</title><style>{CSS}</style></head><body>"
         f'<header><span class="brand">raftcron</span><nav>{nav}</nav><span class="node">{node}{clock}</span></header>'
         f"<main><h1>{escape(title)}</h1>{body}</main></body></html>"
@@ -145,7 +163,8 @@ def _late_ticks(raft: data.RaftFacts) -> str:
     return f"{badge_html(f'{raft.tick_stalls:,}', 'bad')} <span class=muted>(0.25 s or more late; {longest})</span>"
 
 
-def cluster_page(view: data.ClusterPage) -> str:
+def cluster_page(view: data.ClusterPage, problems: str = "", footer: str = "", refresh_s: int = 0) -> str:
+    """The front page: `problems` (views_health.problems_html) first, then this node's Raft health."""
     raft, facts = view.raft, view.facts
     lag = raft.commit_index - raft.applied_index
     if view.leaderships:
@@ -216,8 +235,12 @@ def cluster_page(view: data.ClusterPage) -> str:
         '<p class="muted">Match indexes are known on the leader; a follower shows its own view. '
         "Each node serves this page from its own replica.</p>"
     )
-    body = f"{summary}<h2>Peers</h2>{peers}{note}<h2>Leadership changes</h2>{history}<h2>Resources</h2>{resources}"
-    return layout("Cluster", "/", body, raft.node_id, facts.now_us)
+    body = (
+        (f"<h2>Problems</h2>{problems}" if problems else "")
+        + f"<h2>Raft health</h2>{summary}<h2>Peers</h2>{peers}{note}"
+        f"<h2>Leadership changes</h2>{history}<h2>Resources</h2>{resources}"
+    )
+    return layout("Overview", "/", body + footer, raft.node_id, facts.now_us, refresh_s)
 
 
 # -- jobs --------------------------------------------------------------------------------------
@@ -370,9 +393,9 @@ def _slot_rows(job_id: str, slots: list[fates.Slot], now_us: int, limit: int = 3
     rows = [
         [
             (
-                f'<a class="run-link" href="{run_href(job_id, slot.scheduled_us)}">{escape(format_us(slot.scheduled_us))}</a>'
+                f'<a class="run-link" href="{run_href(job_id, slot.scheduled_us)}">{escape(to_second(slot.scheduled_us))}</a>'
                 if slot.has_run
-                else escape(format_us(slot.scheduled_us))
+                else escape(to_second(slot.scheduled_us))
             ),
             f'<span class="swatch" style="background:{FATE_COLOURS[slot.fate]}"></span>'
             f'<span class="fate" data-fate="{slot.fate}">{escape(fates.FATE_NAMES[slot.fate])}</span>'
@@ -428,7 +451,7 @@ def job_page(
     )
     body = (
         f"{status}<h2>Timeline</h2>{_window_links(spec.id, from_us, to_us, window)}"
-        f'<p class="muted">{len(slots)} slot(s) from {escape(format_us(from_us))} to {escape(format_us(to_us))}; '
+        f'<p class="muted">{len(slots)} slot(s) from {escape(to_second(from_us))} to {escape(to_second(to_us))}; '
         "hover a square for what happened, click it for the run.</p>"
         f"{legend_html(counts)}{timeline_svg(spec.id, slots)}{cut}"
         f"<h2>Latest slots</h2>{_slot_rows(spec.id, slots, now_us)}"
@@ -450,6 +473,22 @@ def _run_source(detail: data.RunDetail) -> str:
     if spec is not None and detail.spec_version == run.spec_version:
         return source_text(spec, index)
     return f"schedules[{index}]"
+
+
+def exit_code_html(run, spec) -> str:
+    """A shell command's exit code; a Python handler has none, so its failure shows the error it
+    raised (or how the attempt ended) instead of a misleading 0."""
+    if run.exit_code:
+        return f'<span class="exit-code">{run.exit_code}</span>'
+    ended = run.status in (RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.CANCELLED)
+    if not ended:
+        shell = spec is not None and spec.target_kind == TargetKind.SHELL
+        return f'<span class="exit-code">{run.exit_code}</span>' if shell and run.attempts else "—"
+    last = run.attempts[-1] if run.attempts else None
+    cause = run.error or (last.error if last else "") or (last.outcome if last else "") or run.reason
+    return (
+        f'<span class="exit-code no-exit-code">none</span> <span class="muted">({escape(cause or run.status)})</span>'
+    )
 
 
 def run_page(detail: data.RunDetail, node_id: str = "", details: bool = True) -> str:
@@ -489,7 +528,7 @@ def run_page(detail: data.RunDetail, node_id: str = "", details: bool = True) ->
             ("attempt", str(run.attempt)),
             ("fencing token", f'<span class="token">{run.fencing_token}</span>' if run.fencing_token else "—"),
             ("worker", escape(run.worker_id) or '<span class="muted">—</span>'),
-            ("exit code", f'<span class="exit-code">{run.exit_code}</span>'),
+            ("exit code", exit_code_html(run, detail.spec)),
             ("error", escape(run.error) or '<span class="muted">—</span>'),
             ("lease expires", when(run.lease_expires_us, now_us) if run.status == RunStatus.LEASED else "—"),
             ("deadline", when(run.deadline_us, now_us)),
@@ -506,7 +545,7 @@ def run_page(detail: data.RunDetail, node_id: str = "", details: bool = True) ->
                 when(a.finished_us),
                 fates.human_duration_us(a.finished_us - a.started_us) if a.finished_us and a.started_us else "—",
                 badge_html(a.outcome or "running", _OUTCOME_BADGES.get(a.outcome, "queued")),
-                str(a.exit_code),
+                str(a.exit_code) if a.exit_code or a.outcome == CompletionKind.SUCCESS else "—",
                 escape(a.error),
             ]
             for a in run.attempts
@@ -523,4 +562,4 @@ def run_page(detail: data.RunDetail, node_id: str = "", details: bool = True) ->
         else '<p class="muted">No output recorded.</p>'
     )
     body = f"<p>{neighbours}</p>{summary}<h2>Attempts</h2>{attempts}<h2>Output tail</h2>{tail}"
-    return layout(f"Run {run.job_id} @ {format_us(run.scheduled_us)}", "/jobs", body, node_id, now_us)
+    return layout(f"Run {run.job_id} @ {to_second(run.scheduled_us)}", "/jobs", body, node_id, now_us)

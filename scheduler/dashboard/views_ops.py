@@ -10,8 +10,7 @@ from scheduler.core.model import Alert
 from scheduler.core.vocabulary import AlertKind, KillAction
 from scheduler.dashboard import data
 from scheduler.dashboard.svg import SERIES_COLOURS, forecast_svg, run_href
-from scheduler.dashboard.views import badge_html, job_href, layout, pager_html, table_html, when
-from scheduler.planning import format_us
+from scheduler.dashboard.views import badge_html, job_href, layout, pager_html, table_html, to_second, when
 from scheduler.planning.runkeys import readable_run_keys_in
 
 # Alert kinds drawn with the `bad` badge.
@@ -40,7 +39,7 @@ def herd_page(result, computed_at_us: int, hours: float, jobs: int, node_id: str
         else ""
     )
     body = (
-        f'<p class="muted">Fires per minute over the next {hours:g} hours from {escape(format_us(result.start_us))}, '
+        f'<p class="muted">Fires per minute over the next {hours:g} hours from {escape(to_second(result.start_us))}, '
         f"for {jobs:,} jobs (paused ones left out), with each job's herd spread; computed {when(computed_at_us)}.</p>"
         f'<div class="legend">{legend}</div>'
         f"{forecast_svg(result.start_us, series, peaks[:3])}{truncated}"
@@ -69,7 +68,7 @@ def alerts_page(page: data.AlertsPage, pending_only: bool, kind: str, node_id: s
 
 
 def _alert_cells(a: Alert, has_run: bool, now_us: int) -> list[str]:
-    slot = escape(format_us(a.scheduled_us))
+    slot = escape(to_second(a.scheduled_us))
     return [
         when(a.created_us, now_us),
         badge_html(a.kind, "bad" if a.kind in _BAD_ALERTS else ""),

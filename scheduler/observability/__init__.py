@@ -150,7 +150,13 @@ def start_observability(node, authorize=None) -> Observability:
     def readiness() -> str | None:
         return readiness_problem(readiness_facts(node.raftlog, node.config))
 
-    dashboard = Dashboard(node.raftlog, node.config, authorize=authorize, clock_us=getattr(node, "clock_us", None))
+    dashboard = Dashboard(
+        node.raftlog,
+        node.config,
+        authorize=authorize,
+        clock_us=getattr(node, "clock_us", None),
+        workers=getattr(getattr(node, "workers", None), "registry", None),
+    )
     try:
         server, thread = serve_http(host, port, registry, dashboard, readiness)
     except OSError:

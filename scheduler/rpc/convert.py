@@ -263,7 +263,8 @@ def resource_to_pb(resource: model.Resource) -> pb.Resource:
     )
 
 
-def job_to_pb(job: model.Job) -> pb.Job:
+def job_to_pb(job: model.Job, spread_us: int = 0) -> pb.Job:
+    """`spread_us`: the job's herd spread (planning.jobs.spread_offset_us), unset when 0."""
     return pb.Job(
         spec=spec_to_pb(job.spec),
         version=job.version,
@@ -275,6 +276,7 @@ def job_to_pb(job: model.Job) -> pb.Job:
         last_status=STATUS_TO_PB.get(job.last_status, pb.RUN_STATUS_UNSPECIFIED),
         last_scheduled_at=timestamp(job.last_scheduled_us),
         counted_runs=None if job.counted_runs is UNSET else job.counted_runs,
+        spread=duration(spread_us) if spread_us else None,
     )
 
 

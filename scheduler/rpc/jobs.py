@@ -294,7 +294,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         with self._raftlog.read() as state:
             job = state.jobs.get(job_id)
             if job is not None:
-                return scoped_job_pb(job)
+                return scoped_job_pb(job, self._reader.herd_window_us)
         context.abort(grpc.StatusCode.NOT_FOUND, f"job {job_id!r} does not exist")
 
     def GetJob(self, request, context):
@@ -327,7 +327,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
                 selected.append(job)
                 if len(selected) > limit:
                     break
-            page = [scoped_job_pb(job) for job in selected[:limit]]
+            page = [scoped_job_pb(job, self._reader.herd_window_us) for job in selected[:limit]]
         next_token = selected[limit - 1].spec.id if len(selected) > limit else ""
         return jobs_pb2.ListJobsResponse(
             jobs=page, next_page_token=next_token, read=self._reader.read_info(request.linearizable)

@@ -14,6 +14,7 @@ import grpc
 from google.protobuf.descriptor import MethodDescriptor
 
 from scheduler.core import model
+from scheduler.planning.jobs import schedule_for, spread_offset_us
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import job_to_pb
 from scheduler.rpc.errors import abort_replication
@@ -27,10 +28,15 @@ from worker.api.v1 import common_pb2 as pb
 FORWARDED = ("raftcron-read-forwarded", "1")
 
 
-def scoped_job_pb(job: model.Job) -> pb.Job:
+# The node config's default herd_window_s, for a Reader built without one.
+DEFAULT_HERD_WINDOW_US = 3600 * 1_000_000
+
+
+def scoped_job_pb(job: model.Job, herd_window_us: int = DEFAULT_HERD_WINDOW_US) -> pb.Job:
     """A job as the caller may read it: its payload only for a caller that sees its owner's
-    details (see policy.sees_details); everything else as stored."""
-    found = job_to_pb(job)
+    details (see policy.sees_details); everything else as stored, with the herd spread the
+    leader gives its slots (so a client shows the instant a slot will run, not only its key)."""
+    found = job_to_pb(job, spread_offset_us(job.spec, schedule_for(job.spec), herd_window_us))
     if found.spec.payload_json and not sees_details(current_principal(), job.body.owner):
         found.spec.payload_json = ""
     return found
@@ -45,8 +51,10 @@ class Reader:
         clock_us,
         timeout_s: float,
         forwarder: LeaderForwarder,
+        herd_window_us: int = DEFAULT_HERD_WINDOW_US,
     ) -> None:
         self._raftlog = raftlog
+        self.herd_window_us = herd_window_us
         self._node_id = node_id
         self._leader_id_of = leader_id_of
         self._clock_us = clock_us

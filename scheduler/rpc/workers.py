@@ -13,6 +13,7 @@ from scheduler.core.commands import CompleteRuns, Completion, ExtendLeases, Leas
 from scheduler.core.model import SECOND_US, run_payload_json
 from scheduler.core.vocabulary import FenceReason, LeaseOutcome
 from scheduler.leader.dispatch import Dispatcher, Granted, NotLeading, target_key
+from scheduler.leader.worker_registry import WorkerRegistry
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.replication.coalescer import Coalescer, RejectedBatch, Submission
 from scheduler.rpc.convert import (
@@ -75,8 +76,11 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         clock_us: Callable[[], int],
         timeout_s: float,
         max_lease_wait_s: float,
+        registry: WorkerRegistry | None = None,
     ) -> None:
         self._raftlog = raftlog
+        # What the dashboard's workers page shows: the calls this node heard while leading.
+        self.registry = registry if registry is not None else WorkerRegistry()
         self._dispatcher_now = dispatcher_now
         self._forwarder = forwarder
         self._timeout_s = timeout_s
@@ -105,6 +109,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             return self._forward_lease(request, wait_s, context)
         try:
             holder = lease_holder(current_principal(), request.worker_id)
+            self.registry.leased(holder, request.targets, context.peer())
             granted = dispatcher.lease(holder, list(request.targets), max_runs, wait_s)
         except NotLeading as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"not leading: {exc}")
@@ -196,6 +201,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         if refused and len(refused) == len(request.leases):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, next(iter(refused.values()))[1])
         mine = [ref for position, ref in enumerate(request.leases) if position not in refused]
+        if self._dispatcher_now() is not None:
+            holder = lease_holder(current_principal(), request.worker_id)
+            self.registry.heartbeat(holder, len(mine), context.peer())
         extended = iter(self._wait(self._extend.submit([_lease_ref(ref) for ref in mine]), context))
         results = []
         for position, ref in enumerate(request.leases):

@@ -1,9 +1,10 @@
 """The dashboard in a real headless Chromium against a real local cluster and a real worker.
 
-Jobs fire every second (one succeeds, one fails with exit code 3, one whose class is killed, one
-hourly job that uses a resource); the test waits until their runs are recorded, then clicks from
-the job list to a job to a run, and looks at the herd, alerts, kill switch and cluster pages.
-A screenshot of each page goes to test-artifacts/dashboard/.
+Jobs fire every second (one succeeds, one fails with exit code 3, one Python handler raises, one
+whose class is killed, one whose handler no worker runs, one hourly job that uses a resource);
+the test waits until their runs are recorded, then clicks from the job list to a job to a run,
+and looks at the herd, alerts, kill switch, workers and front pages (problems first; the front
+page reloads itself). A screenshot of each page goes to test-artifacts/dashboard/.
 
 Needs Debian's chromium (scripts/e2e-prereqs.sh installs it) and the playwright package
 (the `test` extra); without them the test skips, and with CI=true it fails instead.
@@ -85,8 +86,30 @@ def every_second(job_id: str, job_class: str, command: str, **fields) -> JobSpec
     )
 
 
+HANDLERS = """
+def explode(ctx):
+    raise KeyError("customer 42")
+"""
+
 JOBS = [
     every_second("e2e.tick", "reports", 'echo "hello from $RAFTCRON_RUN_KEY"'),
+    JobSpec(
+        id="e2e.python",
+        schedule="* * * * * *",
+        target_kind="handler",
+        target="e2e.explode",
+        owner="team-dash",
+        jitter="pinned",
+        retry=RetryPolicy(max_attempts=1),
+    ),
+    JobSpec(
+        id="e2e.orphan",
+        schedule="*/5 * * * * *",
+        target_kind="handler",
+        target="nobody.runs.this",
+        owner="team-dash",
+        jitter="pinned",
+    ),
     every_second("e2e.fail", "reports", "echo boom; echo 'disk full' >&2; exit 3", retry=RetryPolicy(max_attempts=1)),
     every_second("e2e.killed", "batch", "echo never"),
     JobSpec(
@@ -146,6 +169,7 @@ def cluster(tmp_path):
         cluster.start()
         cluster.wait_for_leader(30)
         log = open(tmp_path / "worker.log", "ab")
+        (tmp_path / "e2e_handlers.py").write_text(HANDLERS)
         worker = subprocess.Popen(
             [
                 sys.executable,
@@ -155,6 +179,8 @@ def cluster(tmp_path):
                 "--cluster",
                 cluster.cluster_arg,
                 "--shell",
+                "--handlers",
+                "e2e.explode=e2e_handlers:explode",
                 "--worker-id",
                 "e2e-worker",
                 "--concurrency",
@@ -162,7 +188,7 @@ def cluster(tmp_path):
                 "--lease-wait",
                 "1",
             ],
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -193,13 +219,27 @@ def test_dashboard_in_a_real_browser(cluster, browser_context):
     wait_until(lambda: count(cluster, "e2e.fail", "failed") >= 1, WAIT_S, "a failed run of e2e.fail")
     wait_until(lambda: count(cluster, "e2e.killed", "skipped", "killed:") >= 2, WAIT_S, "killed slots of e2e.killed")
 
+    wait_until(lambda: count(cluster, "e2e.python", "failed") >= 1, WAIT_S, "a failed run of e2e.python")
+    wait_until(lambda: count(cluster, "e2e.orphan", "queued") >= 1, WAIT_S, "a queued run of e2e.orphan")
+
     base = f"http://{cluster.members[0].metrics_address}"
     page = browser_context.new_page()
+    refused_by_csp: list[str] = []
+    page.on(
+        "console", lambda message: refused_by_csp.append(message.text) if "Content Security" in message.text else None
+    )
 
     # Job list, then a search.
     page.goto(f"{base}/jobs")
     links = page.locator("a.job-link")
-    assert sorted(links.all_inner_texts()) == ["e2e.fail", "e2e.hourly", "e2e.killed", "e2e.tick"]
+    assert sorted(links.all_inner_texts()) == [
+        "e2e.fail",
+        "e2e.hourly",
+        "e2e.killed",
+        "e2e.orphan",
+        "e2e.python",
+        "e2e.tick",
+    ]
     killed_row = page.locator("tr", has=page.locator("a.job-link", has_text="e2e.killed"))
     assert killed_row.locator(".badge.killed").count() == 1
     shot(page, "jobs")
@@ -241,6 +281,14 @@ def test_dashboard_in_a_real_browser(cluster, browser_context):
     assert "boom" in page.inner_text("pre.output-tail")
     shot(page, "run-failed")
 
+    # A Python handler that raised: no exit code, its error instead.
+    page.goto(f"{base}/jobs/e2e.python")
+    page.locator("tr", has=page.locator(".fate[data-fate=failed]")).first.locator("a.run-link").click()
+    page.wait_for_url("**/runs/e2e.python/*")
+    assert page.inner_text(".exit-code") == "none"
+    assert "KeyError: 'customer 42'" in page.inner_text("main")
+    shot(page, "run-python-failed")
+
     # The killed class: its slots are skipped, and say why.
     page.goto(f"{base}/jobs/e2e.killed")
     assert page.locator("svg.timeline rect.fate-skipped").count() >= 2
@@ -263,13 +311,45 @@ def test_dashboard_in_a_real_browser(cluster, browser_context):
     assert "batch" in active and "bad upstream data" in active and "carol" in active and "until revived" in active
     shot(page, "kills")
 
-    page.click("header nav a:text('Cluster')")
+    page.click("header nav a:text('Overview')")
     page.wait_for_url(f"{base}/")
     text = page.inner_text("main")
     leader = cluster.leader()
     assert leader is not None and f"leader\n{leader}" in text.replace("\t", "\n")
     assert page.locator("table.peers tr").count() == 4  # a header and three peers
-    shot(page, "cluster")
+    # Problems first, then the Raft health.
+    assert text.index("Problems") < text.index("Raft health")
+    assert page.locator("table.failing a", has_text="e2e.fail").count() == 1
+    assert page.locator("table.failing a", has_text="e2e.python").count() == 1
+    # The leader knows no worker polls the orphan's target: it lists it at once (a follower only
+    # after its due runs waited 30 s, since it cannot know who polls).
+    leader_base = f"http://{next(m.metrics_address for m in cluster.members if m.node_id == leader)}"
+    if leader_base != base:
+        page.goto(f"{leader_base}/")
+    assert "nobody.runs.this" in page.inner_text("section.unserved-targets")
+    assert "none" in page.locator("table.waiting tr", has_text="nobody.runs.this").inner_text()
+    assert "batch" in page.inner_text("table.active-kills")
+    assert "e2e.tick" not in page.inner_text("section.failing-jobs")
+    assert page.locator("section.undelivered-alerts").count() == 1
+    assert all("." not in shown for shown in page.locator("time").all_inner_texts())  # to the second
+    shot(page, "overview")
+    # It reloads itself (a <meta> refresh: the CSP allows no script, and none was refused).
+    assert page.locator('meta[http-equiv="refresh"]').count() == 1
+    with page.expect_navigation(timeout=20_000):
+        pass
+    assert page.inner_text("h1") == "Overview"
+
+    # The workers page: on the leader, the worker it hears and the leases it holds.
+    page.goto(f"{leader_base}/workers")
+    row = page.locator("table.workers tr", has=page.locator(".worker", has_text="e2e-worker"))
+    assert row.count() == 1
+    assert "e2e.explode" in row.inner_text() and "shell" in row.inner_text()
+    assert page.locator('meta[http-equiv="refresh"]').count() == 1
+    shot(page, "workers")
+    follower = next(m for m in cluster.members if m.node_id != leader)
+    page.goto(f"http://{follower.metrics_address}/workers")
+    assert "This node is not the leader" in page.inner_text("main")
+    assert not refused_by_csp, refused_by_csp
 
     # /metrics on the same port is unchanged.
     response = page.request.get(f"{base}/metrics")

@@ -196,7 +196,7 @@ class Resource(_message.Message):
     def __init__(self, name: _Optional[str] = ..., max_concurrent: _Optional[int] = ..., max_starts_per_s: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("spec", "version", "author", "updated_at", "cursor", "next_due", "paused", "last_status", "last_scheduled_at", "counted_runs")
+    __slots__ = ("spec", "version", "author", "updated_at", "cursor", "next_due", "paused", "last_status", "last_scheduled_at", "counted_runs", "spread")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     AUTHOR_FIELD_NUMBER: _ClassVar[int]
@@ -207,6 +207,7 @@ class Job(_message.Message):
     LAST_STATUS_FIELD_NUMBER: _ClassVar[int]
     LAST_SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
     COUNTED_RUNS_FIELD_NUMBER: _ClassVar[int]
+    SPREAD_FIELD_NUMBER: _ClassVar[int]
     spec: JobSpec
     version: int
     author: str
@@ -217,7 +218,8 @@ class Job(_message.Message):
     last_status: RunStatus
     last_scheduled_at: _timestamp_pb2.Timestamp
     counted_runs: int
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., author: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cursor: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_due: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., paused: _Optional[bool] = ..., last_status: _Optional[_Union[RunStatus, str]] = ..., last_scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., counted_runs: _Optional[int] = ...) -> None: ...
+    spread: _duration_pb2.Duration
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., author: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cursor: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_due: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., paused: _Optional[bool] = ..., last_status: _Optional[_Union[RunStatus, str]] = ..., last_scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., counted_runs: _Optional[int] = ..., spread: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class Attempt(_message.Message):
     __slots__ = ("number", "worker_id", "fencing_token", "started_at", "finished_at", "outcome", "error", "exit_code")
