@@ -177,4 +177,8 @@ def test_a_file_that_cannot_be_written_is_named(monkeypatch, capsys, tmp_path):
     target = tmp_path / "no-such-dir" / "herd.png"
     assert cli.main(["forecast", "--plot", str(target)]) == 2
     err = capsys.readouterr().err
-    assert str(target) in err and ("No such file or directory" in err or "no such directory" in err) and "Traceback" not in err
+    assert (
+        str(target) in err
+        and ("No such file or directory" in err or "no such directory" in err)
+        and "Traceback" not in err
+    )
