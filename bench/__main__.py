@@ -19,6 +19,7 @@ BENCHMARKS = {
     "state_memory": "bench.state_memory",
     "listing": "bench.listing",
     "journal": "bench.journal",
+    "planning": "bench.planning",
 }
 
 
