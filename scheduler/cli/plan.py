@@ -16,9 +16,10 @@ import grpc
 from scheduler.cli import connection
 from scheduler.cli.runs import upcoming_text
 from scheduler.cli.times import parse_when
-from scheduler.planning import format_us
+from scheduler.planning import format_us, preview
 from scheduler.planning.durations import format_duration_us
 from scheduler.planning.jobs import first_due_after, spread_offset_us
+from scheduler.planning.slots import is_manual_only
 from scheduler.security.safetext import shown_text
 from scheduler.specs import spec_to_document
 
@@ -98,7 +99,19 @@ def spread_text(spread_us: int) -> str:
     return f"{head}{whole_seconds}.{fraction_us:06d}".rstrip("0") + "s"
 
 
-def due_text(due: NextDue) -> str:
+def calendar_slots_text(spec, calendars: dict, after_us: int) -> list[str]:
+    """A calendar job's next slots (it has one plain `schedule:`), each with what its calendar does."""
+    from scheduler.cli.calendars import annotate_fires, fire_note
+
+    schedule_args = (spec.schedule, spec.timezone, spec.dst_gap or None, spec.dst_repeat or None)
+    fires = preview(schedule_args[0], schedule_args[1], format_us(after_us), NEXT_SLOTS, *schedule_args[2:])
+    fires = annotate_fires(fires, spec.calendar, calendars, schedule_args, after_us)
+    return [fire["at"] + (f" ({fire['adjustment']})" if fire["adjustment"] else "") + fire_note(fire) for fire in fires]
+
+
+def due_text(due: NextDue, manual_only: bool = False) -> str:
+    if manual_only:
+        return "manual-only: runs only when triggered (raftcron trigger)"
     if not due.slot_us:
         return "never fires again"
     slot = format_us(due.slot_us)
@@ -141,8 +154,11 @@ def stored_specs(client, job_ids: list[str]) -> dict:
             return specs
 
 
-def plan_entries(changes, new_specs: dict, old_specs: dict, after_us: int, herd_window_us: int | None) -> list[dict]:
-    """One entry per change of a dry-run apply: what changes field by field, and when it is next due."""
+def plan_entries(
+    changes, new_specs: dict, old_specs: dict, after_us: int, herd_window_us: int | None, calendars: dict | None = None
+) -> list[dict]:
+    """One entry per change of a dry-run apply: what changes field by field, when it is next due,
+    and what its calendar (from `calendars`, name -> record) does to its next slots."""
     entries = []
     for change in changes:
         entry: dict = {"job_id": change.job_id, "change": change.change, "version": change.version}
@@ -158,8 +174,12 @@ def plan_entries(changes, new_specs: dict, old_specs: dict, after_us: int, herd_
                 entry["next_slot"] = format_us(due.slot_us) if due.slot_us else None
                 entry["next_due"] = format_us(due.due_us) if due.slot_us and due.due_us is not None else None
                 entry["herd_window_s"] = None if herd_window_us is None else herd_window_us / 1_000_000
-                entry["due_text"] = due_text(due)
-                entry["next_fires"] = upcoming_text(spec, format_us(after_us), NEXT_SLOTS)
+                entry["due_text"] = due_text(due, is_manual_only(spec))
+                entry["next_fires"] = (
+                    calendar_slots_text(spec, calendars or {}, after_us)
+                    if spec.calendar
+                    else upcoming_text(spec, format_us(after_us), NEXT_SLOTS)
+                )
         entries.append(entry)
     return entries
 
@@ -184,6 +204,7 @@ def render_plan(entries: list[dict]) -> str:
 
 
 def cmd_plan(args) -> int:
+    from scheduler.cli.calendars import plan_calendars
     from scheduler.cli.jobs import apply_request, read_job_document
 
     document = read_job_document(args.file)
@@ -193,6 +214,7 @@ def cmd_plan(args) -> int:
         changed = [c.job_id for c in changes if c.change == "changed"]
         old_specs = stored_specs(client, changed) if changed else {}
         herd_window_us = cluster_herd_window_us(client)
-    entries = plan_entries(changes, new_specs, old_specs, parse_when("now"), herd_window_us)
+        calendars = plan_calendars(client, document) if any(s.calendar for s in document.jobs) else {}
+    entries = plan_entries(changes, new_specs, old_specs, parse_when("now"), herd_window_us, calendars)
     print(json.dumps(entries, indent=2) if args.json else render_plan(entries))
     return 0

@@ -14,7 +14,7 @@ import grpc
 from google.protobuf.descriptor import MethodDescriptor
 
 from scheduler.core import model
-from scheduler.planning.jobs import schedule_for, spread_offset_us
+from scheduler.planning.jobs import spread_offset_us
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import job_to_pb
 from scheduler.rpc.errors import abort_replication
@@ -36,7 +36,7 @@ def scoped_job_pb(job: model.Job, herd_window_us: int = DEFAULT_HERD_WINDOW_US) 
     """A job as the caller may read it: its payload only for a caller that sees its owner's
     details (see policy.sees_details); everything else as stored, with the herd spread the
     leader gives its slots (so a client shows the instant a slot will run, not only its key)."""
-    found = job_to_pb(job, spread_offset_us(job.spec, schedule_for(job.spec), herd_window_us))
+    found = job_to_pb(job, spread_offset_us(job.spec, None, herd_window_us))
     if found.spec.payload_json and not sees_details(current_principal(), job.body.owner):
         found.spec.payload_json = ""
     return found

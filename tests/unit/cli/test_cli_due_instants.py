@@ -135,3 +135,21 @@ def test_spread_text_reads_like_a_duration():
     assert out.spread_text(754.0) == "+12m34s"
     assert out.spread_text(3723.25) == "+1h02m03.2s"
     assert out.spread_text(2706.3) == "+45m06.3s"
+
+
+@pytest.mark.parametrize(
+    "ways",
+    [
+        {"schedule": ""},  # manual-only
+        {"schedule": "", "every_us": 90 * SECOND_US},
+        {"schedule": "", "schedules": ("0 9 * * 1-5", "0 11 * * 6")},
+        {"schedule": "", "at_us": MIDNIGHT_US},
+    ],
+)
+def test_a_job_read_carries_its_spread_whatever_way_it_fires(ways) -> None:
+    """A job read (ListJobs, GetJob) once computed the spread from `schedule:` alone, and
+    failed for every job without one: `raftcron jobs` answered UNKNOWN for the whole list."""
+    spec = JobSpec(id="x", target_kind="handler", target="t", **ways)
+    found = scoped_job_pb(Job.of(spec, 1, "alice", MIDNIGHT_US, MIDNIGHT_US, 0), HOUR_US)
+    assert found.spec.id == "x"
+    assert found.spread.ToMicroseconds() == spread_offset_us(spec, None, HOUR_US)
