@@ -16,7 +16,7 @@ from __future__ import annotations
 from msgspec import UNSET
 
 from scheduler.core.log_format import STREAK_ALERTS_FORMAT
-from scheduler.core.model import Alert, FailureStreak
+from scheduler.core.model import Alert, FailureStreak, Pause
 from scheduler.core.state import State
 from scheduler.core.vocabulary import AlertKind
 
@@ -27,6 +27,8 @@ LATE_ALERT_US = 60_000_000
 
 KINDS = tuple(AlertKind)
 STREAK_KINDS = (AlertKind.MISSED, AlertKind.SKIPPED)
+# Who a job's own pause_after_failures pause is by.
+AUTO_PAUSER = "raftcron"
 
 
 def alert_id(kind: AlertKind, job_id: str, instant_us: int) -> str:
@@ -82,16 +84,31 @@ def close_streaks(state: State, job_id: str) -> None:
 
 
 def note_failure(state: State, job_id: str, scheduled_us: int) -> None:
-    """A run of the job ended failed or timed out: its failing streak grows (format 3 on)."""
+    """A run of the job ended failed or timed out: its failing streak grows (format 3 on), and a
+    job with `pause_after_failures: N` pauses itself at the Nth in a row, with an alert."""
     if state.cluster_version < STREAK_ALERTS_FORMAT:
         return
     if state.failure_streaks is UNSET:
         state.failure_streaks = {}
     streak = state.failure_streaks.get(job_id)
-    if streak is None:
-        state.failure_streaks[job_id] = FailureStreak(scheduled_us, 1)
-    else:
-        state.failure_streaks[job_id] = FailureStreak(streak.since_us, streak.failures + 1)
+    streak = FailureStreak(scheduled_us, 1) if streak is None else FailureStreak(streak.since_us, streak.failures + 1)
+    state.failure_streaks[job_id] = streak
+    job = state.jobs.get(job_id)
+    limit = job.body.pause_after_failures if job is not None else UNSET
+    if job is None or limit is UNSET or streak.failures < limit or job.pause is not None:
+        return
+    why = f"paused after {streak.failures} failed runs in a row (pause_after_failures: {limit}); resume it to go on"
+    job.pause = Pause(AUTO_PAUSER, why)
+    key = _record(state, AlertKind.PAUSED, job_id, scheduled_us, why)
+    if key:
+        state.alerts[key].count = streak.failures
+        state.alerts[key].since_us = streak.since_us
+
+
+def forget_failures(state: State, job_id: str) -> None:
+    """An operator resumed the job: its failing streak starts again from zero."""
+    if state.failure_streaks is not UNSET:
+        state.failure_streaks.pop(job_id, None)
 
 
 def note_success(state: State, job_id: str, scheduled_us: int) -> None:

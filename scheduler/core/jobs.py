@@ -5,6 +5,7 @@ from __future__ import annotations
 from msgspec import UNSET
 
 from scheduler.core import results as ev
+from scheduler.core.alerts import forget_failures
 from scheduler.core.calendars import apply_calendar_changes, check_calendars
 from scheduler.core.commands import ApplyJobs, JobUpsert, SetJobPaused
 from scheduler.core.execution import cancel_live_runs
@@ -181,5 +182,7 @@ def set_job_paused(state: State, cmd: SetJobPaused, index: int) -> Result:
     if job is None:
         return rejected(index, RejectionCode.NOT_FOUND, f"job {cmd.job_id!r} does not exist")
     job.pause = Pause(cmd.author, cmd.reason) if cmd.paused else None
+    if not cmd.paused:
+        forget_failures(state, cmd.job_id)
     event = ev.JobPaused if cmd.paused else ev.JobResumed
     return Result(index=index, events=(event(cmd.job_id, job.version),))

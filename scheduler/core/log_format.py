@@ -123,6 +123,7 @@ FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {
     (ApplyJobs, "calendar_removals"): 3,
     (ClaimRuns, "calendar_keys"): 3,
     (JobSpec, "calendar"): 3,
+    (JobSpec, "pause_after_failures"): 3,
 }
 
 # Snapshot format byte -> the log format a node needs to read it (codec.py writes 3 only once

@@ -160,6 +160,8 @@ class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
     # Dates it skips or keeps to (log format 3). UNSET (every slot is owed) is left out of the
     # encoding, so a spec without a calendar encodes to the bytes an older node reads and writes.
     calendar: CalendarRule | msgspec.UnsetType = msgspec.UNSET
+    # Log format 3: the job pauses itself when this many runs in a row ended failed or timed out.
+    pause_after_failures: int | UnsetType = UNSET
 
 
 class Attempt(msgspec.Struct, forbid_unknown_fields=True, gc=False):

@@ -183,6 +183,7 @@ class AlertKind(Word):
     FENCED = "fenced"
     KILLED = "killed"
     RECOVERED = "recovered"  # a job succeeded after failed runs (log format 3)
+    PAUSED = "paused"  # a job paused itself after failed runs (pause_after_failures, log format 3)
 
 
 class KillAction(Word):

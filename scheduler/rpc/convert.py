@@ -131,6 +131,8 @@ def _ways_to_fire_from_pb(spec: pb.JobSpec) -> dict:
         )
     if spec.HasField("max_runs"):
         fields["max_runs"] = spec.max_runs
+    if spec.HasField("pause_after_failures"):
+        fields["pause_after_failures"] = spec.pause_after_failures
     return fields
 
 
@@ -149,6 +151,8 @@ def _ways_to_fire_to_pb(spec: model.JobSpec) -> dict:
         fields["active_until"] = timestamp(spec.active.until_us)
     if spec.max_runs is not UNSET:
         fields["max_runs"] = spec.max_runs
+    if spec.pause_after_failures is not UNSET:
+        fields["pause_after_failures"] = spec.pause_after_failures
     return fields
 
 

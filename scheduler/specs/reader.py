@@ -41,7 +41,7 @@ MAX_JOBS = 100_000
 _JOB_KEYS = (
     "id", "schedule", "schedules", "every", "anchor", "at", "timezone", "active", "max_runs", "target", "owner",
     "class", "timeout", "retry", "priority", "payload", "misfire", "dst", "jitter", "overlap", "paused", "uses",
-    "history", "calendar",
+    "history", "calendar", "pause_after_failures",
 )  # fmt: skip
 _RESOURCE_KEYS = ("max_concurrent", "max_starts_per_s")
 # `schedule` is not required: a job with none of schedule, schedules, every and at is manual-only.
@@ -350,6 +350,8 @@ def _read_ways_to_fire(reader: _Reader, fields: dict[str, object]) -> dict[str, 
             args["active"] = ActiveWindow(*bounds)  # type: ignore[arg-type]
     if "max_runs" in fields:
         args["max_runs"] = fields["max_runs"]
+    if "pause_after_failures" in fields:
+        args["pause_after_failures"] = fields["pause_after_failures"]
     return args
 
 

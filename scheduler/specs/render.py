@@ -93,6 +93,8 @@ def _ways_to_fire_document(spec: JobSpec) -> dict[str, object]:
         document["active"] = {key: format_us(us) for key, us in window.items() if us}
     if spec.max_runs is not UNSET:
         document["max_runs"] = spec.max_runs
+    if spec.pause_after_failures is not UNSET:
+        document["pause_after_failures"] = spec.pause_after_failures
     return document
 
 

@@ -40,6 +40,7 @@ MAX_JITTER_US = DAY
 MIN_EVERY_US = 1_000_000
 MAX_EVERY_US = 365 * DAY
 MAX_RUNS_LIMIT = 1_000_000_000
+MAX_PAUSE_AFTER_FAILURES = 10_000
 # The ways a job fires, as YAML keys; a job uses at most one (none: manual-only).
 WAYS_TO_FIRE = ("schedule", "schedules", "every", "at")
 
@@ -170,6 +171,10 @@ def _ways_to_fire_problems(spec: JobSpec) -> list[tuple[str, str]]:
             found.append(("max_runs", check))
         elif manual:
             found.append(("max_runs", "counts scheduled runs; a job without a schedule has none (it is manual-only)"))
+    if spec.pause_after_failures is not UNSET:
+        check = _int_problem(spec.pause_after_failures, 1, MAX_PAUSE_AFTER_FAILURES)
+        if check:
+            found.append(("pause_after_failures", check))
     return found
 
 

@@ -78,7 +78,7 @@ VALUES = {
         "history_pruned",
     ),
     SkipReason: ("paused", "killed", "overlap forbid", "calendar"),
-    AlertKind: ("missed", "skipped", "failed", "timed_out", "late", "fenced", "killed", "recovered"),
+    AlertKind: ("missed", "skipped", "failed", "timed_out", "late", "fenced", "killed", "recovered", "paused"),
     KillAction: ("kill", "revive"),
     RejectionCode: (
         "invalid",

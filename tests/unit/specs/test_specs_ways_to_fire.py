@@ -139,3 +139,21 @@ def test_a_repeat_does_not_hide_a_bad_expression_in_the_same_list() -> None:
     found = problems(schedules=["0 9 * * *", "61 * * * *", "0 9 * * *"])
     assert ("schedules[1]", "minute value 61 is outside 0-59") in found
     assert ("schedules[2]", "repeats schedules[0]") in found
+
+
+def test_pause_after_failures_reads_renders_and_is_bounded() -> None:
+    spec = read(schedule="0 * * * *", pause_after_failures=3)
+    assert spec.pause_after_failures == 3
+    assert spec_to_document(spec)["pause_after_failures"] == 3
+    assert read(schedule="0 * * * *").pause_after_failures is UNSET
+    for bad in (0, -1, "three", 10_001):
+        (problem,) = problems(schedule="0 * * * *", pause_after_failures=bad)
+        assert problem[0] == "pause_after_failures"
+
+
+def test_pause_after_failures_travels_over_grpc() -> None:
+    from scheduler.rpc.convert import spec_from_pb, spec_to_pb
+
+    spec = read(schedule="0 * * * *", pause_after_failures=4)
+    assert spec_from_pb(spec_to_pb(spec)).pause_after_failures == 4
+    assert spec_from_pb(spec_to_pb(read(schedule="0 * * * *"))).pause_after_failures is UNSET
