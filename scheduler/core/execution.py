@@ -6,6 +6,8 @@ proposer can hand each caller its own answer.
 
 from __future__ import annotations
 
+from msgspec import UNSET
+
 from scheduler.core import results as ev
 from scheduler.core.alerts import note_success, raise_alert
 from scheduler.core.commands import (
@@ -198,6 +200,9 @@ def _complete_one(state: State, item: Completion) -> ev.AnyEvent:
     if item.final is True and item.outcome == CompletionKind.FAILURE:
         return end_run(state, run, FAILED, f"{why}; final: not retried")
     job = state.jobs.get(run.job_id)
+    final_codes = job.body.retry.final_exit_codes if job is not None else UNSET
+    if final_codes is not UNSET and item.outcome == CompletionKind.FAILURE and item.exit_code in final_codes:
+        return end_run(state, run, FAILED, f"{why}; exit code {item.exit_code} is final: not retried")
     return retry_or_end(state, run, job, FAILED, why, item.retry_after_us, item.jitter_ppm)
 
 

@@ -46,7 +46,7 @@ from scheduler.core.commands import (
     SetJobPaused,
     TriggerRun,
 )
-from scheduler.core.model import Alert, Job, JobSpec, Run
+from scheduler.core.model import Alert, Job, JobSpec, RetryPolicy, Run
 from scheduler.core.state import State
 
 # The newest log format this code reads and may propose.
@@ -124,6 +124,7 @@ FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {
     (ClaimRuns, "calendar_keys"): 3,
     (JobSpec, "calendar"): 3,
     (JobSpec, "pause_after_failures"): 3,
+    (RetryPolicy, "final_exit_codes"): 3,
 }
 
 # Snapshot format byte -> the log format a node needs to read it (codec.py writes 3 only once

@@ -45,6 +45,8 @@ class RetryPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=Fa
     backoff_multiplier: float = 2.0
     # 0 means unbounded: otherwise no attempt starts later than this after the slot.
     within_us: int = 0
+    # Log format 3: exit codes that end the run failed at once, never retried (shell jobs).
+    final_exit_codes: tuple[int, ...] | UnsetType = UNSET
 
 
 class MisfirePolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):

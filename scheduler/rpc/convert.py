@@ -81,6 +81,7 @@ def spec_from_pb(spec: pb.JobSpec) -> model.JobSpec:
         backoff_max_us=duration_us(spec.retry, "backoff_max", retry_defaults.backoff_max_us),
         backoff_multiplier=spec.retry.backoff_multiplier or retry_defaults.backoff_multiplier,
         within_us=duration_us(spec.retry, "within", 0),
+        **({"final_exit_codes": tuple(spec.retry.final_exit_codes)} if spec.retry.final_exit_codes else {}),
     )
     misfire = model.MisfirePolicy(
         policy=spec.misfire.policy or misfire_defaults.policy,
@@ -210,6 +211,7 @@ def spec_to_pb(spec: model.JobSpec) -> pb.JobSpec:
             backoff_max=duration(spec.retry.backoff_max_us),
             backoff_multiplier=spec.retry.backoff_multiplier,
             within=duration(spec.retry.within_us) if spec.retry.within_us else None,
+            final_exit_codes=list(spec.retry.final_exit_codes) if spec.retry.final_exit_codes is not UNSET else [],
         ),
         priority=spec.priority,
         overlap=OVERLAP_TO_PB.get(spec.overlap, pb.OVERLAP_UNSPECIFIED),

@@ -408,7 +408,7 @@ def _read_history(reader: _Reader, value: object) -> HistoryPolicy:
 
 
 def _read_retry(reader: _Reader, value: object) -> RetryPolicy:
-    retry = reader.mapping(value, "retry", ("max_attempts", "backoff", "within"))
+    retry = reader.mapping(value, "retry", ("max_attempts", "backoff", "within", "final_exit_codes"))
     args: dict[str, object] = {}
     if "max_attempts" in retry:
         args["max_attempts"] = retry["max_attempts"]
@@ -433,6 +433,9 @@ def _read_retry(reader: _Reader, value: object) -> RetryPolicy:
             args["backoff_multiplier"] = float(multiplier) if is_small_int else multiplier
     if "within" in retry:
         args["within_us"] = reader.duration(retry["within"], "retry.within", 0)
+    if "final_exit_codes" in retry:
+        codes = retry["final_exit_codes"]
+        args["final_exit_codes"] = tuple(codes) if isinstance(codes, list) else codes
     return RetryPolicy(**args)  # type: ignore[arg-type]
 
 

@@ -131,4 +131,6 @@ def _retry_document(retry: RetryPolicy, full: bool) -> dict[str, object]:
         document["backoff"] = backoff
     if full or retry.within_us:
         document["within"] = format_duration_us(retry.within_us)
+    if retry.final_exit_codes is not UNSET:
+        document["final_exit_codes"] = list(retry.final_exit_codes)
     return document

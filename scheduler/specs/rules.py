@@ -280,10 +280,25 @@ def _retry_problems(retry: RetryPolicy) -> list[tuple[str, str]]:
         ("retry.backoff.multiplier", _number_problem(retry.backoff_multiplier, 1.0, 10.0)),
         ("retry.within", _duration_problem(retry.within_us, 0, MAX_WITHIN_US)),
     ]
+    if retry.final_exit_codes is not UNSET:
+        found.append(("retry.final_exit_codes", _exit_codes_problem(retry.final_exit_codes)))
     if not found[1][1] and not found[2][1] and retry.backoff_max_us < retry.backoff_initial_us:
         initial = format_duration_us(retry.backoff_initial_us)
         found[2] = ("retry.backoff.max", f"must not be less than the initial backoff ({initial})")
     return [(field, message) for field, message in found if message]
+
+
+def _exit_codes_problem(codes: object) -> str | None:
+    if not isinstance(codes, tuple) or not codes:
+        return f"must be a non-empty list of exit codes, not {type_name(codes)}"
+    if len(codes) > 32:
+        return f"lists {len(codes)} exit codes; at most 32 are allowed"
+    for code in codes:
+        if type(code) is not int or not 1 <= code <= 255:
+            return f"exit codes are whole numbers from 1 to 255 (0 is success), got {code!r}"
+    if len(set(codes)) != len(codes):
+        return "lists an exit code twice"
+    return None
 
 
 def _string_problem(value: object, *, allow_empty: bool = True, max_chars: int = 0) -> str | None:

@@ -157,3 +157,15 @@ def test_pause_after_failures_travels_over_grpc() -> None:
     spec = read(schedule="0 * * * *", pause_after_failures=4)
     assert spec_from_pb(spec_to_pb(spec)).pause_after_failures == 4
     assert spec_from_pb(spec_to_pb(read(schedule="0 * * * *"))).pause_after_failures is UNSET
+
+
+def test_final_exit_codes_read_render_travel_and_are_checked() -> None:
+    from scheduler.rpc.convert import spec_from_pb, spec_to_pb
+
+    spec = read(schedule="0 * * * *", retry={"final_exit_codes": [2, 64]})
+    assert spec.retry.final_exit_codes == (2, 64)
+    assert spec_to_document(spec)["retry"]["final_exit_codes"] == [2, 64]
+    assert spec_from_pb(spec_to_pb(spec)).retry.final_exit_codes == (2, 64)
+    for bad in ([], [0], [256], ["2"], [2, 2]):
+        (problem,) = problems(schedule="0 * * * *", retry={"final_exit_codes": bad})
+        assert problem[0] == "retry.final_exit_codes"

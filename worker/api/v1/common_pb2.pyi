@@ -54,18 +54,20 @@ class Target(_message.Message):
     def __init__(self, handler: _Optional[str] = ..., shell: _Optional[str] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
-    __slots__ = ("max_attempts", "backoff_initial", "backoff_max", "backoff_multiplier", "within")
+    __slots__ = ("max_attempts", "backoff_initial", "backoff_max", "backoff_multiplier", "within", "final_exit_codes")
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     BACKOFF_INITIAL_FIELD_NUMBER: _ClassVar[int]
     BACKOFF_MAX_FIELD_NUMBER: _ClassVar[int]
     BACKOFF_MULTIPLIER_FIELD_NUMBER: _ClassVar[int]
     WITHIN_FIELD_NUMBER: _ClassVar[int]
+    FINAL_EXIT_CODES_FIELD_NUMBER: _ClassVar[int]
     max_attempts: int
     backoff_initial: _duration_pb2.Duration
     backoff_max: _duration_pb2.Duration
     backoff_multiplier: float
     within: _duration_pb2.Duration
-    def __init__(self, max_attempts: _Optional[int] = ..., backoff_initial: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backoff_max: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backoff_multiplier: _Optional[float] = ..., within: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    final_exit_codes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, max_attempts: _Optional[int] = ..., backoff_initial: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backoff_max: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backoff_multiplier: _Optional[float] = ..., within: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., final_exit_codes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class MisfirePolicy(_message.Message):
     __slots__ = ("policy", "grace", "max_catch_up")
