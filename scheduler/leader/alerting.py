@@ -181,12 +181,9 @@ class AlertDispatcher:
             return True
         now_us, mono_us = self._term.clock.read()
         ids = tuple(delivered)
-        counts = tuple(delivered.values()) if cluster_version >= STREAK_ALERTS_FORMAT else None
-        command = (
-            MarkAlertsDelivered(now_us, self._term.epoch, ids, mono_us, counts=counts)
-            if counts is not None
-            else MarkAlertsDelivered(now_us, self._term.epoch, ids, mono_us)
-        )
+        # Counts are a format-3 field: left UNSET before, so the entry needs no newer format.
+        counts = tuple(delivered.values()) if cluster_version >= STREAK_ALERTS_FORMAT else msgspec.UNSET
+        command = MarkAlertsDelivered(now_us, self._term.epoch, ids, mono_us, counts=counts)
         try:
             result = self._raftlog.submit(command, self._timeout_s)
         except ReplicationError as exc:

@@ -137,8 +137,7 @@ def plan_job_slots(
 def _calendar_slot(
     job: Job, schedule: Schedule, calendars: Mapping[str, Calendar], due_us: int, previous_us: int
 ) -> tuple[SlotPlan, int]:
-    fire = schedule.next_fire(due_us)
-    next_us = fire.at_us if fire else 0
+    next_us = next_slot_after(schedule, due_us)
     assert job.body.calendar  # callers plan only jobs that have one
     return plan_calendar_slot(job.body.calendar, calendars, schedule.zone, due_us, previous_us, next_us), next_us
 
