@@ -25,15 +25,16 @@ import threading
 import traceback
 from collections.abc import Callable
 from concurrent.futures import CancelledError as FutureCancelledError
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from worker._capture import capturing, current_capture, set_capture
 from worker._context import UNREPORTABLE_REASONS, CancelReason, FinalFailure, RetryLater, RunContext
 from worker._shell import ShellResult
 from worker._threads import DeadlineWatcher
 
-__all__ = ["AsyncLoopThread", "Outcome", "OutcomeKind", "arm_deadline", "execute"]
+__all__ = ["AsyncLoopThread", "Outcome", "OutcomeKind", "arm_deadline", "cancelled_outcome", "execute", "with_output"]
 
 log = logging.getLogger("raftcron.worker")
 
@@ -63,6 +64,11 @@ class Outcome:
     cancel_reason: CancelReason | None = None
     # A FAILURE that must not be retried (the handler raised FinalFailure).
     final: bool = False
+    # Per-attempt output: what the attempt wrote, and how it ended in detail.
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    exception_type: str = ""
+    http_status: int = 0
 
     @property
     def reportable(self) -> bool:
@@ -95,7 +101,33 @@ def _traceback_tail(exc: BaseException, line_limit: int = 300) -> str:
 
 
 def execute(handler: Handler, ctx: RunContext, loop: AsyncLoopThread | None = None) -> Outcome:
-    """Run `handler(ctx)` to its end in the calling thread and return its Outcome."""
+    """Run `handler(ctx)` to its end in the calling thread and return its Outcome, with what it
+    wrote to stdout, stderr and `logging` meanwhile as its output tails (see _capture.py)."""
+    with capturing() as capture:
+        outcome = _execute(handler, ctx, loop)
+    return with_output(outcome, capture.stdout, capture.stderr, capture.combined)
+
+
+def with_output(outcome: Outcome, stdout: str, stderr: str, combined: str) -> Outcome:
+    """`outcome` with a Python handler's captured output in front of what it already carries
+    (a traceback, a shell command's output), each tail cut to its limit."""
+    if not (stdout or stderr or combined):
+        return outcome
+    return replace(
+        outcome,
+        output_tail=truncate_tail(combined + outcome.output_tail),
+        stdout_tail=truncate_tail(stdout + outcome.stdout_tail),
+        stderr_tail=truncate_tail(stderr + outcome.stderr_tail),
+    )
+
+
+def exception_type_name(exc: BaseException) -> str:
+    """`ValueError`, `json.decoder.JSONDecodeError`: the builtins go without their module."""
+    kind = type(exc)
+    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _execute(handler: Handler, ctx: RunContext, loop: AsyncLoopThread | None) -> Outcome:
     try:
         if ctx.is_cancelled():  # e.g. the deadline had passed before the run started
             return _cancelled_outcome(ctx)
@@ -116,16 +148,21 @@ def execute(handler: Handler, ctx: RunContext, loop: AsyncLoopThread | None = No
         if ctx.is_cancelled():
             return _cancelled_outcome(ctx)
         log.warning("run %s failed for good: %s", ctx.run_key, exc.message)
-        return Outcome(OutcomeKind.FAILURE, error=truncate_head(exc.message), final=True)
+        return Outcome(
+            OutcomeKind.FAILURE, error=truncate_head(exc.message), final=True, exception_type=exception_type_name(exc)
+        )
     except BaseException as exc:  # noqa: BLE001 (even sys.exit() in a handler is the run's failure)
         if ctx.is_cancelled():
             return _cancelled_outcome(ctx)
         text = "".join(traceback.format_exception_only(exc)).strip()
         log.warning("run %s failed: %s", ctx.run_key, text, exc_info=exc)
+        tail = _traceback_tail(exc)
         return Outcome(
             OutcomeKind.FAILURE,
             error=truncate_head(text),
-            output_tail=_traceback_tail(exc),
+            output_tail=tail,
+            stderr_tail=tail,
+            exception_type=exception_type_name(exc),
         )
     if isinstance(result, ShellResult):
         base = _shell_outcome(result)
@@ -148,14 +185,23 @@ def _shell_outcome(result: ShellResult) -> Outcome:
 def _cancelled_outcome(ctx: RunContext, ended: Outcome | None = None) -> Outcome:
     """The outcome of a cancelled attempt, keeping the exit code and output of `ended`."""
     reason = ctx.cancel_reason
-    exit_code = ended.exit_code if ended else 0
-    tail = ended.output_tail if ended else ""
     if reason == CancelReason.SHUTDOWN:
         # Retry at once: the run did nothing wrong, this worker is just going away.
-        return Outcome(OutcomeKind.RETRY_LATER, "worker shutting down", exit_code, tail, 0.0, reason)
-    if reason == CancelReason.DEADLINE:
-        return Outcome(OutcomeKind.FAILURE, "deadline exceeded", exit_code, tail, None, reason)
-    return Outcome(OutcomeKind.FAILURE, f"cancelled: {reason}", exit_code, tail, None, reason)
+        kind, error, retry_after_s = OutcomeKind.RETRY_LATER, "worker shutting down", 0.0
+    elif reason == CancelReason.DEADLINE:
+        kind, error, retry_after_s = OutcomeKind.FAILURE, "deadline exceeded", None
+    else:
+        kind, error, retry_after_s = OutcomeKind.FAILURE, f"cancelled: {reason}", None
+    if ended is None:
+        return Outcome(kind, error, retry_after_s=retry_after_s, cancel_reason=reason)
+    return replace(
+        ended, kind=kind, error=error, retry_after_s=retry_after_s, cancel_reason=reason, final=False, exception_type=""
+    )
+
+
+def cancelled_outcome(ctx: RunContext, ended: Outcome | None = None) -> Outcome:
+    """What a cancelled attempt reports, whatever `ended` (how it really ended, if known) says."""
+    return _cancelled_outcome(ctx, ended)
 
 
 # One thread watches every attempt's deadline in the process (see _threads.py).
@@ -191,8 +237,11 @@ class AsyncLoopThread:
         (CancelledError at its next await); we still wait for the task to finish its cleanup."""
         loop = self._ensure_started()
         started: list[asyncio.Task] = []
+        # The task runs in the loop thread's context: hand it this attempt's capture.
+        capture = current_capture()
 
         async def main() -> Any:
+            set_capture(capture)
             task = asyncio.current_task()
             if task is not None:  # always, inside a coroutine the loop runs
                 started.append(task)

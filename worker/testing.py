@@ -38,6 +38,7 @@ class HandlerOutcome:
     """What happened to one attempt run by `run_handler`.
 
     kind, error, exit_code, output_tail, retry_after_s, final: the outcome a worker would report.
+    stdout_tail, stderr_tail, exception_type: its output, and the type of what it raised.
     reported: False when a worker would not report it at all (its lease was lost).
     cancelled, cancel_reason: whether and why ctx.cancelled was set while it ran.
     duration_s: how long the handler ran.
@@ -57,6 +58,10 @@ class HandlerOutcome:
     heartbeats: int
     context: RunContext
     final: bool = False
+    # What the handler wrote to stdout and stderr (log records included), and what it raised.
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    exception_type: str = ""
 
 
 def readable_run_key(job_id: str, scheduled_at: datetime) -> str:
@@ -150,4 +155,7 @@ def run_handler(
         heartbeats=int(duration_s // (lease_ttl_s / 3)),
         context=ctx,
         final=outcome.final,
+        stdout_tail=outcome.stdout_tail,
+        stderr_tail=outcome.stderr_tail,
+        exception_type=outcome.exception_type,
     )
