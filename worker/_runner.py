@@ -24,7 +24,9 @@ Stopping (`stop()`, or the first SIGTERM/SIGINT under `run()`) drains in stages:
 heartbeating them meanwhile; cancel the rest and report them RETRY_LATER "worker shutting down"
 so the cluster leases them again at once; close the channels. A second signal skips the wait.
 A handler that ignores cancellation is reported anyway after the shell grace period and left
-running in its (daemon) thread: Python threads cannot be killed.
+running in its (daemon) thread: Python threads cannot be killed. Under `isolation="process"`
+handlers run in child processes instead (see _isolation.py), killed at their deadline or a lost
+lease, so such a handler frees its slot; the pool's children are stopped at the end of a drain.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from worker._completion import CompletionBatcher, report_in_background, report_o
 from worker._context import CancelReason
 from worker._execution import AsyncLoopThread, Handler, Outcome, OutcomeKind, arm_deadline, execute
 from worker._heartbeat import Heartbeater
+from worker._isolation import PROCESS, THREAD, HandlerRef, ProcessPool, check_isolation, handler_ref, in_handler_process
 from worker._leases import SHELL_TARGET, HeldLease, LeaseTable, lease_from_grant
 from worker._shell import DEFAULT_GRACE_S, ShellCommand, check_env_names
 from worker._shell import shell_user as shell_user_named
@@ -98,12 +101,17 @@ class Worker:
         shell_user: run commands as this user (its primary group, no supplementary groups);
             the worker must run as root.
         drain_timeout_s: how long a graceful stop waits for running attempts.
-        shell_grace_s: between SIGTERM and SIGKILL of a cancelled command's process group.
+        shell_grace_s: between SIGTERM and SIGKILL of a cancelled command's process group, or of a
+            cancelled handler's process under process isolation.
         call_timeout_s: per-call timeout of Heartbeat and Complete (Lease: lease_wait_s more).
         complete_retry_s: how long an unreachable cluster is retried to report an outcome.
         metadata: gRPC metadata sent with every call.
         credentials: TLS and bearer token; default `Credentials.from_env()` (RAFTCRON_CA,
             RAFTCRON_TOKEN_FILE...), so a worker started where `raftcron dev` was is secured.
+        isolation: how Python handlers run: "thread" (in this process; a handler that ignores
+            cancellation keeps its slot until it returns) or "process" (in a pool of child
+            processes, one per slot, killed `shell_grace_s` after SIGTERM at the deadline or a
+            lost lease; see _isolation.py). A handler may override it at registration.
     """
 
     def __init__(
@@ -125,6 +133,7 @@ class Worker:
         complete_retry_s: float = 60.0,
         metadata: Mapping[str, str] | None = None,
         credentials: Credentials | None = None,
+        isolation: str = THREAD,
     ) -> None:
         if cluster is None:
             cluster = os.environ.get("RAFTCRON_CLUSTER", "")
@@ -145,6 +154,7 @@ class Worker:
                 raise ValueError(f"{name} must not be negative, got {value!r}")
         if call_timeout_s <= 0:
             raise ValueError(f"call_timeout_s must be positive, got {call_timeout_s!r}")
+        self.isolation = check_isolation(isolation)
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.concurrency = concurrency
         self.lease_wait_s = float(lease_wait_s)
@@ -164,6 +174,8 @@ class Worker:
         self._credentials = credentials if credentials is not None else Credentials.from_env()
         self._explicit_targets = None if targets is None else list(targets)
         self._handlers: dict[str, Handler] = {}
+        self._in_process: dict[str, HandlerRef] = {}  # handlers that run in the process pool
+        self._pool: ProcessPool | None = None
         self._state = "new"  # new -> running -> stopping -> stopped
         for name, handler in (handlers or {}).items():
             self.add_handler(name, handler)
@@ -188,16 +200,19 @@ class Worker:
         self._lease_thread: threading.Thread
 
     # Registration
-    def handler(self, name: str) -> Callable[[Handler], Handler]:
-        """Decorator registering a function (plain or `async def`) as the handler of `name`."""
+    def handler(self, name: str, *, isolation: str | None = None) -> Callable[[Handler], Handler]:
+        """Decorator registering a function (plain or `async def`) as the handler of `name`;
+        `isolation` overrides the worker's for this handler."""
 
         def register(function: Handler) -> Handler:
-            self.add_handler(name, function)
+            self.add_handler(name, function, isolation=isolation)
             return function
 
         return register
 
-    def add_handler(self, name: str, handler: Handler) -> None:
+    def add_handler(self, name: str, handler: Handler, *, isolation: str | None = None) -> None:
+        """Register `handler` for target `name`. Under process isolation it must be importable by
+        name (a module-level function): a lambda or a closure is refused with ValueError."""
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"handler name must be a non-empty string, got {name!r}")
         if name == SHELL_TARGET:
@@ -208,6 +223,14 @@ class Worker:
             raise ValueError(f"a handler for {name!r} is already registered")
         if self._state != "new":
             raise RuntimeError("register handlers before start(): the leased targets are fixed then")
+        if (check_isolation(isolation) if isolation is not None else self.isolation) == PROCESS:
+            try:
+                self._in_process[name] = handler_ref(handler)
+            except ValueError as exc:
+                raise ValueError(
+                    f"handler {name!r} cannot run in a handler process: {exc}; define it at module level, "
+                    "or register it with isolation='thread'"
+                ) from None
         self._handlers[name] = handler
 
     @property
@@ -234,9 +257,18 @@ class Worker:
     # Lifecycle
     def start(self) -> None:
         """Start leasing in background threads; returns at once."""
+        if in_handler_process():
+            raise RuntimeError(
+                "a Worker was started inside one of its own handler processes: start it under "
+                "`if __name__ == '__main__':` in the script that defines it"
+            )
         targets = self.targets
         if not targets:
             raise ValueError("nothing to run: register a handler or pass shell=True")
+        if self._in_process:
+            modules = tuple(sorted({module for module, _ in self._in_process.values()}))
+            self._pool = ProcessPool(self.concurrency, grace_s=self.shell_grace_s, modules=modules)
+            self._pool.start()  # before leasing: a pool that cannot start fails start(), not each run
         with self._state_lock:
             if self._state != "new":
                 raise RuntimeError(f"worker already {self._state}")
@@ -346,6 +378,8 @@ class Worker:
         self._completions.close()
         self._client.close()
         self._async_loop.close()
+        if self._pool is not None:
+            self._pool.close()
         log.info("worker %s: stopped", self.worker_id)
         return drained
 
@@ -469,7 +503,8 @@ class Worker:
             self._finish(lease, Outcome(OutcomeKind.RETRY_LATER, message, retry_after_s=UNSERVED_RETRY_AFTER_S))
         else:
             log.info("run %s: leased (attempt %d, token %d)", lease.run_key, ctx.attempt, ctx.fencing_token)
-            self._threads.submit(self._run, lease, handler)
+            ref = self._in_process.get(grant.target.handler) if grant.target.WhichOneof("kind") == "handler" else None
+            self._threads.submit(self._run, lease, handler, ref)
 
     def _handler_for(self, target: common_pb2.Target) -> Handler | None:
         kind = target.WhichOneof("kind")
@@ -483,10 +518,13 @@ class Worker:
         return None
 
     # Running and reporting
-    def _run(self, lease: HeldLease, handler: Handler) -> None:
+    def _run(self, lease: HeldLease, handler: Handler, ref: HandlerRef | None = None) -> None:
         timer = arm_deadline(lease.ctx)
         try:
-            outcome = execute(handler, lease.ctx, self._async_loop)
+            if ref is not None and self._pool is not None:
+                outcome = self._pool.run(ref, lease.ctx)
+            else:
+                outcome = execute(handler, lease.ctx, self._async_loop)
         finally:
             if timer is not None:
                 timer.cancel()

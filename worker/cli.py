@@ -5,6 +5,7 @@
     raftcron worker --shell --concurrency 8                   # run {shell: CMD} targets
     raftcron worker --shell --shell-owners ops --shell-user raftcron-jobs   # ops' commands, as that user
     raftcron worker --demo                                    # the handlers of examples/jobs.yaml
+    raftcron worker --handlers myjobs:HANDLERS --isolation thread   # handlers in this process's threads
 
 Modules are imported from the current directory first. SIGTERM or Ctrl-C drains the worker;
 a second one stops it at once.
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 
 from worker._client import Credentials, parse_cluster
 from worker._execution import Handler
+from worker._isolation import ISOLATIONS, PROCESS, PoolDidNotStart
 from worker._runner import LeaseRefused, Worker
 
 __all__ = ["build_worker", "load_handlers", "main"]
@@ -71,6 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--concurrency", type=int, default=4, help="most handlers running at once (default %(default)s)"
     )
+    parser.add_argument(
+        "--isolation",
+        choices=ISOLATIONS,
+        default=PROCESS,
+        help="run Python handlers in a pool of child processes, one per slot, killed at their deadline "
+        "or a lost lease (process), or in threads of the worker, cheaper but a handler that ignores "
+        "cancellation keeps its slot (thread) (default %(default)s)",
+    )
     parser.add_argument("--worker-id", help="stable id of this worker (default <hostname>-<pid>)")
     parser.add_argument(
         "--lease-wait",
@@ -91,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=5.0,
         metavar="S",
-        help="seconds between SIGTERM and SIGKILL of a cancelled command (default %(default)s)",
+        help="seconds between SIGTERM and SIGKILL of a cancelled command or handler process (default %(default)s)",
     )
     parser.add_argument("--ca", help="PEM CA of the nodes' certificates; turns TLS on (env RAFTCRON_CA)")
     parser.add_argument("--token-file", help="file holding the worker's bearer token (env RAFTCRON_TOKEN_FILE)")
@@ -182,6 +192,7 @@ def build_worker(args: argparse.Namespace) -> Worker:
         shell_owners=args.shell_owners,
         shell_env=args.shell_env,
         shell_user=args.shell_user,
+        isolation=args.isolation,
     )
 
 
@@ -200,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         worker.run()
-    except LeaseRefused as refused:
+    except (LeaseRefused, PoolDidNotStart) as refused:
         print(f"raftcron worker: {refused}", file=sys.stderr)
         return 2
     return 0
