@@ -90,8 +90,11 @@ def raw_unary(port: int, duration_s: float, reps: int) -> list[float]:
 
 
 # -- cycles ---------------------------------------------------------------------------------------
-def run_cycles(root: Path, port_base: int, n: int, reps: int, procs: int, concurrency: int, cap_s: float) -> dict:
+def run_cycles(
+    root: Path, port_base: int, n: int, reps: int, procs: int, concurrency: int, cap_s: float, isolation: str = "thread"
+) -> dict:
     out: dict = {
+        "isolation": isolation,
         "jobs": n,
         "workers": procs,
         "concurrency": concurrency,
@@ -99,11 +102,11 @@ def run_cycles(root: Path, port_base: int, n: int, reps: int, procs: int, concur
         "problems": [],
         "load_before": load_average(),
     }
-    with bench_cluster(root, port_base, out=out, name="cycles", metrics=True) as cluster:
+    with bench_cluster(root, port_base, out=out, name=f"cycles-{isolation}", metrics=True) as cluster:
         client = cluster.client(timeout_s=60.0)
         fleet = WorkerFleet(cluster, root / f"cycles-workers-{port_base}")
         try:
-            fleet.start(procs, concurrency, "bench.noop", max_life_s=cap_s * reps + 300)
+            fleet.start(procs, concurrency, "bench.noop", max_life_s=cap_s * reps + 300, isolation=isolation)
             fleet.wait_ready(60)
             done_before = 0
             for rep in range(reps):
@@ -408,6 +411,38 @@ def analyse_heartbeats(got: list[dict], start_at: float, duration_s: float, befo
 
 
 # -- report ---------------------------------------------------------------------------------------
+def cycle_rows(cyc: dict, add) -> None:
+    reps = cyc.get("reps", [])
+    if not reps:
+        return
+    w = f"{cyc['workers']} workers x {cyc['concurrency']}"
+    add(
+        f"completed runs/s, lease->noop->complete ({w}, {cyc.get('isolation', 'thread')} isolation, N={cyc['jobs']:,})",
+        [r["cycles_per_s"] for r in reps],
+        True,
+    )
+    add("  completes/s peak second (run records)", [r.get("done_per_s_peak") for r in reps], True)
+    add(
+        "  completes/s median full second (run records)",
+        [r.get("done_per_s_median_full_seconds") for r in reps],
+        True,
+    )
+    add("  Complete answered OK/s peak second (at workers)", [r.get("worker_peak_per_s") for r in reps], True)
+    add("  s from T to first grant", [r.get("T_to_first_grant_s") for r in reps])
+    add("  s from T to last claim pass start", [r.get("T_to_last_claim_s") for r in reps])
+    add("  s from T to last completion", [r.get("T_to_last_done_s") for r in reps])
+    add("  grant -> completion ms p50", [r.get("grant_to_done_ms", {}).get("p50") for r in reps])
+    add("  grant -> completion ms p99", [r.get("grant_to_done_ms", {}).get("p99") for r in reps])
+    add("  Raft entries per completed run (all entries / N)", [r.get("entries_per_run") for r in reps])
+    add("  Lease call ms p50, at workers (calls that got runs)", [r.get("lease_call_ms_p50") for r in reps])
+    add("  runs granted per Lease call", [r.get("grants_per_lease_call") for r in reps])
+    for command in COMMIT_COMMANDS:
+        add(
+            f"  leader propose -> apply ms p50 (bucket bound), {command}",
+            [r.get("commit_ms_p50_bucket", {}).get(command) for r in reps],
+        )
+
+
 def summarize(report: dict) -> list[list]:
     raw = median(report["raw_unary_per_s"])
     rows = []
@@ -420,33 +455,8 @@ def summarize(report: dict) -> list[list]:
         )
 
     add(f"raw unary gRPC calls/s ({RAW_PROCS} procs x {RAW_THREADS} threads, before+after)", report["raw_unary_per_s"])
-    cyc = report.get("cycles", {})
-    reps = cyc.get("reps", [])
-    if reps:
-        w = f"{cyc['workers']} workers x {cyc['concurrency']}"
-        add(
-            f"completed runs/s, lease->noop->complete ({w}, N={cyc['jobs']:,})", [r["cycles_per_s"] for r in reps], True
-        )
-        add("  completes/s peak second (run records)", [r.get("done_per_s_peak") for r in reps], True)
-        add(
-            "  completes/s median full second (run records)",
-            [r.get("done_per_s_median_full_seconds") for r in reps],
-            True,
-        )
-        add("  Complete answered OK/s peak second (at workers)", [r.get("worker_peak_per_s") for r in reps], True)
-        add("  s from T to first grant", [r.get("T_to_first_grant_s") for r in reps])
-        add("  s from T to last claim pass start", [r.get("T_to_last_claim_s") for r in reps])
-        add("  s from T to last completion", [r.get("T_to_last_done_s") for r in reps])
-        add("  grant -> completion ms p50", [r.get("grant_to_done_ms", {}).get("p50") for r in reps])
-        add("  grant -> completion ms p99", [r.get("grant_to_done_ms", {}).get("p99") for r in reps])
-        add("  Raft entries per completed run (all entries / N)", [r.get("entries_per_run") for r in reps])
-        add("  Lease call ms p50, at workers (calls that got runs)", [r.get("lease_call_ms_p50") for r in reps])
-        add("  runs granted per Lease call", [r.get("grants_per_lease_call") for r in reps])
-        for command in COMMIT_COMMANDS:
-            add(
-                f"  leader propose -> apply ms p50 (bucket bound), {command}",
-                [r.get("commit_ms_p50_bucket", {}).get(command) for r in reps],
-            )
+    for part in ("cycles", "cycles_process"):
+        cycle_rows(report.get(part, {}), add)
     hb = report.get("heartbeats", {})
     reps = hb.get("reps", [])
     if reps:
@@ -475,6 +485,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hb-duration", type=float, help="seconds of heartbeating (10; 4 with --quick)")
     parser.add_argument("--cap", type=float, default=120.0, help="give up waiting for completions N s after T")
     parser.add_argument("--phases", default="cycles,heartbeats")
+    parser.add_argument(
+        "--isolation",
+        default="thread,process",
+        help="the cycles phase once per isolation of the workers' handlers (thread,process)",
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     n = args.jobs or (2_000 if quick else 20_000)
@@ -494,7 +509,12 @@ def main(argv: list[str] | None = None) -> int:
         report["raw_unary_per_s"] += raw_unary(raw_port, raw_s, 1 if quick else 2)
         if "cycles" in phases:
             with_metrics = ports.take(lambda base: local_cluster_ports(base) + [base + 200 + i for i in (1, 2, 3)])
-            report["cycles"] = run_cycles(root, with_metrics, n, reps, args.workers, args.concurrency, args.cap)
+            for isolation in args.isolation.split(","):
+                part = "cycles" if isolation == "thread" else f"cycles_{isolation}"
+                report[part] = run_cycles(
+                    root, with_metrics, n, reps, args.workers, args.concurrency, args.cap, isolation
+                )
+                with_metrics = ports.take(lambda base: local_cluster_ports(base) + [base + 200 + i for i in (1, 2, 3)])
         if "heartbeats" in phases:
             report["heartbeats"] = run_heartbeats(
                 root, ports.take(local_cluster_ports), drivers, hold, hb_s, 1 if quick else 2
@@ -506,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         report["problems"].append(f"execution: {exc!r}")
         log(traceback.format_exc())
-    for part in ("cycles", "heartbeats"):
+    for part in ("cycles", "cycles_process", "heartbeats"):
         report["problems"] += report.get(part, {}).get("problems", [])
     rows = summarize(report)
     report["table"] = print_table(

@@ -33,6 +33,7 @@ class WorkerFleet:
         max_life_s: float = 600.0,
         lease_wait_s: float = 2.0,
         cluster_arg: str | None = None,
+        isolation: str = "thread",
     ) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         for i in range(count):
@@ -58,6 +59,8 @@ class WorkerFleet:
                         str(max_life_s),
                         "--lease-wait",
                         str(lease_wait_s),
+                        "--isolation",
+                        isolation,
                     ],
                     env=env,
                     stdout=log_file,
