@@ -9,8 +9,10 @@ process of a pool (one child per slot, started before the first lease, from the 
   a thread-isolated worker would (`execute`, output captured) and sends back the Outcome;
 - heartbeats stay in the parent. When the attempt is cancelled (deadline, lost lease, run
   cancelled, shutdown), the parent sets the child's `ctx.cancelled` (a message), sends
-  SIGTERM to the child's process group, which raises `HandlerTerminated` in the handler, waits
-  `grace_s`, then SIGKILLs the group. The slot frees once the child is gone;
+  SIGTERM to the child, which raises `HandlerTerminated` in the handler, waits `grace_s`, then
+  SIGKILLs it. The slot frees once the child is gone. The child stays in the worker's process
+  group (a SIGSTOP of the worker pauses its handlers too); processes a handler starts are its
+  own to end;
 - a cancelled attempt's child never serves another run: it exits, and a fresh one takes its
   place, as after a crash (a segfault, `os._exit`: a FAILURE naming the signal or exit code);
 - `close()` stops every child, killing those that do not stop: no orphan is left. A child also
@@ -133,13 +135,12 @@ class _Child:
                 return False
 
     def signal_group(self, signum: int) -> None:
-        # The child leads its own process group (setsid): whatever the handler started goes too.
-        for kill in (lambda: os.killpg(self.pid, signum), lambda: os.kill(self.pid, signum)):
-            try:
-                kill()
-                return
-            except (ProcessLookupError, PermissionError):
-                continue
+        # The child itself only: it stays in the worker's process group, so that what pauses or
+        # stops the worker's group (SIGSTOP, a terminal) reaches its handlers too.
+        try:
+            os.kill(self.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def reap(self, timeout_s: float) -> bool:
         self.process.join(timeout_s)
@@ -352,7 +353,6 @@ def _log_setup() -> tuple[int, bool]:
 def _child_main(
     conn: multiprocessing.connection.Connection, modules: tuple[str, ...], log_setup: tuple[int, bool]
 ) -> None:
-    os.setsid()  # its own process group, so that a kill reaches whatever the handler started
     level, prints = log_setup
     if prints:
         logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
