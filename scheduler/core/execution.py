@@ -166,6 +166,19 @@ def _finish_attempt(state: State, run: Run, outcome: str, error: str = "", exit_
     run.error, run.exit_code = error, exit_code
 
 
+def _keep_attempt_output(attempt: Attempt, item: Completion) -> None:
+    """The completion's per-attempt output, on the attempt it ends. The proposer bounded each
+    field (node config `output_tail_bytes`) and left UNSET what was empty."""
+    if item.stdout_tail is not UNSET:
+        attempt.stdout_tail = item.stdout_tail
+    if item.stderr_tail is not UNSET:
+        attempt.stderr_tail = item.stderr_tail
+    if item.exception_type is not UNSET:
+        attempt.exception_type = item.exception_type
+    if item.http_status is not UNSET:
+        attempt.http_status = item.http_status
+
+
 def _complete_one(state: State, item: Completion) -> ev.AnyEvent:
     lease = item.lease
     run, fenced = _current_lease(state, lease)
@@ -185,6 +198,7 @@ def _complete_one(state: State, item: Completion) -> ev.AnyEvent:
     if item.outcome not in _COMPLETION_KINDS:
         return ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, FenceReason.BAD_OUTCOME)
     _finish_attempt(state, run, item.outcome, item.error, item.exit_code)
+    _keep_attempt_output(run.attempts[-1], item)
     run.output_tail = item.output_tail
     if item.outcome == CompletionKind.SUCCESS:
         state.set_status(run, SUCCEEDED)
