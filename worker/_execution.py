@@ -63,6 +63,11 @@ class Outcome:
     cancel_reason: CancelReason | None = None
     # A FAILURE that must not be retried (the handler raised FinalFailure).
     final: bool = False
+    # Per-attempt output: what the attempt wrote, and how it ended in detail.
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    exception_type: str = ""
+    http_status: int = 0
 
     @property
     def reportable(self) -> bool:
@@ -137,12 +142,20 @@ def execute(handler: Handler, ctx: RunContext, loop: AsyncLoopThread | None = No
 
 
 def _shell_outcome(result: ShellResult) -> Outcome:
+    out, err = result.stdout_tail, result.stderr_tail
     if result.exit_code == 0:
-        return Outcome(OutcomeKind.SUCCESS, output_tail=result.output_tail)
+        return Outcome(OutcomeKind.SUCCESS, output_tail=result.output_tail, stdout_tail=out, stderr_tail=err)
     error = f"exit code {result.exit_code}"
     if result.signal_name:
         error = f"terminated by {result.signal_name} ({error})"
-    return Outcome(OutcomeKind.FAILURE, error=error, exit_code=result.exit_code, output_tail=result.output_tail)
+    return Outcome(
+        OutcomeKind.FAILURE,
+        error=error,
+        exit_code=result.exit_code,
+        output_tail=result.output_tail,
+        stdout_tail=out,
+        stderr_tail=err,
+    )
 
 
 def _cancelled_outcome(ctx: RunContext, ended: Outcome | None = None) -> Outcome:
@@ -150,12 +163,27 @@ def _cancelled_outcome(ctx: RunContext, ended: Outcome | None = None) -> Outcome
     reason = ctx.cancel_reason
     exit_code = ended.exit_code if ended else 0
     tail = ended.output_tail if ended else ""
+    # What the attempt wrote before it was stopped is what explains it.
+    out, err = (ended.stdout_tail, ended.stderr_tail) if ended else ("", "")
     if reason == CancelReason.SHUTDOWN:
         # Retry at once: the run did nothing wrong, this worker is just going away.
-        return Outcome(OutcomeKind.RETRY_LATER, "worker shutting down", exit_code, tail, 0.0, reason)
+        return Outcome(
+            OutcomeKind.RETRY_LATER,
+            "worker shutting down",
+            exit_code,
+            tail,
+            0.0,
+            reason,
+            stdout_tail=out,
+            stderr_tail=err,
+        )
     if reason == CancelReason.DEADLINE:
-        return Outcome(OutcomeKind.FAILURE, "deadline exceeded", exit_code, tail, None, reason)
-    return Outcome(OutcomeKind.FAILURE, f"cancelled: {reason}", exit_code, tail, None, reason)
+        return Outcome(
+            OutcomeKind.FAILURE, "deadline exceeded", exit_code, tail, None, reason, stdout_tail=out, stderr_tail=err
+        )
+    return Outcome(
+        OutcomeKind.FAILURE, f"cancelled: {reason}", exit_code, tail, None, reason, stdout_tail=out, stderr_tail=err
+    )
 
 
 # One thread watches every attempt's deadline in the process (see _threads.py).
