@@ -141,7 +141,7 @@ def logs_text(run, number: int | None = None, target_kind: str = "") -> str:
         lines.append(shown_text(f"no attempt started{': ' + facts['reason'] if facts['reason'] else ''}"))
     for attempt in chosen:
         found = attempt_dict(attempt)
-        took = "" if found["duration_s"] is None else f", took {human_duration_us(int(found['duration_s'] * 1e6))}"
+        took = "" if found["duration_s"] is None else f", took {took_text(int(found['duration_s'] * 1e6))}"
         detail = ended_by(attempt, target_kind)
         lines.append("")
         lines.append(
@@ -160,6 +160,12 @@ def logs_text(run, number: int | None = None, target_kind: str = "") -> str:
         if not (attempt.stdout_tail or attempt.stderr_tail):
             lines.append(f"  {NO_OUTPUT}")
     return "\n".join(lines)
+
+
+def took_text(took_us: int) -> str:
+    """An attempt's duration, in replicated time: it moves with the leader's clock ticks (about
+    once a second), so a shorter attempt reads as under a second, not as 0 ms."""
+    return "<1s" if took_us < 1_000_000 else human_duration_us(took_us)
 
 
 def _iso(message, field: str) -> str:

@@ -43,9 +43,9 @@ def _run(slot: str = SLOT, attempts=(), status=pb.SUCCEEDED) -> pb.Run:
 TWO_ATTEMPTS = _run(
     attempts=(
         _attempt(
-            1, 1, 1.5, "failed", exit_code=3, error="exit code 3", stdout_tail="copying\n", stderr_tail="disk full\n"
+            1, 1, 1.5, "failure", exit_code=3, error="exit code 3", stdout_tail="copying\n", stderr_tail="disk full\n"
         ),
-        _attempt(2, 10, 2.0, "succeeded", stdout_tail="copying\ndone\n"),
+        _attempt(2, 10, 2.0, "success", stdout_tail="copying\ndone\n"),
     )
 )
 
@@ -97,10 +97,11 @@ def test_every_attempt_is_shown_with_its_streams_labelled(monkeypatch, capsys) -
     assert status == 0
     assert f"run backup@{SLOT}: succeeded, 2 attempt(s)" in out
     first, second = out.split("\nattempt ")[1:]
-    assert first.startswith("1: failed, exit code 3 (worker w1, started 2026-03-01T06:00:01Z")
+    assert first.startswith("1: failure, exit code 3 (worker w1, started 2026-03-01T06:00:01Z")
     assert "took 1.5s" in first and "error: exit code 3" in first
+    assert "took 2.0s" in second
     assert "--- stdout ---\n  copying\n" in first and "--- stderr ---\n  disk full" in first
-    assert second.startswith("2: succeeded, exit code 0") and "  done" in second and "stderr" not in second
+    assert second.startswith("2: success, exit code 0") and "  done" in second and "stderr" not in second
 
 
 def test_one_attempt_and_a_missing_one(monkeypatch, capsys) -> None:
@@ -112,14 +113,14 @@ def test_one_attempt_and_a_missing_one(monkeypatch, capsys) -> None:
 
 
 def test_a_python_failure_shows_its_exception_not_exit_code_0(monkeypatch, capsys) -> None:
-    run = _run(attempts=(_attempt(1, 1, 0.2, "failed", exception_type="KeyError", error="KeyError: 'x'"),))
+    run = _run(attempts=(_attempt(1, 1, 0.2, "failure", exception_type="KeyError", error="KeyError: 'x'"),))
     _, out, _ = logs(monkeypatch, capsys, FakeRuns([run], target="handler"), "backup")
-    assert "attempt 1: failed, exception KeyError" in out and "exit code" not in out
+    assert "attempt 1: failure, exception KeyError" in out and "exit code" not in out
     assert "(no output recorded)" in out
 
 
 def test_at_picks_the_run_at_that_slot_or_the_newest_before_it(monkeypatch, capsys) -> None:
-    later = _run("2026-03-01T07:00:00Z", attempts=(_attempt(1, 3601, 1, "succeeded", stdout_tail="later\n"),))
+    later = _run("2026-03-01T07:00:00Z", attempts=(_attempt(1, 3601, 1, "success", stdout_tail="later\n"),))
     client = FakeRuns([TWO_ATTEMPTS, later])
     _, out, _ = logs(monkeypatch, capsys, client, "backup")
     assert "later" in out  # the newest run by default
@@ -166,6 +167,12 @@ def test_json_has_every_attempt_field(monkeypatch, capsys) -> None:
 
 
 def test_control_characters_in_output_cannot_drive_the_terminal(monkeypatch, capsys) -> None:
-    run = _run(attempts=(_attempt(1, 1, 1, "succeeded", stdout_tail="ok \x1b[2J\x07 gone\n"),))
+    run = _run(attempts=(_attempt(1, 1, 1, "success", stdout_tail="ok \x1b[2J\x07 gone\n"),))
     _, out, _ = logs(monkeypatch, capsys, FakeRuns([run]), "backup")
     assert "\x1b" not in out and "\x07" not in out and "ok " in out
+
+
+def test_an_attempt_shorter_than_the_clock_tick_reads_as_under_a_second(monkeypatch, capsys) -> None:
+    run = _run(attempts=(_attempt(1, 1, 0, "success", stdout_tail="quick\n"),))
+    _, out, _ = logs(monkeypatch, capsys, FakeRuns([run]), "backup")
+    assert "took <1s)" in out and "0ms" not in out
