@@ -19,7 +19,7 @@ def _core() -> Core:
     core.lead()
     assert core.apply(SetClusterVersion(core.clock.tick(), 3, core.state.epoch)).accepted
     core.advance(T0_US + 2 * SECOND_US)
-    retry = RetryPolicy(max_attempts=3, backoff_initial_us=SECOND_US, backoff_max_us=SECOND_US)
+    retry = RetryPolicy(max_attempts=5, backoff_initial_us=SECOND_US, backoff_max_us=SECOND_US)
     core.apply_jobs((upsert(spec("a", retry=retry), next_due_us=SLOT),))
     assert core.claim_runs(claim("a", SLOT, SLOT + TEN_S)).accepted
     return core
@@ -69,3 +69,13 @@ def test_attempt_output_survives_a_snapshot() -> None:
     restored = decode_snapshot(encode_snapshot(core.state))
     (attempt,) = restored.get_run("a", SLOT).attempts
     assert (attempt.stdout_tail, attempt.stderr_tail, attempt.exception_type) == ("out", "err", "OSError")
+
+
+def test_a_run_keeps_the_streams_of_its_first_attempt_and_its_last_two() -> None:
+    core = _core()
+    for number in range(1, 6):
+        _attempt(core, outcome="failure", error=f"try {number}", stdout_tail=f"out {number}", exception_type="E")
+    attempts = core.state.get_run("a", SLOT).attempts
+    assert [a.stdout_tail for a in attempts] == ["out 1", UNSET, UNSET, "out 4", "out 5"]
+    assert [a.error for a in attempts] == [f"try {n}" for n in range(1, 6)]  # how each ended stays
+    assert {a.exception_type for a in attempts} == {"E"}
