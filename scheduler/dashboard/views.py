@@ -567,8 +567,11 @@ def run_page(detail: data.RunDetail, node_id: str = "", details: bool = True) ->
     )
     if views_output.has_attempt_output(run):  # recorded per attempt (log format 3)
         kind = detail.spec.target_kind if detail.spec is not None else ""
-        tail = views_output.attempts_output_html(run, kind, details, HIDDEN_DETAIL)
-        body = f"<p>{neighbours}</p>{summary}<h2>Attempts</h2>{attempts}<h2>Output per attempt</h2>{tail}"
+        per_attempt = views_output.attempts_output_html(run, kind, details, HIDDEN_DETAIL)
+        # The interleaved tail, when the last attempt's streams do not already hold its output.
+        last = views_output.has_attempt_output(run, last_only=True)
+        rest = "" if last or not run.output_tail else f"<h2>Output tail of the last attempt</h2>{tail}"
+        body = f"<p>{neighbours}</p>{summary}<h2>Attempts</h2>{attempts}<h2>Output per attempt</h2>{per_attempt}{rest}"
     else:
         body = f"<p>{neighbours}</p>{summary}<h2>Attempts</h2>{attempts}<h2>Output tail</h2>{tail}"
     return layout(f"Run {run.job_id} @ {to_second(run.scheduled_us)}", "/jobs", body, node_id, now_us)

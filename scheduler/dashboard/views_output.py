@@ -41,8 +41,10 @@ def stream_html(label: str, text: str) -> str:
     )
 
 
-def has_attempt_output(run) -> bool:
-    return any(_text(a.stdout_tail) or _text(a.stderr_tail) for a in run.attempts)
+def has_attempt_output(run, last_only: bool = False) -> bool:
+    """Whether any attempt of `run` (or its last one) recorded a stream."""
+    attempts = run.attempts[-1:] if last_only else run.attempts
+    return any(_text(a.stdout_tail) or _text(a.stderr_tail) for a in attempts)
 
 
 def attempts_output_html(run, target_kind: str, details: bool, hidden: str) -> str:

@@ -58,3 +58,12 @@ def test_a_run_recorded_before_output_per_attempt_keeps_its_output_tail() -> Non
     html = board.render(f"/runs/backup/{SLOT_US}", {})
     assert "<h2>Output tail</h2>" in html and "old combined tail" in html
     board.close()
+
+
+def test_the_interleaved_tail_shows_when_the_last_attempt_recorded_no_stream() -> None:
+    first = _with(attempt(1, SLOT_US, "failure", 3, "exit code 3"), stdout_tail="first try\n")
+    board = _board(first, attempt(2, SLOT_US + 10_000_000))
+    board._raftlog.state.get_run("backup", SLOT_US).output_tail = "Traceback: only here"
+    html = board.render(f"/runs/backup/{SLOT_US}", {})
+    assert "first try" in html and "Output tail of the last attempt" in html and "Traceback: only here" in html
+    board.close()
