@@ -93,7 +93,8 @@ def _chosen(run, number: int | None) -> list:
         return list(run.attempts)
     found = [a for a in run.attempts if a.number == number]
     if not found:
-        have = f"attempts 1-{len(run.attempts)}" if run.attempts else "no attempt"
+        count = len(run.attempts)
+        have = f"attempts 1-{count}" if count > 1 else "1 attempt" if count else "no attempt"
         raise CommandError(f"run {run.run_key} has {have}; there is no attempt {number}")
     return found
 

@@ -176,3 +176,5 @@ def test_an_attempt_shorter_than_the_clock_tick_reads_as_under_a_second(monkeypa
     run = _run(attempts=(_attempt(1, 1, 0, "success", stdout_tail="quick\n"),))
     _, out, _ = logs(monkeypatch, capsys, FakeRuns([run]), "backup")
     assert "took <1s)" in out and "0ms" not in out
+    status, _, err = logs(monkeypatch, capsys, FakeRuns([run]), "backup", "--attempt", "2")
+    assert status == 2 and f"run backup@{SLOT} has 1 attempt; there is no attempt 2" in err
