@@ -27,6 +27,7 @@ import yaml
 
 from scheduler.leader.alert_delivery import parse_route
 from scheduler.replication import RaftSettings, RaftTuning
+from scheduler.rpc.attempt_output import DEFAULT_OUTPUT_TAIL_BYTES, MAX_OUTPUT_TAIL_BYTES
 from scheduler.rpc.quotas import QuotaLimits
 from scheduler.security.tls import TlsFiles
 
@@ -65,6 +66,11 @@ class Peer:
         if not (sep and slash and node_id and raft and grpc_address):
             raise ConfigError(f"peer {text!r} is not ID=RAFT_HOST:PORT/GRPC_HOST:PORT")
         return cls(node_id.strip(), _check_address(raft.strip()), _check_address(grpc_address.strip()))
+
+
+# Per-job series on /metrics (scheduler/observability/job_metrics.py): the first N jobs by id.
+DEFAULT_METRICS_MAX_JOBS = 1000
+MAX_METRICS_MAX_JOBS = 100_000
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,12 @@ class NodeConfig:
     quotas: QuotaLimits = field(default_factory=QuotaLimits, hash=False)
     # gRPC server reflection (grpcurl, grpcui): the schema only, which proto/ publishes anyway.
     grpc_reflection: bool = True
+    # Per attempt, the last bytes of stdout and of stderr this node keeps of a completion it
+    # proposes (each); 0 keeps none (docs/design/output-per-attempt.md has the replicated bound).
+    output_tail_bytes: int = DEFAULT_OUTPUT_TAIL_BYTES
+    # Jobs with per-job series on /metrics; past it, jobs are left out in id order and counted
+    # (docs/design/per-job-metrics.md).
+    metrics_max_jobs: int = DEFAULT_METRICS_MAX_JOBS
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -227,6 +239,10 @@ def _validate(config: NodeConfig) -> None:
         raise ConfigError(f"log_format {config.log_format!r} is not text or json")
     if not 0 <= config.herd_window_s <= 86_400:
         raise ConfigError("herd_window_s must be between 0 and 86400")
+    if not isinstance(config.output_tail_bytes, int) or not 0 <= config.output_tail_bytes <= MAX_OUTPUT_TAIL_BYTES:
+        raise ConfigError(f"output_tail_bytes must be a whole number from 0 to {MAX_OUTPUT_TAIL_BYTES}")
+    if not isinstance(config.metrics_max_jobs, int) or not 0 <= config.metrics_max_jobs <= MAX_METRICS_MAX_JOBS:
+        raise ConfigError(f"metrics_max_jobs must be a whole number from 0 to {MAX_METRICS_MAX_JOBS}")
     for owner, route in config.alert_routes.items():
         try:
             parse_route(owner, route)
@@ -381,6 +397,8 @@ def load_node_config(args: argparse.Namespace, environ: Mapping[str, str] = os.e
         "herd_window_s",
         "alert_routes",
         "grpc_threads",
+        "output_tail_bytes",
+        "metrics_max_jobs",
     )
     insecure = _flag(pick(None, "RAFTCRON_INSECURE", "insecure", False), "insecure")
     insecure_grpc = _flag(pick(None, "RAFTCRON_INSECURE_GRPC", "insecure_grpc", False), "insecure_grpc")

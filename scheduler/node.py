@@ -164,6 +164,7 @@ class Node:
             self.clock_us,
             timeout_s,
             self.config.max_lease_wait_s,
+            output_tail_bytes=self.config.output_tail_bytes,
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.workers, server)
         ops_pb2_grpc.add_OpsServiceServicer_to_server(

@@ -45,6 +45,10 @@ def complete_request(worker_id: str, ref: worker_pb2.LeaseRef, outcome: Outcome)
         error=outcome.error,
         output_tail=outcome.output_tail,
         final=outcome.final,
+        stdout_tail=outcome.stdout_tail,
+        stderr_tail=outcome.stderr_tail,
+        exception_type=outcome.exception_type,
+        http_status=outcome.http_status,
     )
     if outcome.retry_after_s is not None:
         # Set even when zero: an unset retry_after means "the job's backoff", zero means "now".

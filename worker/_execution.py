@@ -174,12 +174,20 @@ def _execute(handler: Handler, ctx: RunContext, loop: AsyncLoopThread | None) ->
 
 
 def _shell_outcome(result: ShellResult) -> Outcome:
+    out, err = result.stdout_tail, result.stderr_tail
     if result.exit_code == 0:
-        return Outcome(OutcomeKind.SUCCESS, output_tail=result.output_tail)
+        return Outcome(OutcomeKind.SUCCESS, output_tail=result.output_tail, stdout_tail=out, stderr_tail=err)
     error = f"exit code {result.exit_code}"
     if result.signal_name:
         error = f"terminated by {result.signal_name} ({error})"
-    return Outcome(OutcomeKind.FAILURE, error=error, exit_code=result.exit_code, output_tail=result.output_tail)
+    return Outcome(
+        OutcomeKind.FAILURE,
+        error=error,
+        exit_code=result.exit_code,
+        output_tail=result.output_tail,
+        stdout_tail=out,
+        stderr_tail=err,
+    )
 
 
 def _cancelled_outcome(ctx: RunContext, ended: Outcome | None = None) -> Outcome:

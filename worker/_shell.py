@@ -10,7 +10,9 @@ The command sees the run through environment variables (RAFTCRON_JOB_ID, RAFTCRO
 RAFTCRON_SCHEDULED_AT and RAFTCRON_DEADLINE in ISO-8601 UTC, RAFTCRON_FENCING_TOKEN,
 RAFTCRON_ATTEMPT, RAFTCRON_IDEMPOTENCY_KEY, RAFTCRON_PAYLOAD with the payload's JSON text) and
 reads the payload's JSON text on stdin. Exit code 0 is success; anything else a failure with
-that exit code. The last few KiB of combined stdout and stderr are reported as the output tail.
+that exit code. The last few KiB of stdout and of stderr are reported apart (each attempt keeps
+them: `raftcron logs`), and the last few KiB of both, interleaved as they arrived, as the output
+tail older readers show.
 
 A command is the job submitter's, not the worker's: it gets an allow-listed environment (PATH,
 HOME, LANG, LC_*, TZ, the names an operator adds with `env_names`, and the run's RAFTCRON_*
@@ -57,6 +59,9 @@ class ShellResult:
     output_tail: str = ""
     # Set when a signal ended the shell (exit_code is then 128 + its number, as in sh).
     signal_name: str | None = None
+    # The ends of each stream apart (output_tail interleaves them).
+    stdout_tail: str = ""
+    stderr_tail: str = ""
 
 
 def _iso_utc(instant: datetime | None) -> str:
@@ -167,7 +172,7 @@ class ShellCommand:
             [self.shell, "-c", self.command],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.PIPE,
             start_new_session=True,  # its own process group, which we can signal as a whole
             env=command_environment(ctx, os.environ, self.env_names, user.home if user else None),
             cwd=workdir,
@@ -177,10 +182,11 @@ class ShellCommand:
             extra_groups=[] if user else None,  # none of ours: only the user's own group
         )
         group = process.pid  # a new session's leader: its pid is the group id
-        tail = _OutputTail(process.stdout, self.tail_bytes)
+        both = _Tail(self.tail_bytes)
+        out, err = _Tail(self.tail_bytes, both), _Tail(self.tail_bytes, both)
         # Threads, because a large payload would fill the pipe while nobody reads output.
         _start(_feed_stdin, process.stdin, ctx.payload_json.encode("utf-8"))
-        reader = _start(tail.read_all)
+        readers = (_start(out.read_all, process.stdout), _start(err.read_all, process.stderr))
         exited = threading.Event()
         wake = threading.Event()  # the command exited, or the run was cancelled
         _start(_wait_then_set, process, exited, wake)
@@ -191,11 +197,13 @@ class ShellCommand:
         # Also after a normal exit: the run owns its group, nothing in it may outlive the run.
         stop_process_group(group, self.grace_s, exited.is_set)
         code = process.wait()
-        reader.join(timeout=1.0)  # a process that left the group may still hold the pipe
+        for reader in readers:
+            reader.join(timeout=1.0)  # a process that left the group may still hold the pipe
+        streams = {"stdout_tail": out.text(), "stderr_tail": err.text()}
         if code < 0:
             name = signal.Signals(-code).name
-            return ShellResult(128 - code, tail.text(), name)
-        return ShellResult(code, tail.text())
+            return ShellResult(128 - code, both.text(), name, **streams)
+        return ShellResult(code, both.text(), **streams)
 
     def __repr__(self) -> str:
         return f"ShellCommand({self.command!r})"
@@ -276,24 +284,39 @@ def _wait_then_set(process: subprocess.Popen, *events: threading.Event) -> None:
         event.set()
 
 
-class _OutputTail:
-    """Reads a pipe to the end, keeping only its last `limit` bytes."""
+class _Tail:
+    """The last `limit` bytes of what was added. `also` gets the same bytes a whole line at a
+    time (the interleaved tail of both streams, in the order their lines were completed): a
+    program writes a line in pieces, and two pipes would otherwise splice into each other's."""
 
-    def __init__(self, pipe, limit: int) -> None:
-        self._pipe = pipe
+    def __init__(self, limit: int, also: _Tail | None = None) -> None:
         self._limit = limit
+        self._also = also
         self._buffer = bytearray()
+        self._partial = bytearray()  # the start of a line not yet passed to `also`
         self._dropped = False
         self._lock = threading.Lock()
 
-    def read_all(self) -> None:
-        with self._pipe:
-            while chunk := self._pipe.read1(65536):
-                with self._lock:
-                    self._buffer += chunk
-                    if len(self._buffer) > self._limit:
-                        del self._buffer[: len(self._buffer) - self._limit]
-                        self._dropped = True
+    def read_all(self, pipe) -> None:
+        with pipe:
+            while chunk := pipe.read1(65536):
+                self.add(chunk)
+        if self._also is not None and self._partial:
+            self._also.add(bytes(self._partial))
+
+    def add(self, chunk: bytes) -> None:
+        with self._lock:
+            self._buffer += chunk
+            if len(self._buffer) > self._limit:
+                del self._buffer[: len(self._buffer) - self._limit]
+                self._dropped = True
+        if self._also is None:
+            return
+        self._partial += chunk
+        cut = self._partial.rfind(b"\n") + 1 if len(self._partial) <= self._limit else len(self._partial)
+        if cut:
+            self._also.add(bytes(self._partial[:cut]))
+            del self._partial[:cut]
 
     def text(self) -> str:
         with self._lock:

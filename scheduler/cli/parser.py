@@ -12,7 +12,7 @@ import os
 import sys
 import zoneinfo
 
-from scheduler.cli import calendars, cluster, jobs, ops, plan, runs, serve
+from scheduler.cli import calendars, cluster, jobs, logs, ops, plan, runs, serve
 from scheduler.cli.connection import DEFAULT_CLUSTER, add_global_flags
 from scheduler.cli.failures import EPILOG, run_reporting_errors
 from scheduler.core.vocabulary import DstGap, DstRepeat, Overlap
@@ -253,6 +253,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--at", help="e.g. 'yesterday 02:00' or an ISO-8601 instant")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=runs.cmd_explain)
+
+    p = sub.add_parser(
+        "logs",
+        help="what each attempt of a run wrote (stdout, stderr) and how it ended",
+        description="Each attempt of one run of JOB: worker, times, outcome, exit code, exception type or "
+        "HTTP status, error, and the last bytes of its stdout and stderr (node config output_tail_bytes). "
+        "By default the newest run that started an attempt.",
+    )
+    p.add_argument("job", metavar="JOB | RUN_KEY", help="a job id, or a run key like nightly@2026-12-01T02:00:00Z")
+    p.add_argument(
+        "--at", help="the run scheduled at this time, else the newest before it (as `runs --since` reads times)"
+    )
+    p.add_argument("--attempt", type=int, metavar="N", help="only attempt N (1 is the first; default: every attempt)")
+    p.add_argument("--linearizable", action="store_true", help="confirm with the leader before reading")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=logs.cmd_logs)
 
     p = sub.add_parser("worker", help="run a worker (see `raftcron worker --help`)", add_help=False, local=True)
     p.add_argument("worker_args", nargs=argparse.REMAINDER)

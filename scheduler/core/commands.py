@@ -128,6 +128,12 @@ class Completion(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     jitter_ppm: int = 0
     # Log format 3: a failure the handler declared final (not retried, whatever the policy).
     final: bool | UnsetType = UNSET
+    # Log format 3: the attempt's own output and how it ended in detail, kept per attempt
+    # (docs/design/output-per-attempt.md); UNSET when empty, so a quiet completion keeps its bytes.
+    stdout_tail: str | UnsetType = UNSET
+    stderr_tail: str | UnsetType = UNSET
+    exception_type: str | UnsetType = UNSET
+    http_status: int | UnsetType = UNSET
 
 
 class CompleteRuns(_Command, frozen=True):

@@ -52,6 +52,8 @@ from scheduler.core.vocabulary import (
 
 _COMPLETION_KINDS = frozenset(CompletionKind)
 MAX_LEASE_TTL_US = 365 * 86_400 * SECOND_US
+# A run keeps the stdout and stderr of its first attempt and of its last two.
+ATTEMPTS_WITH_STREAMS = 3
 _EXPIRY_REASONS = frozenset(ExpiryReason)
 
 
@@ -166,6 +168,25 @@ def _finish_attempt(state: State, run: Run, outcome: str, error: str = "", exit_
     run.error, run.exit_code = error, exit_code
 
 
+def _keep_attempt_output(run: Run, item: Completion) -> None:
+    """The completion's per-attempt output, on the attempt it ends. The proposer bounded each
+    field (node config `output_tail_bytes`) and left UNSET what was empty. A run keeps the streams
+    of its first attempt and of its last two only, so a run retried a hundred times holds three
+    attempts' output (docs/design/output-per-attempt.md); how each attempt ended stays."""
+    attempt = run.attempts[-1]
+    if item.stdout_tail is not UNSET:
+        attempt.stdout_tail = item.stdout_tail
+    if item.stderr_tail is not UNSET:
+        attempt.stderr_tail = item.stderr_tail
+    if item.exception_type is not UNSET:
+        attempt.exception_type = item.exception_type
+    if item.http_status is not UNSET:
+        attempt.http_status = item.http_status
+    if len(run.attempts) > ATTEMPTS_WITH_STREAMS and (item.stdout_tail is not UNSET or item.stderr_tail is not UNSET):
+        for older in run.attempts[1 : 1 - ATTEMPTS_WITH_STREAMS]:
+            older.stdout_tail = older.stderr_tail = UNSET
+
+
 def _complete_one(state: State, item: Completion) -> ev.AnyEvent:
     lease = item.lease
     run, fenced = _current_lease(state, lease)
@@ -185,6 +206,7 @@ def _complete_one(state: State, item: Completion) -> ev.AnyEvent:
     if item.outcome not in _COMPLETION_KINDS:
         return ev.LeaseFenced(lease.job_id, lease.scheduled_us, lease.fencing_token, FenceReason.BAD_OUTCOME)
     _finish_attempt(state, run, item.outcome, item.error, item.exit_code)
+    _keep_attempt_output(run, item)
     run.output_tail = item.output_tail
     if item.outcome == CompletionKind.SUCCESS:
         state.set_status(run, SUCCEEDED)

@@ -46,7 +46,7 @@ from scheduler.core.commands import (
     SetJobPaused,
     TriggerRun,
 )
-from scheduler.core.model import Alert, Job, JobSpec, RetryPolicy, Run
+from scheduler.core.model import Alert, Attempt, Job, JobSpec, RetryPolicy, Run
 from scheduler.core.state import State
 
 # The newest log format this code reads and may propose.
@@ -88,6 +88,9 @@ OVERLAP_AT_GRANT_FORMAT = 3
 # The core stores schedules as text and never parses them, so the proposer checks this one
 # (scheduler/replication/upgrades.py `proposal_log_format`).
 CRON_MODIFIERS_FORMAT = 3
+# The per-attempt output fields of a completion (stdout, stderr, exception type, HTTP status):
+# a proposer below this cluster version leaves them out and keeps the combined output tail.
+ATTEMPT_OUTPUT_FORMAT = 3
 
 # (struct type, field name) -> the format that added the field; each such field defaults to UNSET.
 # Fields of state records are listed too (their UNSET default is checked the same way); apply
@@ -125,6 +128,15 @@ FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {
     (JobSpec, "calendar"): 3,
     (JobSpec, "pause_after_failures"): 3,
     (RetryPolicy, "final_exit_codes"): 3,
+    # Output per attempt (docs/design/output-per-attempt.md).
+    (Completion, "stdout_tail"): 3,
+    (Completion, "stderr_tail"): 3,
+    (Completion, "exception_type"): 3,
+    (Completion, "http_status"): 3,
+    (Attempt, "stdout_tail"): 3,
+    (Attempt, "stderr_tail"): 3,
+    (Attempt, "exception_type"): 3,
+    (Attempt, "http_status"): 3,
 }
 
 # Snapshot format byte -> the log format a node needs to read it (codec.py writes 3 only once

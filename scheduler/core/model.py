@@ -175,6 +175,12 @@ class Attempt(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     outcome: str = ""  # a CompletionKind or an ExpiryReason; "" while it runs
     error: str = ""
     exit_code: int = 0
+    # Log format 3: what the attempt wrote and how it ended in detail, as its completion said
+    # (docs/design/output-per-attempt.md); UNSET when it said nothing.
+    stdout_tail: str | UnsetType = UNSET
+    stderr_tail: str | UnsetType = UNSET
+    exception_type: str | UnsetType = UNSET
+    http_status: int | UnsetType = UNSET
 
 
 class Run(msgspec.Struct, forbid_unknown_fields=True, gc=False):

@@ -10,7 +10,7 @@ from urllib.parse import quote, urlencode
 from msgspec import UNSET
 
 from scheduler.core.vocabulary import CompletionKind, Misfire, RunKind, RunStatus, TargetKind
-from scheduler.dashboard import data, fates
+from scheduler.dashboard import data, fates, views_output
 from scheduler.dashboard.svg import FATE_COLOURS, legend_html, run_href, timeline_svg
 from scheduler.planning import format_us
 from scheduler.planning.runkeys import readable_run_key
@@ -545,7 +545,11 @@ def run_page(detail: data.RunDetail, node_id: str = "", details: bool = True) ->
                 when(a.finished_us),
                 fates.human_duration_us(a.finished_us - a.started_us) if a.finished_us and a.started_us else "—",
                 badge_html(a.outcome or "running", _OUTCOME_BADGES.get(a.outcome, "queued")),
-                str(a.exit_code) if a.exit_code or a.outcome == CompletionKind.SUCCESS else "—",
+                escape(views_output.ended_by(a))
+                if views_output.ended_by(a) and not a.exit_code
+                else str(a.exit_code)
+                if a.exit_code or a.outcome == CompletionKind.SUCCESS
+                else "—",
                 escape(a.error),
             ]
             for a in run.attempts
@@ -561,5 +565,13 @@ def run_page(detail: data.RunDetail, node_id: str = "", details: bool = True) ->
         if run.output_tail
         else '<p class="muted">No output recorded.</p>'
     )
-    body = f"<p>{neighbours}</p>{summary}<h2>Attempts</h2>{attempts}<h2>Output tail</h2>{tail}"
+    if views_output.has_attempt_output(run):  # recorded per attempt (log format 3)
+        kind = detail.spec.target_kind if detail.spec is not None else ""
+        per_attempt = views_output.attempts_output_html(run, kind, details, HIDDEN_DETAIL)
+        # The interleaved tail, when the last attempt's streams do not already hold its output.
+        last = views_output.has_attempt_output(run, last_only=True)
+        rest = "" if last or not run.output_tail else f"<h2>Output tail of the last attempt</h2>{tail}"
+        body = f"<p>{neighbours}</p>{summary}<h2>Attempts</h2>{attempts}<h2>Output per attempt</h2>{per_attempt}{rest}"
+    else:
+        body = f"<p>{neighbours}</p>{summary}<h2>Attempts</h2>{attempts}<h2>Output tail</h2>{tail}"
     return layout(f"Run {run.job_id} @ {to_second(run.scheduled_us)}", "/jobs", body, node_id, now_us)

@@ -27,11 +27,13 @@ from collections.abc import Callable, Iterable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from scheduler.config import DEFAULT_METRICS_MAX_JOBS
 from scheduler.core import results as ev
 from scheduler.core.commands import CompleteRuns, ExpireLeases, ExtendLeases
 from scheduler.core.model import QUEUED, RUN_STATUSES, SECOND_US
 from scheduler.core.vocabulary import RunKind, RunStatus
 from scheduler.membership import members_view
+from scheduler.observability.job_metrics import JobOutcomes, job_families
 from scheduler.observability.tally import RunTally
 from scheduler.replication.journal import SYNC_BUCKETS_S
 from scheduler.replication.raftlog import ROLE_NAMES
@@ -81,6 +83,8 @@ class ApplyObserver:
     def __init__(self, wall_clock_us: Callable[[], int] | None = None) -> None:
         self._wall_clock_us = wall_clock_us or (lambda: time.time_ns() // 1000)
         self.tally = RunTally()
+        # Each job's last success and failure, for the per-job series (job_metrics.py).
+        self.job_outcomes = JobOutcomes()
         # Entries at or below this index were applied before this process started (journal replay).
         self.replayed_until = 0
         self.entries: Counter[tuple[str, str]] = Counter()
@@ -95,6 +99,8 @@ class ApplyObserver:
 
     def __call__(self, command, result, state) -> None:
         self.tally.on_apply(state, command, result)
+        if result.index == state.applied_index:  # not a retried request answered with its first result
+            self.job_outcomes.on_apply(state, command, result)
         if result.index <= self.replayed_until:
             return
         name = type(command).__name__
@@ -182,13 +188,16 @@ class RaftcronCollector(Collector):
         self._current_dispatcher = current_dispatcher
         self._leading_epoch = leading_epoch
         self._version = _version()
+        observer.job_outcomes.max_jobs = getattr(config, "metrics_max_jobs", DEFAULT_METRICS_MAX_JOBS)
 
     def describe(self) -> Iterable:
         return []  # computed at scrape time; registering must not scrape
 
     def collect(self) -> Iterator:
         yield from self._raft_families()
-        yield from self._state_families(self._read_state())
+        gathered = self._read_state()
+        yield from self._state_families(gathered)
+        yield from job_families(gathered["job_outcomes"])
         yield from self._dispatch_families()
 
     # -- Raft facts: read from pysyncobj, no state lock ---------------------------
@@ -329,6 +338,7 @@ class RaftcronCollector(Collector):
             "lateness": observer.lateness.snapshot(),
             "lateness_count": observer.lateness.count,
             "apply_delay": {name: h.snapshot() for name, h in observer.apply_delay.items()},
+            "job_outcomes": observer.job_outcomes.gather(state),
         }
 
     def _state_families(self, s: dict) -> Iterator:

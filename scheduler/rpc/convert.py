@@ -286,6 +286,15 @@ def job_to_pb(job: model.Job, spread_us: int = 0) -> pb.Job:
     )
 
 
+def attempt_output_pb(attempt: model.Attempt) -> dict:
+    """The per-attempt output fields an attempt holds (log format 3), as pb.Attempt arguments."""
+    return {
+        name: value
+        for name in ("stdout_tail", "stderr_tail", "exception_type", "http_status")
+        if (value := getattr(attempt, name)) is not msgspec.UNSET
+    }
+
+
 def run_to_pb(run: model.Run) -> pb.Run:
     return pb.Run(
         job_id=run.job_id,
@@ -315,6 +324,7 @@ def run_to_pb(run: model.Run) -> pb.Run:
                 outcome=a.outcome,
                 error=a.error,
                 exit_code=a.exit_code,
+                **attempt_output_pb(a),
             )
             for a in run.attempts
         ],

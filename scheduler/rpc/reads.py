@@ -42,6 +42,20 @@ def scoped_job_pb(job: model.Job, herd_window_us: int = DEFAULT_HERD_WINDOW_US) 
     return found
 
 
+def hide_attempt_output(runs, owner_of) -> None:
+    """Clear what each attempt wrote in `runs` (pb.Run) for a caller that does not see the owner's
+    details (policy.sees_details); `owner_of(job_id)` is the job's owner, None once deleted."""
+    principal = current_principal()
+    if principal is None:
+        return
+    for run in runs:
+        if any(a.stdout_tail or a.stderr_tail for a in run.attempts) and not sees_details(
+            principal, owner_of(run.job_id) or ""
+        ):
+            for attempt in run.attempts:
+                attempt.stdout_tail = attempt.stderr_tail = ""
+
+
 class Reader:
     def __init__(
         self,

@@ -93,7 +93,7 @@ def clean_free_text(request: Message) -> None:
     name = request.DESCRIPTOR.name
     items = [request] if name == "CompleteRequest" else request.completions if name == "CompleteManyRequest" else ()
     for item in items:
-        for field in ("error", "output_tail"):
+        for field in ("error", "output_tail", "stdout_tail", "stderr_tail", "exception_type"):
             text = getattr(item, field)
             if text and (clean := stored_text(text)) != text:
                 setattr(item, field, clean)
@@ -380,6 +380,11 @@ def _complete(found: _Found, request) -> None:
     found.enum("kind", request.kind, wpb.CompletionKind, allow_unspecified=False)
     found.blob("error", request.error, limits.max_error_bytes)
     found.blob("output_tail", request.output_tail, limits.max_output_tail_bytes)
+    found.blob("stdout_tail", request.stdout_tail, limits.max_output_tail_bytes)
+    found.blob("stderr_tail", request.stderr_tail, limits.max_output_tail_bytes)
+    found.blob("exception_type", request.exception_type, limits.max_error_bytes)
+    if not 0 <= request.http_status <= 999:
+        found.add("http_status", f"must be an HTTP status code (100-999) or 0 for none, got {request.http_status}")
     found.duration("", request, "retry_after", limits.max_retry_after_us)
 
 

@@ -6,7 +6,7 @@ import grpc
 
 from scheduler.rpc.convert import STATUS_FROM_PB, parse_run_key, printable_run_key, run_to_pb, timestamp_us
 from scheduler.rpc.jobs import page_size
-from scheduler.rpc.reads import Reader
+from scheduler.rpc.reads import Reader, hide_attempt_output
 from scheduler.rpc.run_pages import FOREVER_US, MAX_RUNS_EXAMINED, RunQuery, select_page, select_runs
 from worker.api.v1 import runs_pb2, runs_pb2_grpc
 
@@ -31,6 +31,11 @@ class RunServicer(runs_pb2_grpc.RunServiceServicer):
         self._raftlog = raftlog
         self._reader = reader
 
+    def _owner_of(self, job_id: str) -> str | None:
+        with self._raftlog.read() as state:
+            job = state.jobs.get(job_id)
+            return job.body.owner if job is not None else None
+
     def ListRuns(self, request: runs_pb2.ListRunsRequest, context):
         if (answer := self._reader.linearizable(context, request, _RUN_METHODS["ListRuns"])) is not None:
             return answer
@@ -45,6 +50,7 @@ class RunServicer(runs_pb2_grpc.RunServiceServicer):
             after=_parse_page_token(request.page_token, context),
         )
         page, next_key = select_page(self._raftlog.read, query, page_size(request.page_size), convert=run_to_pb)
+        hide_attempt_output(page, self._owner_of)
         next_token = f"{next_key[0]}:{next_key[1]}" if next_key is not None else ""
         return runs_pb2.ListRunsResponse(
             runs=page, next_page_token=next_token, read=self._reader.read_info(request.linearizable)
@@ -64,4 +70,5 @@ class RunServicer(runs_pb2_grpc.RunServiceServicer):
             found = run_to_pb(run) if run else None
         if found is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no retained run {printable_run_key(job_id, scheduled_us)}")
+        hide_attempt_output([found], self._owner_of)
         return runs_pb2.GetRunResponse(run=found, read=self._reader.read_info(request.linearizable))

@@ -10,12 +10,19 @@ import grpc
 
 from scheduler.core import results as ev
 from scheduler.core.commands import CompleteRuns, Completion, ExtendLeases, LeaseRef, ReadBarrier
+from scheduler.core.log_format import ATTEMPT_OUTPUT_FORMAT
 from scheduler.core.model import SECOND_US, run_payload_json
 from scheduler.core.vocabulary import FenceReason, LeaseOutcome
 from scheduler.leader.dispatch import Dispatcher, Granted, NotLeading, target_key
 from scheduler.leader.worker_registry import WorkerRegistry
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.replication.coalescer import Coalescer, RejectedBatch, Submission
+from scheduler.rpc.attempt_output import (
+    DEFAULT_OUTPUT_TAIL_BYTES,
+    attempt_output,
+    has_attempt_output,
+    without_attempt_output,
+)
 from scheduler.rpc.convert import (
     COMPLETION_FROM_PB,
     LEASE_OUTCOME_TO_PB,
@@ -77,8 +84,10 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         timeout_s: float,
         max_lease_wait_s: float,
         registry: WorkerRegistry | None = None,
+        output_tail_bytes: int = DEFAULT_OUTPUT_TAIL_BYTES,
     ) -> None:
         self._raftlog = raftlog
+        self._output_tail_bytes = output_tail_bytes
         # What the dashboard's workers page shows: the calls this node heard while leading.
         self.registry = registry if registry is not None else WorkerRegistry()
         self._dispatcher_now = dispatcher_now
@@ -97,7 +106,15 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         return ExtendLeases(self._clock_us(), tuple(leases))
 
     def _complete_command(self, completions) -> CompleteRuns:
-        return CompleteRuns(self._clock_us(), tuple(completions))
+        completions = tuple(completions)
+        if any(has_attempt_output(c) for c in completions) and self._cluster_version() < ATTEMPT_OUTPUT_FORMAT:
+            # A rolling upgrade: older nodes could not read the fields; the combined tail stays.
+            completions = tuple(without_attempt_output(c) for c in completions)
+        return CompleteRuns(self._clock_us(), completions)
+
+    def _cluster_version(self) -> int:
+        with self._raftlog.read() as state:
+            return state.cluster_version
 
     # -- Lease: only the leader's dispatcher grants; other nodes forward ----------
     def Lease(self, request: wpb.LeaseRequest, context):
@@ -222,7 +239,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "kind must be SUCCESS, FAILURE or RETRY_LATER")
         if refused := self._refused([request.lease], context):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, refused[0][1])
-        (event,) = self._wait(self._complete.submit([_completion(request)]), context)
+        (event,) = self._wait(self._complete.submit([_completion(request, self._output_tail_bytes)]), context)
         return _complete_response(event)
 
     def CompleteMany(self, request: wpb.CompleteManyRequest, context):
@@ -233,7 +250,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         if refused and len(refused) == len(request.completions):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, next(iter(refused.values()))[1])
         mine = [item for position, item in enumerate(request.completions) if position not in refused]
-        submitted = iter(self._wait(self._complete.submit([_completion(item) for item in mine]), context))
+        submitted = iter(
+            self._wait(self._complete.submit([_completion(item, self._output_tail_bytes) for item in mine]), context)
+        )
         results = []
         for position in range(len(request.completions)):
             if position in refused:
@@ -253,7 +272,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "outcome unknown; retry with the same token")
 
 
-def _completion(request: wpb.CompleteRequest) -> Completion:
+def _completion(request: wpb.CompleteRequest, output_tail_bytes: int) -> Completion:
     return Completion(
         lease=_lease_ref(request.lease),
         worker_id=lease_holder(current_principal(), request.worker_id),
@@ -265,6 +284,7 @@ def _completion(request: wpb.CompleteRequest) -> Completion:
         jitter_ppm=random.randrange(1_000_000),
         # UNSET unless asked, so a completion needs no newer log format than before.
         **({"final": True} if request.final else {}),
+        **attempt_output(request, output_tail_bytes),
     )
 
 

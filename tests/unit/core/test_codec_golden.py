@@ -294,6 +294,23 @@ COMMANDS: dict[str, Command] = {
         ),
         calendar_keys=(RunRef("payroll", T), RunRef("payroll", T + 604_800_000_000)),
     ),
+    "complete_runs_output": CompleteRuns(
+        T + 26,
+        (
+            Completion(
+                LeaseRef("hello", T, 44),
+                "w1",
+                "failure",
+                exit_code=1,
+                error="exit code 1",
+                output_tail="out\nerr\n",
+                stdout_tail="out\n",
+                stderr_tail="err\n",
+            ),
+            Completion(LeaseRef("poll", T, 45), "w1", "failure", error="KeyError: 'x'", exception_type="KeyError"),
+            Completion(LeaseRef("ping", T, 46), "w1", "success", stdout_tail="pong", http_status=204),
+        ),
+    ),
 }
 # Commands of log format 3: a node that reads up to format 2 refuses them.
 FORMAT_3_COMMANDS = (
@@ -306,6 +323,7 @@ FORMAT_3_COMMANDS = (
     "claim_runs_schedule_indexes",
     "apply_jobs_calendars",
     "claim_runs_calendar",
+    "complete_runs_output",
 )
 
 

@@ -226,7 +226,7 @@ class Job(_message.Message):
     def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., author: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cursor: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_due: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., paused: _Optional[bool] = ..., last_status: _Optional[_Union[RunStatus, str]] = ..., last_scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., counted_runs: _Optional[int] = ..., spread: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class Attempt(_message.Message):
-    __slots__ = ("number", "worker_id", "fencing_token", "started_at", "finished_at", "outcome", "error", "exit_code")
+    __slots__ = ("number", "worker_id", "fencing_token", "started_at", "finished_at", "outcome", "error", "exit_code", "stdout_tail", "stderr_tail", "exception_type", "http_status")
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -235,6 +235,10 @@ class Attempt(_message.Message):
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_TAIL_FIELD_NUMBER: _ClassVar[int]
+    STDERR_TAIL_FIELD_NUMBER: _ClassVar[int]
+    EXCEPTION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    HTTP_STATUS_FIELD_NUMBER: _ClassVar[int]
     number: int
     worker_id: str
     fencing_token: int
@@ -243,7 +247,11 @@ class Attempt(_message.Message):
     outcome: str
     error: str
     exit_code: int
-    def __init__(self, number: _Optional[int] = ..., worker_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ..., exit_code: _Optional[int] = ...) -> None: ...
+    stdout_tail: str
+    stderr_tail: str
+    exception_type: str
+    http_status: int
+    def __init__(self, number: _Optional[int] = ..., worker_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., exception_type: _Optional[str] = ..., http_status: _Optional[int] = ...) -> None: ...
 
 class Run(_message.Message):
     __slots__ = ("job_id", "scheduled_at", "run_key", "kind", "schedule_index", "status", "reason", "effective_at", "claimed_at", "claim_index", "attempt", "fencing_token", "worker_id", "started_at", "finished_at", "exit_code", "error", "attempts")

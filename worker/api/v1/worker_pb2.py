@@ -27,17 +27,17 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from worker.api.v1 import common_pb2 as worker_dot_api_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aworker/api/v1/worker.proto\x12\x0braftcron.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aworker/api/v1/common.proto\"c\n\x08LeaseRef\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x30\n\x0cscheduled_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rfencing_token\x18\x03 \x01(\x03\"m\n\x0cLeaseRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0f\n\x07targets\x18\x02 \x03(\t\x12\x10\n\x08max_runs\x18\x03 \x01(\x05\x12\'\n\x04wait\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x9e\x02\n\nLeaseGrant\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x30\n\x0cscheduled_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07run_key\x18\x03 \x01(\t\x12\x15\n\rfencing_token\x18\n \x01(\x03\x12\x0f\n\x07\x61ttempt\x18\x0b \x01(\x05\x12,\n\x08\x64\x65\x61\x64line\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\tlease_ttl\x18\r \x01(\x0b\x32\x19.google.protobuf.Duration\x12#\n\x06target\x18\x14 \x01(\x0b\x32\x13.raftcron.v1.Target\x12\x14\n\x0cpayload_json\x18\x15 \x01(\t\"P\n\rLeaseResponse\x12\'\n\x06leases\x18\x01 \x03(\x0b\x32\x17.raftcron.v1.LeaseGrant\x12\x16\n\x0eleader_address\x18\x02 \x01(\t\"L\n\x10HeartbeatRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12%\n\x06leases\x18\x02 \x03(\x0b\x32\x15.raftcron.v1.LeaseRef\"\x8f\x01\n\x0bLeaseResult\x12$\n\x05lease\x18\x01 \x01(\x0b\x32\x15.raftcron.v1.LeaseRef\x12*\n\x07outcome\x18\x02 \x01(\x0e\x32\x19.raftcron.v1.LeaseOutcome\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\">\n\x11HeartbeatResponse\x12)\n\x07results\x18\x01 \x03(\x0b\x32\x18.raftcron.v1.LeaseResult\"\xeb\x01\n\x0f\x43ompleteRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12$\n\x05lease\x18\x02 \x01(\x0b\x32\x15.raftcron.v1.LeaseRef\x12)\n\x04kind\x18\x03 \x01(\x0e\x32\x1b.raftcron.v1.CompletionKind\x12\x11\n\texit_code\x18\x04 \x01(\x05\x12\r\n\x05\x65rror\x18\x05 \x01(\t\x12\x13\n\x0boutput_tail\x18\x06 \x01(\t\x12.\n\x0bretry_after\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05\x66inal\x18\x08 \x01(\x08\">\n\x10\x43ompleteResponse\x12*\n\x07outcome\x18\x01 \x01(\x0e\x32\x19.raftcron.v1.LeaseOutcome\"[\n\x13\x43ompleteManyRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x31\n\x0b\x63ompletions\x18\x02 \x03(\x0b\x32\x1c.raftcron.v1.CompleteRequest\"F\n\x14\x43ompleteManyResponse\x12.\n\x07results\x18\x01 \x03(\x0b\x32\x1d.raftcron.v1.CompleteResponse*c\n\x0cLeaseOutcome\x12\x1d\n\x19LEASE_OUTCOME_UNSPECIFIED\x10\x00\x12\x06\n\x02OK\x10\x01\x12\n\n\x06\x46\x45NCED\x10\x02\x12\r\n\tNOT_FOUND\x10\x03\x12\x11\n\rRUN_CANCELLED\x10\x04*\\\n\x0e\x43ompletionKind\x12\x1f\n\x1b\x43OMPLETION_KIND_UNSPECIFIED\x10\x00\x12\x0b\n\x07SUCCESS\x10\x01\x12\x0b\n\x07\x46\x41ILURE\x10\x02\x12\x0f\n\x0bRETRY_LATER\x10\x03\x32\xb9\x02\n\rWorkerService\x12>\n\x05Lease\x12\x19.raftcron.v1.LeaseRequest\x1a\x1a.raftcron.v1.LeaseResponse\x12J\n\tHeartbeat\x12\x1d.raftcron.v1.HeartbeatRequest\x1a\x1e.raftcron.v1.HeartbeatResponse\x12G\n\x08\x43omplete\x12\x1c.raftcron.v1.CompleteRequest\x1a\x1d.raftcron.v1.CompleteResponse\x12S\n\x0c\x43ompleteMany\x12 .raftcron.v1.CompleteManyRequest\x1a!.raftcron.v1.CompleteManyResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aworker/api/v1/worker.proto\x12\x0braftcron.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aworker/api/v1/common.proto\"c\n\x08LeaseRef\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x30\n\x0cscheduled_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rfencing_token\x18\x03 \x01(\x03\"m\n\x0cLeaseRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0f\n\x07targets\x18\x02 \x03(\t\x12\x10\n\x08max_runs\x18\x03 \x01(\x05\x12\'\n\x04wait\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x9e\x02\n\nLeaseGrant\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x30\n\x0cscheduled_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07run_key\x18\x03 \x01(\t\x12\x15\n\rfencing_token\x18\n \x01(\x03\x12\x0f\n\x07\x61ttempt\x18\x0b \x01(\x05\x12,\n\x08\x64\x65\x61\x64line\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\tlease_ttl\x18\r \x01(\x0b\x32\x19.google.protobuf.Duration\x12#\n\x06target\x18\x14 \x01(\x0b\x32\x13.raftcron.v1.Target\x12\x14\n\x0cpayload_json\x18\x15 \x01(\t\"P\n\rLeaseResponse\x12\'\n\x06leases\x18\x01 \x03(\x0b\x32\x17.raftcron.v1.LeaseGrant\x12\x16\n\x0eleader_address\x18\x02 \x01(\t\"L\n\x10HeartbeatRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12%\n\x06leases\x18\x02 \x03(\x0b\x32\x15.raftcron.v1.LeaseRef\"\x8f\x01\n\x0bLeaseResult\x12$\n\x05lease\x18\x01 \x01(\x0b\x32\x15.raftcron.v1.LeaseRef\x12*\n\x07outcome\x18\x02 \x01(\x0e\x32\x19.raftcron.v1.LeaseOutcome\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\">\n\x11HeartbeatResponse\x12)\n\x07results\x18\x01 \x03(\x0b\x32\x18.raftcron.v1.LeaseResult\"\xc2\x02\n\x0f\x43ompleteRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12$\n\x05lease\x18\x02 \x01(\x0b\x32\x15.raftcron.v1.LeaseRef\x12)\n\x04kind\x18\x03 \x01(\x0e\x32\x1b.raftcron.v1.CompletionKind\x12\x11\n\texit_code\x18\x04 \x01(\x05\x12\r\n\x05\x65rror\x18\x05 \x01(\t\x12\x13\n\x0boutput_tail\x18\x06 \x01(\t\x12.\n\x0bretry_after\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05\x66inal\x18\x08 \x01(\x08\x12\x13\n\x0bstdout_tail\x18\t \x01(\t\x12\x13\n\x0bstderr_tail\x18\n \x01(\t\x12\x16\n\x0e\x65xception_type\x18\x0b \x01(\t\x12\x13\n\x0bhttp_status\x18\x0c \x01(\x05\">\n\x10\x43ompleteResponse\x12*\n\x07outcome\x18\x01 \x01(\x0e\x32\x19.raftcron.v1.LeaseOutcome\"[\n\x13\x43ompleteManyRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x31\n\x0b\x63ompletions\x18\x02 \x03(\x0b\x32\x1c.raftcron.v1.CompleteRequest\"F\n\x14\x43ompleteManyResponse\x12.\n\x07results\x18\x01 \x03(\x0b\x32\x1d.raftcron.v1.CompleteResponse*c\n\x0cLeaseOutcome\x12\x1d\n\x19LEASE_OUTCOME_UNSPECIFIED\x10\x00\x12\x06\n\x02OK\x10\x01\x12\n\n\x06\x46\x45NCED\x10\x02\x12\r\n\tNOT_FOUND\x10\x03\x12\x11\n\rRUN_CANCELLED\x10\x04*\\\n\x0e\x43ompletionKind\x12\x1f\n\x1b\x43OMPLETION_KIND_UNSPECIFIED\x10\x00\x12\x0b\n\x07SUCCESS\x10\x01\x12\x0b\n\x07\x46\x41ILURE\x10\x02\x12\x0f\n\x0bRETRY_LATER\x10\x03\x32\xb9\x02\n\rWorkerService\x12>\n\x05Lease\x12\x19.raftcron.v1.LeaseRequest\x1a\x1a.raftcron.v1.LeaseResponse\x12J\n\tHeartbeat\x12\x1d.raftcron.v1.HeartbeatRequest\x1a\x1e.raftcron.v1.HeartbeatResponse\x12G\n\x08\x43omplete\x12\x1c.raftcron.v1.CompleteRequest\x1a\x1d.raftcron.v1.CompleteResponse\x12S\n\x0c\x43ompleteMany\x12 .raftcron.v1.CompleteManyRequest\x1a!.raftcron.v1.CompleteManyResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'worker.api.v1.worker_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_LEASEOUTCOME']._serialized_start=1474
-  _globals['_LEASEOUTCOME']._serialized_end=1573
-  _globals['_COMPLETIONKIND']._serialized_start=1575
-  _globals['_COMPLETIONKIND']._serialized_end=1667
+  _globals['_LEASEOUTCOME']._serialized_start=1561
+  _globals['_LEASEOUTCOME']._serialized_end=1660
+  _globals['_COMPLETIONKIND']._serialized_start=1662
+  _globals['_COMPLETIONKIND']._serialized_end=1754
   _globals['_LEASEREF']._serialized_start=136
   _globals['_LEASEREF']._serialized_end=235
   _globals['_LEASEREQUEST']._serialized_start=237
@@ -53,13 +53,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HEARTBEATRESPONSE']._serialized_start=943
   _globals['_HEARTBEATRESPONSE']._serialized_end=1005
   _globals['_COMPLETEREQUEST']._serialized_start=1008
-  _globals['_COMPLETEREQUEST']._serialized_end=1243
-  _globals['_COMPLETERESPONSE']._serialized_start=1245
-  _globals['_COMPLETERESPONSE']._serialized_end=1307
-  _globals['_COMPLETEMANYREQUEST']._serialized_start=1309
-  _globals['_COMPLETEMANYREQUEST']._serialized_end=1400
-  _globals['_COMPLETEMANYRESPONSE']._serialized_start=1402
-  _globals['_COMPLETEMANYRESPONSE']._serialized_end=1472
-  _globals['_WORKERSERVICE']._serialized_start=1670
-  _globals['_WORKERSERVICE']._serialized_end=1983
+  _globals['_COMPLETEREQUEST']._serialized_end=1330
+  _globals['_COMPLETERESPONSE']._serialized_start=1332
+  _globals['_COMPLETERESPONSE']._serialized_end=1394
+  _globals['_COMPLETEMANYREQUEST']._serialized_start=1396
+  _globals['_COMPLETEMANYREQUEST']._serialized_end=1487
+  _globals['_COMPLETEMANYRESPONSE']._serialized_start=1489
+  _globals['_COMPLETEMANYRESPONSE']._serialized_end=1559
+  _globals['_WORKERSERVICE']._serialized_start=1757
+  _globals['_WORKERSERVICE']._serialized_end=2070
 # @@protoc_insertion_point(module_scope)

@@ -113,7 +113,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[LeaseResult, _Mapping]]] = ...) -> None: ...
 
 class CompleteRequest(_message.Message):
-    __slots__ = ("worker_id", "lease", "kind", "exit_code", "error", "output_tail", "retry_after", "final")
+    __slots__ = ("worker_id", "lease", "kind", "exit_code", "error", "output_tail", "retry_after", "final", "stdout_tail", "stderr_tail", "exception_type", "http_status")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -122,6 +122,10 @@ class CompleteRequest(_message.Message):
     OUTPUT_TAIL_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_TAIL_FIELD_NUMBER: _ClassVar[int]
+    STDERR_TAIL_FIELD_NUMBER: _ClassVar[int]
+    EXCEPTION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    HTTP_STATUS_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     lease: LeaseRef
     kind: CompletionKind
@@ -130,7 +134,11 @@ class CompleteRequest(_message.Message):
     output_tail: str
     retry_after: _duration_pb2.Duration
     final: bool
-    def __init__(self, worker_id: _Optional[str] = ..., lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., kind: _Optional[_Union[CompletionKind, str]] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., output_tail: _Optional[str] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., final: _Optional[bool] = ...) -> None: ...
+    stdout_tail: str
+    stderr_tail: str
+    exception_type: str
+    http_status: int
+    def __init__(self, worker_id: _Optional[str] = ..., lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., kind: _Optional[_Union[CompletionKind, str]] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., output_tail: _Optional[str] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., final: _Optional[bool] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., exception_type: _Optional[str] = ..., http_status: _Optional[int] = ...) -> None: ...
 
 class CompleteResponse(_message.Message):
     __slots__ = ("outcome",)
