@@ -125,6 +125,8 @@ FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {
     (JobSpec, "calendar"): 3,
     (JobSpec, "pause_after_failures"): 3,
     (RetryPolicy, "final_exit_codes"): 3,
+    # HTTP targets (docs/design/http-target.md).
+    (JobSpec, "http"): 3,
 }
 
 # Snapshot format byte -> the log format a node needs to read it (codec.py writes 3 only once
