@@ -63,6 +63,11 @@ class Outcome:
     cancel_reason: CancelReason | None = None
     # A FAILURE that must not be retried (the handler raised FinalFailure).
     final: bool = False
+    # Per-attempt output: what the attempt wrote, and how it ended in detail.
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    exception_type: str = ""
+    http_status: int = 0
 
     @property
     def reportable(self) -> bool:
@@ -129,6 +134,8 @@ def execute(handler: Handler, ctx: RunContext, loop: AsyncLoopThread | None = No
         )
     if isinstance(result, ShellResult):
         base = _shell_outcome(result)
+    elif isinstance(result, Outcome):  # a built-in executor's own (worker/_http.py)
+        base = result
     else:
         base = Outcome(OutcomeKind.SUCCESS)
     if ctx.is_cancelled():
