@@ -166,6 +166,8 @@ def _execute(handler: Handler, ctx: RunContext, loop: AsyncLoopThread | None) ->
         )
     if isinstance(result, ShellResult):
         base = _shell_outcome(result)
+    elif isinstance(result, Outcome):  # a built-in executor's own (worker/_http.py)
+        base = result
     else:
         base = Outcome(OutcomeKind.SUCCESS)
     if ctx.is_cancelled():

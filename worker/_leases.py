@@ -221,7 +221,7 @@ def _context_for(grant: worker_pb2.LeaseGrant, worker_id: str) -> tuple[RunConte
         attempt=grant.attempt,
         deadline=grant.deadline.ToDatetime(tzinfo=timezone.utc) if grant.HasField("deadline") else None,
         worker_id=worker_id,
-        target=grant.target.handler if kind == "handler" else (SHELL_TARGET if kind == "shell" else ""),
+        target=grant.target.handler if kind == "handler" else (kind if kind in ("shell", "http") else ""),
     )
     try:
         return RunContext(payload_json=grant.payload_json, **fields), ""

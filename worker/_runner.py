@@ -50,6 +50,7 @@ from worker._completion import CompletionBatcher, report_in_background, report_o
 from worker._context import CancelReason
 from worker._execution import AsyncLoopThread, Handler, Outcome, OutcomeKind, arm_deadline, execute
 from worker._heartbeat import Heartbeater
+from worker._http import HTTP_TARGET, HttpAllowList, HttpCall, HttpRequest
 from worker._isolation import PROCESS, THREAD, HandlerRef, ProcessPool, check_isolation, handler_ref, in_handler_process
 from worker._leases import SHELL_TARGET, HeldLease, LeaseTable, lease_from_grant
 from worker._shell import DEFAULT_GRACE_S, ShellCommand, check_env_names
@@ -103,6 +104,9 @@ class Worker:
         drain_timeout_s: how long a graceful stop waits for running attempts.
         shell_grace_s: between SIGTERM and SIGKILL of a cancelled command's process group, or of a
             cancelled handler's process under process isolation.
+        http: also run `{http: {...}}` targets (leases "http"; see _http.py).
+        http_allow: the hosts those requests may call, "HOST" (the scheme's default port) or
+            "HOST:PORT"; required with `http` (a request to any other host fails unsent).
         call_timeout_s: per-call timeout of Heartbeat and Complete (Lease: lease_wait_s more).
         complete_retry_s: how long an unreachable cluster is retried to report an outcome.
         metadata: gRPC metadata sent with every call.
@@ -129,6 +133,8 @@ class Worker:
         shell_owners: Iterable[str] | None = None,
         shell_env: Iterable[str] = (),
         shell_user: str | None = None,
+        http: bool = False,
+        http_allow: Iterable[str] = (),
         call_timeout_s: float = 5.0,
         complete_retry_s: float = 60.0,
         metadata: Mapping[str, str] | None = None,
@@ -168,6 +174,8 @@ class Worker:
             raise ValueError("shell_owners must name at least one owner (None: every owner's)")
         self.shell_env = check_env_names(shell_env)
         self.shell_user = shell_user_named(shell_user) if shell_user else None
+        self.http = http
+        self.http_allow = _http_allow_list(http, http_allow)
         self.call_timeout_s = float(call_timeout_s)
         self.complete_retry_s = float(complete_retry_s)
         self._metadata = metadata
@@ -217,6 +225,8 @@ class Worker:
             raise ValueError(f"handler name must be a non-empty string, got {name!r}")
         if name == SHELL_TARGET:
             raise ValueError(f"{SHELL_TARGET!r} names shell targets; pass shell=True to run them")
+        if name == HTTP_TARGET:
+            raise ValueError(f"{HTTP_TARGET!r} names HTTP targets; pass http=True to run them")
         if not callable(handler):
             raise TypeError(f"handler for {name!r} is not callable: {handler!r}")
         if name in self._handlers:
@@ -237,6 +247,7 @@ class Worker:
     def targets(self) -> list[str]:
         """The target names this worker leases."""
         served = sorted(self._handlers) + (self._shell_targets() if self.shell else [])
+        served += [HTTP_TARGET] if self.http else []
         if self._explicit_targets is None:
             return served
         unknown = sorted(set(self._explicit_targets) - set(served))
@@ -264,7 +275,7 @@ class Worker:
             )
         targets = self.targets
         if not targets:
-            raise ValueError("nothing to run: register a handler or pass shell=True")
+            raise ValueError("nothing to run: register a handler or pass shell=True or http=True")
         if self._in_process:
             modules = tuple(sorted({module for module, _ in self._in_process.values()}))
             self._pool = ProcessPool(self.concurrency, grace_s=self.shell_grace_s, modules=modules)
@@ -515,6 +526,8 @@ class Worker:
             return ShellCommand(
                 target.shell, grace_s=self.shell_grace_s, env_names=self.shell_env, user=self.shell_user
             )
+        if kind == "http" and HTTP_TARGET in self._targets:
+            return HttpCall(HttpRequest.from_pb(target.http), self.http_allow)
         return None
 
     # Running and reporting
@@ -566,3 +579,13 @@ class Worker:
             retry_for_s=self.complete_retry_s if retry_for_s is None else retry_for_s,
             give_up=self._give_up,
         )
+
+
+def _http_allow_list(http: bool, entries: Iterable[str]) -> HttpAllowList:
+    allow = HttpAllowList(entries)
+    if allow and not http:
+        raise ValueError("http_allow needs http=True")
+    if http and not allow:
+        # A worker that would fail every request is a mistake, not a policy.
+        raise ValueError("http=True needs http_allow: the hosts this worker may call (HOST or HOST:PORT)")
+    return allow

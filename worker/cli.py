@@ -4,6 +4,7 @@
     raftcron worker --handlers reports.build=myjobs:build     # one handler under a name
     raftcron worker --shell --concurrency 8                   # run {shell: CMD} targets
     raftcron worker --shell --shell-owners ops --shell-user raftcron-jobs   # ops' commands, as that user
+    raftcron worker --http --http-allow api.internal hooks.example.com:8443   # {http: ...} targets to these hosts
     raftcron worker --demo                                    # the handlers of examples/jobs.yaml
     raftcron worker --handlers myjobs:HANDLERS --isolation thread   # handlers in this process's threads
 
@@ -69,6 +70,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--shell-user",
         metavar="USER",
         help="run shell commands as USER, with its primary group only (the worker must run as root)",
+    )
+    parser.add_argument(
+        "--http",
+        action="store_true",
+        help="also run {http: {url: ...}} targets: one request per attempt, to the hosts of --http-allow",
+    )
+    parser.add_argument(
+        "--http-allow",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="hosts HTTP jobs may call (required with --http): HOST allows port 80 for http:// and 443 "
+        "for https://, HOST:PORT that port; a request to any other host fails without connecting",
     )
     parser.add_argument(
         "--concurrency", type=int, default=4, help="most handlers running at once (default %(default)s)"
@@ -162,8 +177,12 @@ def build_worker(args: argparse.Namespace) -> Worker:
             if name in handlers and handlers[name] is not handler:
                 raise ValueError(f"two handlers for target {name!r}")
             handlers[name] = handler
-    if not handlers and not args.shell:
-        raise ValueError("nothing to run: give --handlers, --demo or --shell")
+    if not handlers and not args.shell and not args.http:
+        raise ValueError("nothing to run: give --handlers, --demo, --shell or --http")
+    if args.http and not args.http_allow:
+        raise ValueError("--http needs --http-allow HOST[:PORT]...: the hosts HTTP jobs may call")
+    if args.http_allow and not args.http:
+        raise ValueError("--http-allow needs --http")
     if not args.shell and (args.shell_owners or args.shell_env or args.shell_user):
         raise ValueError("--shell-owners, --shell-env and --shell-user need --shell")
     environ = dict(os.environ)
@@ -193,6 +212,8 @@ def build_worker(args: argparse.Namespace) -> Worker:
         shell_env=args.shell_env,
         shell_user=args.shell_user,
         isolation=args.isolation,
+        http=args.http,
+        http_allow=args.http_allow,
     )
 
 

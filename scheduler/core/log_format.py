@@ -137,6 +137,8 @@ FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {
     (Attempt, "stderr_tail"): 3,
     (Attempt, "exception_type"): 3,
     (Attempt, "http_status"): 3,
+    # HTTP targets (docs/design/http-target.md).
+    (JobSpec, "http"): 3,
 }
 
 # Snapshot format byte -> the log format a node needs to read it (codec.py writes 3 only once

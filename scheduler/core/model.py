@@ -121,6 +121,20 @@ class CalendarRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=F
         return self.skip + self.only
 
 
+class HttpTarget(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """`target: {http: ...}`: one request per attempt, sent by a worker started with `--http`
+    (docs/design/http-target.md). The whole struct is of log format 3 (`JobSpec.http`), so its
+    own fields take plain defaults; a field added to it later is UNSET like any other."""
+
+    url: str
+    method: str = "GET"
+    headers: tuple[tuple[str, str], ...] = ()
+    body: str = ""
+    timeout_us: int = 0  # 0: the job's timeout
+    success_codes: tuple[int, ...] = ()  # (): any 2xx
+    follow_redirects: bool = False
+
+
 class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """What a user declares about a job. Validated before it is proposed.
 
@@ -164,6 +178,8 @@ class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
     calendar: CalendarRule | msgspec.UnsetType = msgspec.UNSET
     # Log format 3: the job pauses itself when this many runs in a row ended failed or timed out.
     pause_after_failures: int | UnsetType = UNSET
+    # Log format 3: the request of a `target_kind` http job (whose `target` is then its URL).
+    http: HttpTarget | UnsetType = UNSET
 
 
 class Attempt(msgspec.Struct, forbid_unknown_fields=True, gc=False):

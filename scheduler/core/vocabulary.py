@@ -71,6 +71,7 @@ class TargetKind(Word):
 
     HANDLER = "handler"
     SHELL = "shell"
+    HTTP = "http"  # log format 3: the spec's `http` holds the request
 
 
 # -- runs and their attempts ---------------------------------------------------------------------

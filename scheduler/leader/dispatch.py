@@ -36,6 +36,7 @@ from scheduler.leader.lifecycle import LeaderTerm
 from scheduler.replication import RaftLog, ReplicationError
 
 SHELL_TARGET = TargetKind.SHELL
+HTTP_TARGET = TargetKind.HTTP
 PRIORITY_STEP_US = 60 * SECOND_US
 OVERLAP_RECHECK_US = SECOND_US // 2
 # Refusals that only delay a run (`resource_busy:NAME` by its part before the colon).
@@ -55,19 +56,24 @@ _RELEASING_COMMANDS = (CompleteRuns, ExpireLeases, ApplyJobs, ClaimRuns, Trigger
 
 
 def target_key(spec: JobSpec) -> str:
-    """Workers name what they run: a handler name, or "shell:OWNER" for the shell commands of
-    one owner, so a worker token can be scoped to the owners whose commands it runs."""
-    return f"{SHELL_TARGET}:{spec.owner}" if spec.target_kind == SHELL_TARGET else spec.target
+    """Workers name what they run: a handler name, or "shell:OWNER" / "http:OWNER" for the shell
+    commands or HTTP requests of one owner, so a worker token can be scoped to those owners."""
+    if spec.target_kind in (SHELL_TARGET, HTTP_TARGET):
+        return f"{spec.target_kind}:{spec.owner}"
+    return spec.target
 
 
 def leased_queues(targets: list[str], queued: list[str]) -> list[str]:
     """The queues a Lease for `targets` draws from (`queued`: the targets with runs); no targets
-    means every queue, and "shell" every owner's shell commands."""
+    means every queue but the HTTP ones (a client written before HTTP targets existed could not
+    run them: a worker asks for "http"), "shell" every owner's shell commands, "http" every
+    owner's HTTP requests."""
     if not targets:
-        return queued
-    names = [t for t in targets if t != SHELL_TARGET]
-    if SHELL_TARGET in targets:
-        names += [q for q in queued if q.startswith(SHELL_TARGET + ":")]
+        return [q for q in queued if not q.startswith(HTTP_TARGET + ":")]
+    names = [t for t in targets if t not in (SHELL_TARGET, HTTP_TARGET)]
+    for kind in (SHELL_TARGET, HTTP_TARGET):
+        if kind in targets:
+            names += [q for q in queued if q.startswith(kind + ":")]
     return list(dict.fromkeys(names))
 
 

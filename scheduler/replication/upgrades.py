@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from scheduler.core.commands import ApplyJobs, SetClusterVersion
 from scheduler.core.log_format import BASE_LOG_FORMAT, CRON_MODIFIERS_FORMAT, LOG_FORMAT, required_log_format
+from scheduler.core.vocabulary import TargetKind
 from scheduler.planning.cron_fields import uses_quartz_modifiers
 from scheduler.replication.pysyncobj_compat import ON_MESSAGE_RECEIVED, overrides
 
@@ -109,6 +110,10 @@ def proposal_log_format(command) -> tuple[int, str]:
         for upsert in command.upserts:
             if uses_quartz_modifiers(upsert.spec.schedule):
                 return CRON_MODIFIERS_FORMAT, f"the cron modifiers L, W and # (job {upsert.spec.id})"
+    if isinstance(command, ApplyJobs):
+        for upsert in command.upserts:
+            if upsert.spec.target_kind == TargetKind.HTTP:
+                return needed, f"an HTTP target (job {upsert.spec.id})"
     return needed, type(command).__name__
 
 

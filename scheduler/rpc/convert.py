@@ -89,11 +89,12 @@ def spec_from_pb(spec: pb.JobSpec) -> model.JobSpec:
         max_catch_up=spec.misfire.max_catch_up if spec.HasField("misfire") else misfire_defaults.max_catch_up,
     )
     kind = spec.target.WhichOneof("kind") or TargetKind.HANDLER
+    http = http_from_pb(spec.target.http) if kind == TargetKind.HTTP else None
     return model.JobSpec(
         id=spec.id,
         schedule=spec.schedule,
         target_kind=kind,
-        target=getattr(spec.target, kind),
+        target=http.url if http else getattr(spec.target, kind),
         timezone=spec.timezone or "UTC",
         owner=spec.owner,
         job_class=spec.job_class or "default",
@@ -111,6 +112,31 @@ def spec_from_pb(spec: pb.JobSpec) -> model.JobSpec:
         history=history_from_pb(spec.history),
         **_ways_to_fire_from_pb(spec),
         calendar=calendar_rule_from_pb(spec.calendar) if spec.HasField("calendar") else msgspec.UNSET,
+        http=http if http else msgspec.UNSET,
+    )
+
+
+def http_from_pb(http: pb.HttpTarget) -> model.HttpTarget:
+    return model.HttpTarget(
+        url=http.url,
+        method=http.method or "GET",
+        headers=tuple((h.name, h.value) for h in http.headers),
+        body=http.body,
+        timeout_us=duration_us(http, "timeout", 0),
+        success_codes=tuple(http.success_codes),
+        follow_redirects=http.follow_redirects,
+    )
+
+
+def http_to_pb(http: model.HttpTarget) -> pb.HttpTarget:
+    return pb.HttpTarget(
+        url=http.url,
+        method=http.method,
+        headers=[pb.HttpHeader(name=name, value=value) for name, value in http.headers],
+        body=http.body,
+        timeout=duration(http.timeout_us) if http.timeout_us else None,
+        success_codes=list(http.success_codes),
+        follow_redirects=http.follow_redirects,
     )
 
 
@@ -184,6 +210,8 @@ def history_to_pb(history: model.HistoryPolicy) -> pb.HistoryPolicy:
 
 
 def target_to_pb(spec: model.JobSpec) -> pb.Target:
+    if spec.target_kind == TargetKind.HTTP and isinstance(spec.http, model.HttpTarget):
+        return pb.Target(http=http_to_pb(spec.http))
     return pb.Target(**{spec.target_kind: spec.target})
 
 

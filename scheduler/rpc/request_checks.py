@@ -31,7 +31,7 @@ from scheduler.planning.slots import MAX_SCHEDULES
 from scheduler.rpc.convert import parse_run_key
 from scheduler.rpc.limits import DEFAULT_LIMITS, MAX_INSTANT_S, RpcLimits
 from scheduler.security.safetext import stored_text
-from scheduler.specs import name_problem, text_problem
+from scheduler.specs import http_target, name_problem, text_problem
 from worker.api.v1 import common_pb2 as pb
 from worker.api.v1 import worker_pb2 as wpb
 
@@ -206,6 +206,19 @@ def _writer(found: _Found, request: Message) -> None:
     found.text("request_id", request.request_id, found.limits.max_request_id_chars)
 
 
+def _http_target(found: _Found, http: pb.HttpTarget, at: str) -> None:
+    """Sizes only: the rules on the request's values are the spec's (specs/http_target.py)."""
+    found.text(f"{at}.url", http.url, http_target.MAX_URL_CHARS, required=True)
+    found.text(f"{at}.method", http.method, found.limits.max_policy_chars)
+    if found.count(f"{at}.headers", http.headers, http_target.MAX_HEADERS):
+        for position, header in enumerate(http.headers):
+            found.blob(f"{at}.headers[{position}].name", header.name, http_target.MAX_HEADER_NAME_CHARS)
+            found.blob(f"{at}.headers[{position}].value", header.value, http_target.MAX_HEADER_VALUE_CHARS)
+    found.blob(f"{at}.body", http.body, http_target.MAX_BODY_BYTES)
+    found.count(f"{at}.success_codes", http.success_codes, http_target.MAX_SUCCESS_CODES)
+    found.duration(f"{at}.", http, "timeout", found.limits.max_spec_duration_us)
+
+
 def _spec(found: _Found, spec: pb.JobSpec, at: str) -> None:
     limits = found.limits
     found.text(f"{at}.id", spec.id, limits.max_id_chars)
@@ -223,6 +236,8 @@ def _spec(found: _Found, spec: pb.JobSpec, at: str) -> None:
         found.blob(f"{at}.target.shell", spec.target.shell, limits.max_shell_bytes)
     elif kind == TargetKind.HANDLER:
         found.text(f"{at}.target.handler", spec.target.handler, limits.max_id_chars)
+    elif kind == TargetKind.HTTP:
+        _http_target(found, spec.target.http, f"{at}.target.http")
     if found.count(f"{at}.uses", spec.uses, limits.max_uses_per_job):
         for position, name in enumerate(spec.uses):
             found.text(f"{at}.uses[{position}]", name, limits.max_id_chars)

@@ -31,11 +31,12 @@ from scheduler.security.principals import (
 )
 
 VALIDITY = datetime.timedelta(days=365)
-# The owners of examples/jobs.yaml, and the targets the demo worker runs. The submitter may use
-# every handler but no shell command (examples/jobs.yaml's shell job is applied as the admin);
+# The owners of examples/jobs.yaml, and the targets the demo worker runs (and `raftcron worker
+# --http` with its token: every owner's HTTP jobs). The submitter may use every handler but no
+# shell command or HTTP request (examples/jobs.yaml's shell job is applied as the admin);
 # the reader sees statuses and times, not payloads or output tails (it has no owners).
 DEV_SUBMITTER = Principal("dev-submitter", SUBMITTER, owners=("analytics", "finance", "ops"), targets=("handler:*",))
-DEV_WORKER = Principal("dev-worker", WORKER, targets=("demo.*", "reports.build", "payroll.run", "shell"))
+DEV_WORKER = Principal("dev-worker", WORKER, targets=("demo.*", "reports.build", "payroll.run", "shell", "http"))
 DEV_ADMIN = Principal("dev-admin", ADMIN)
 DEV_READER = Principal("dev-reader", READER)  # health checks, dashboards
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")

@@ -15,6 +15,8 @@ from scheduler.core.vocabulary import TargetKind
 from scheduler.security.principals import (
     ADMIN,
     HOLDER_SEPARATOR,
+    HTTP,
+    HTTP_PREFIX,
     READER,
     SHELL,
     SHELL_PREFIX,
@@ -108,7 +110,8 @@ def lease_denial(principal: Principal, targets: Iterable[str]) -> str | None:
         if principal.serves_every_target:
             return None
         return f"{principal.name} must name the targets it leases (it may lease {list(principal.targets)})"
-    foreign = [t for t in targets if not principal.serves(SHELL_PREFIX + "*" if t == SHELL else t)]
+    every_owners = {SHELL: SHELL_PREFIX + "*", HTTP: HTTP_PREFIX + "*"}
+    foreign = [t for t in targets if not principal.serves(every_owners.get(t, t))]
     if not foreign:
         return None
     return f"{principal.name} may lease targets {list(principal.targets)}, not {foreign}"
@@ -142,27 +145,34 @@ HANDLER_PREFIX = "handler:"
 LEGACY_SUBMITTER_TARGETS = (HANDLER_PREFIX + "*",)
 
 
+# Target kinds named by their job's owner, whose names only patterns of their own prefix match.
+_OWNER_NAMED: dict[str, str] = {TargetKind.SHELL: SHELL_PREFIX, TargetKind.HTTP: HTTP_PREFIX}
+
+
 def canonical_target(kind: str, target: str, owner: str) -> str:
-    """The name a submitter's `targets` patterns match: `handler:NAME`, or `shell:OWNER` for a
-    shell command (the command text is no authority: `pg_dump *` would match `pg_dump x; rm -rf /`)."""
-    return SHELL_PREFIX + owner if kind == TargetKind.SHELL else HANDLER_PREFIX + target
+    """The name a submitter's `targets` patterns match: `handler:NAME`, `shell:OWNER` for a shell
+    command (the command text is no authority: `pg_dump *` would match `pg_dump x; rm -rf /`), or
+    `http:OWNER` for an HTTP request (which hosts are called is the worker's `--http-allow`)."""
+    prefix = _OWNER_NAMED.get(kind)
+    return prefix + owner if prefix else HANDLER_PREFIX + target
 
 
 def target_denial(principal: Principal, job_id: str, owner: str, kind: str, target: str) -> str | None:
-    """May `principal` make job `job_id` (of `owner`) run `target`? A shell target needs a pattern
-    that starts with `shell:` itself: a bare `*` grants every handler, never a shell."""
+    """May `principal` make job `job_id` (of `owner`) run `target`? A shell or HTTP target needs a
+    pattern that starts with `shell:` or `http:` itself: a bare `*` grants every handler only."""
     if principal.role == ADMIN:
         return None
     name = canonical_target(kind, target, owner)
     patterns = principal.targets or LEGACY_SUBMITTER_TARGETS
-    if name.startswith(SHELL_PREFIX):
-        patterns = tuple(p for p in patterns if p.startswith(SHELL_PREFIX))
+    prefix = _OWNER_NAMED.get(kind)
+    if prefix:
+        patterns = tuple(p for p in patterns if p.startswith(prefix))
     if any(fnmatchcase(name, pattern) for pattern in patterns):
         return None
     return (
         f"{principal.name} may not use target {name!r} for job {job_id!r}: its targets are "
         f"{list(principal.targets or LEGACY_SUBMITTER_TARGETS)}"
-        + ("; a shell target needs a pattern starting with 'shell:'" if kind == TargetKind.SHELL else "")
+        + (f"; {kind} targets need a pattern starting with {prefix!r}" if prefix else "")
     )
 
 

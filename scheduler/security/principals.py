@@ -34,6 +34,9 @@ ROLES = (ADMIN, SUBMITTER, WORKER, READER)
 # A worker's legacy target name for shell jobs: every owner's (`shell:OWNER` names one owner's).
 SHELL = "shell"
 SHELL_PREFIX = "shell:"
+# HTTP jobs are named like shell jobs, by owner: `http:OWNER`; `http` is every owner's.
+HTTP = "http"
+HTTP_PREFIX = "http:"
 # Leases are recorded as held by "PRINCIPAL/WORKER_ID", so a name may not contain it.
 HOLDER_SEPARATOR = "/"
 
@@ -56,9 +59,10 @@ class Principal:
         """May this worker lease `target` (a handler name, `shell:OWNER`, or `shell`)?"""
         if self.role == ADMIN:
             return True
-        # `shell` in a worker's targets predates per-owner shell names: it still means every owner's.
-        legacy_shell = target == SHELL or target.startswith(SHELL_PREFIX)
-        return any(fnmatchcase(target, pattern) or (legacy_shell and pattern == SHELL) for pattern in self.targets)
+        # `shell` in a worker's targets predates per-owner shell names: it still means every owner's;
+        # `http` the same for HTTP jobs.
+        kind = next((k for k in (SHELL, HTTP) if target == k or target.startswith(k + ":")), None)
+        return any(fnmatchcase(target, pattern) or (kind is not None and pattern == kind) for pattern in self.targets)
 
     @property
     def serves_every_target(self) -> bool:

@@ -20,6 +20,7 @@ from scheduler.core.vocabulary import TargetKind
 from scheduler.planning.durations import DurationError, format_duration_us, parse_duration_us, type_name
 from scheduler.planning.timeconv import to_us
 from scheduler.specs.calendars import read_calendar_rule, read_calendars
+from scheduler.specs.http_target import read_http_target
 from scheduler.specs.payload import _canonical, _PayloadProblem
 from scheduler.specs.problems import SpecError, SpecProblem, _short, _suggestion
 from scheduler.specs.rules import (
@@ -383,15 +384,24 @@ def _read_target(reader: _Reader, target: object) -> dict[str, object]:
         known = reader.mapping(target, "target", TARGET_KINDS)
         if len(known) == 1:
             kind, name = next(iter(known.items()))
+            if kind == TargetKind.HTTP:
+                return _read_http(reader, name)
             return {"target_kind": kind, "target": name}
         if len(known) > 1:
-            reader.fail("target", "must name either a handler or a shell command, not both")
+            reader.fail("target", "must name one of a handler, a shell command or an HTTP request, not several")
         else:
-            reader.fail("target", None if target else "must be {handler: NAME} or {shell: COMMAND}")
+            reader.fail("target", None if target else "must be {handler: NAME}, {shell: COMMAND} or {http: {url: URL}}")
         return {}
-    forms = "a handler name, {handler: NAME} or {shell: COMMAND}"
+    forms = "a handler name, {handler: NAME}, {shell: COMMAND} or {http: {url: URL, ...}}"
     reader.fail("target", f"must be {forms}, not {type_name(target)}")
     return {}
+
+
+def _read_http(reader: _Reader, value: object) -> dict[str, object]:
+    http = read_http_target(value, reader.fail)
+    if http is None:
+        return {}
+    return {"target_kind": TargetKind.HTTP, "target": http.url, "http": http}
 
 
 def _read_history(reader: _Reader, value: object) -> HistoryPolicy:

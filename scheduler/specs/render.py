@@ -7,7 +7,7 @@ import json
 
 from msgspec import UNSET
 
-from scheduler.core.model import JobSpec, MisfirePolicy, RetryPolicy
+from scheduler.core.model import HttpTarget, JobSpec, MisfirePolicy, RetryPolicy
 from scheduler.core.vocabulary import TargetKind
 from scheduler.planning import format_us
 from scheduler.planning.durations import format_duration_us
@@ -39,6 +39,8 @@ def spec_to_document(spec: JobSpec, full: bool = False) -> dict[str, object]:
     put("timezone", spec.timezone, _DEFAULT.timezone)
     if spec.target_kind == TargetKind.HANDLER:
         document["target"] = spec.target
+    elif spec.target_kind == TargetKind.HTTP and isinstance(spec.http, HttpTarget):
+        document["target"] = {"http": http_document(spec.http, full)}
     else:
         document["target"] = {_plain(spec.target_kind): spec.target}
     put("owner", spec.owner, _DEFAULT.owner)
@@ -133,4 +135,25 @@ def _retry_document(retry: RetryPolicy, full: bool) -> dict[str, object]:
         document["within"] = format_duration_us(retry.within_us)
     if retry.final_exit_codes is not UNSET:
         document["final_exit_codes"] = list(retry.final_exit_codes)
+    return document
+
+
+_DEFAULT_HTTP = HttpTarget(url="")
+
+
+def http_document(http: HttpTarget, full: bool = False) -> dict[str, object]:
+    """`target.http` of a job document: the URL, then what differs from the defaults."""
+    document: dict[str, object] = {"url": http.url}
+    if full or http.method != _DEFAULT_HTTP.method:
+        document["method"] = http.method
+    if full or http.headers:
+        document["headers"] = dict(http.headers)
+    if full or http.body:
+        document["body"] = http.body
+    if http.timeout_us:
+        document["timeout"] = format_duration_us(http.timeout_us)
+    if full or http.success_codes:
+        document["success_codes"] = list(http.success_codes)
+    if full or http.follow_redirects:
+        document["follow_redirects"] = http.follow_redirects
     return document

@@ -24,6 +24,7 @@ from scheduler.planning.durations import (
 )
 from scheduler.planning.slots import LAST_SLOT_US, MAX_SCHEDULES, is_manual_only
 from scheduler.specs.calendars import calendar_rule_problems
+from scheduler.specs.http_target import http_payload_problem, http_target_problems
 from scheduler.specs.payload import _payload_json_problem
 from scheduler.specs.problems import SpecProblem, _short, _suggestion
 
@@ -88,8 +89,13 @@ def _spec_problems(spec: JobSpec) -> list[tuple[str, str]]:
         check("target", _name_problem(spec.target, what="handler name "))
     elif spec.target_kind == TargetKind.SHELL:
         check("target", _shell_problem(spec.target))
+    elif spec.target_kind == TargetKind.HTTP:
+        found.extend(http_target_problems(spec.http, spec.target, spec.timeout_us))
+        check("payload", http_payload_problem(spec.http, spec.payload_json))
     else:
         check("target", f"kind must be one of {_choices(TARGET_KINDS, spec.target_kind)}")
+    if spec.http is not UNSET and spec.target_kind != TargetKind.HTTP:
+        check("target", f"a {spec.target_kind} job has no HTTP request")
     check("owner", _string_problem(spec.owner, max_chars=MAX_OWNER_CHARS))
     check("class", _name_problem(spec.job_class))
     check("timeout", _duration_problem(spec.timeout_us, 1, MAX_TIMEOUT_US))

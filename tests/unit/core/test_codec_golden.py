@@ -73,6 +73,7 @@ from scheduler.core.model import (
     Calendar,
     CalendarRule,
     HolidaySource,
+    HttpTarget,
     Job,
     JobSpec,
     MisfirePolicy,
@@ -149,6 +150,22 @@ CALENDAR_SPEC = JobSpec(
     target="payroll.run",
     timezone="America/New_York",
     calendar=CalendarRule(skip=("us-holidays", "closures"), only=("closures",), on_skip="previous_business_day"),
+)
+HTTP_SPEC = JobSpec(
+    id="hooks.ping",
+    schedule="*/5 * * * *",
+    target_kind="http",
+    target="https://hooks.example.com/ping?team=ops",
+    owner="ops",
+    http=HttpTarget(
+        url="https://hooks.example.com/ping?team=ops",
+        method="POST",
+        headers=(("X-Team", "ops"),),
+        body="ping",
+        timeout_us=10_000_000,
+        success_codes=(200, 202),
+        follow_redirects=True,
+    ),
 )
 
 # name -> command; names are stable keys into the golden file. Add, never rename.
@@ -311,6 +328,12 @@ COMMANDS: dict[str, Command] = {
             Completion(LeaseRef("ping", T, 46), "w1", "success", stdout_tail="pong", http_status=204),
         ),
     ),
+    "apply_jobs_http": ApplyJobs(
+        issued_at_us=T + 26,
+        author="alice",
+        request_id="req-13",
+        upserts=(JobUpsert(spec=HTTP_SPEC, expected_version=0, next_due_us=T + 300_000_000),),
+    ),
 }
 # Commands of log format 3: a node that reads up to format 2 refuses them.
 FORMAT_3_COMMANDS = (
@@ -324,6 +347,7 @@ FORMAT_3_COMMANDS = (
     "apply_jobs_calendars",
     "claim_runs_calendar",
     "complete_runs_output",
+    "apply_jobs_http",
 )
 
 

@@ -50,7 +50,7 @@ VALUES = {
     OnSkip: ("skip", "previous_business_day", "next_business_day"),
     DstGap: ("run_at_end", "skip"),
     DstRepeat: ("first", "second", "both"),
-    TargetKind: ("handler", "shell"),
+    TargetKind: ("handler", "shell", "http"),
     RunStatus: ("queued", "leased", "succeeded", "failed", "timed_out", "skipped", "missed", "cancelled"),
     RunKind: ("scheduled", "manual", "backfill"),
     CompletionKind: ("success", "failure", "retry_later"),

@@ -75,6 +75,7 @@ def test_dev_credentials_are_private_files_that_work_together(tmp_path):
     }
     assert {role: p.role for role, p in roles.items()} == {"admin": ADMIN, "submitter": SUBMITTER, "worker": WORKER}
     assert roles["worker"].serves("demo.echo") and roles["worker"].serves("shell")
+    assert roles["worker"].serves("http:ops")  # `raftcron worker --http` with the dev worker token
     assert roles["submitter"].owns("finance") and not roles["submitter"].owns("someone-else")
     node = x509.load_pem_x509_certificate((directory / "node.pem").read_bytes())
     ca = x509.load_pem_x509_certificate((directory / "ca.pem").read_bytes())

@@ -525,7 +525,7 @@ def test_target_forms() -> None:
     assert (handler.target_kind, handler.target) == ("handler", "reports.build")
     shell = one(target={"shell": "echo 'hi' | tr a-z A-Z\nexit 0"})
     assert (shell.target_kind, shell.target) == ("shell", "echo 'hi' | tr a-z A-Z\nexit 0")
-    assert "not both" in problem(target={"handler": "a", "shell": "b"}).message
+    assert "not several" in problem(target={"handler": "a", "shell": "b"}).message
     assert problem(target={}).field == "target"
     assert problem(target=5).field == "target"
     assert problem(target=None).field == "target"
@@ -739,7 +739,7 @@ def test_validate_spec_reports_every_bad_field() -> None:
         id="bad id",
         schedule="0 2 * *",
         timezone="",
-        target_kind="http",
+        target_kind="grpc",  # not a target kind
         owner="a\x00",
         job_class="",
         timeout_us=0,

@@ -58,7 +58,7 @@ def _matches(grant: worker_pb2.LeaseGrant, targets) -> bool:
     if not targets:
         return True
     kind = grant.target.WhichOneof("kind")
-    return (grant.target.handler if kind == "handler" else "shell") in targets
+    return (grant.target.handler if kind == "handler" else kind) in targets
 
 
 class FakeWorkerService(worker_pb2_grpc.WorkerServiceServicer):

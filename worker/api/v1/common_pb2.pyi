@@ -46,12 +46,40 @@ MISSED: RunStatus
 CANCELLED: RunStatus
 
 class Target(_message.Message):
-    __slots__ = ("handler", "shell")
+    __slots__ = ("handler", "shell", "http")
     HANDLER_FIELD_NUMBER: _ClassVar[int]
     SHELL_FIELD_NUMBER: _ClassVar[int]
+    HTTP_FIELD_NUMBER: _ClassVar[int]
     handler: str
     shell: str
-    def __init__(self, handler: _Optional[str] = ..., shell: _Optional[str] = ...) -> None: ...
+    http: HttpTarget
+    def __init__(self, handler: _Optional[str] = ..., shell: _Optional[str] = ..., http: _Optional[_Union[HttpTarget, _Mapping]] = ...) -> None: ...
+
+class HttpTarget(_message.Message):
+    __slots__ = ("url", "method", "headers", "body", "timeout", "success_codes", "follow_redirects")
+    URL_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_CODES_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_REDIRECTS_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    method: str
+    headers: _containers.RepeatedCompositeFieldContainer[HttpHeader]
+    body: str
+    timeout: _duration_pb2.Duration
+    success_codes: _containers.RepeatedScalarFieldContainer[int]
+    follow_redirects: bool
+    def __init__(self, url: _Optional[str] = ..., method: _Optional[str] = ..., headers: _Optional[_Iterable[_Union[HttpHeader, _Mapping]]] = ..., body: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., success_codes: _Optional[_Iterable[int]] = ..., follow_redirects: _Optional[bool] = ...) -> None: ...
+
+class HttpHeader(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
     __slots__ = ("max_attempts", "backoff_initial", "backoff_max", "backoff_multiplier", "within", "final_exit_codes")
