@@ -28,7 +28,9 @@ HANDLERS = "it.slow=tests.integration.handlers:slow_sink_job it.quick=tests.inte
 FAST_LEASES = {"lease_ttl_s": 1.5}
 
 
-def start_worker(cluster, sink_dir: Path, worker_id: str, concurrency: int = 4) -> subprocess.Popen:
+def start_worker(
+    cluster, sink_dir: Path, worker_id: str, concurrency: int = 4, isolation: str = "process"
+) -> subprocess.Popen:
     env = {**os.environ, "RAFTCRON_TEST_SINK": str(sink_dir), "PYTHONPATH": str(ROOT)}
     log = open(cluster.data_dir / f"{worker_id}.log", "ab")
     try:
@@ -44,6 +46,8 @@ def start_worker(cluster, sink_dir: Path, worker_id: str, concurrency: int = 4) 
                 worker_id,
                 "--concurrency",
                 str(concurrency),
+                "--isolation",
+                isolation,
                 "--lease-wait",
                 "1",
                 "--handlers",
@@ -192,7 +196,8 @@ def test_leader_killed_while_a_thousand_due_runs_are_leased(make_cluster, worker
     ]
     apply(cluster, *specs)
     for worker_id in ("wA", "wB"):
-        workers.append(start_worker(cluster, sink.root, worker_id, concurrency=64))
+        # Threads: this test is about the leader's death, not 128 handler processes on two cores.
+        workers.append(start_worker(cluster, sink.root, worker_id, concurrency=64, isolation="thread"))
     wait_until(lambda: len([e for e in sink.read() if e["ok"]]) >= 100, 60, "leasing to be under way")
     cluster.kill(leader)
     cluster.wait_for_leader(exclude=(leader,))
