@@ -47,6 +47,7 @@ from scheduler.core.commands import (
     TriggerRun,
 )
 from scheduler.core.model import Alert, Job, JobSpec, RetryPolicy, Run
+from scheduler.core.results import Result
 from scheduler.core.state import State
 
 # The newest log format this code reads and may propose.
@@ -125,6 +126,9 @@ FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {
     (JobSpec, "calendar"): 3,
     (JobSpec, "pause_after_failures"): 3,
     (RetryPolicy, "final_exit_codes"): 3,
+    # Job dependencies (docs/design/job-dependencies.md); follow-ups live only in results.
+    (JobSpec, "after"): 3,
+    (Result, "follow_ups"): 3,
 }
 
 # Snapshot format byte -> the log format a node needs to read it (codec.py writes 3 only once

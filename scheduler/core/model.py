@@ -164,6 +164,9 @@ class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
     calendar: CalendarRule | msgspec.UnsetType = msgspec.UNSET
     # Log format 3: the job pauses itself when this many runs in a row ended failed or timed out.
     pause_after_failures: int | UnsetType = UNSET
+    # Log format 3: the jobs whose run of a slot must succeed before this job runs for that slot
+    # (scheduler/core/dependencies.py); such a job has no schedule of its own.
+    after: tuple[str, ...] | UnsetType = UNSET
 
 
 class Attempt(msgspec.Struct, forbid_unknown_fields=True, gc=False):

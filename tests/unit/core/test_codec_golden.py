@@ -294,6 +294,18 @@ COMMANDS: dict[str, Command] = {
         ),
         calendar_keys=(RunRef("payroll", T), RunRef("payroll", T + 604_800_000_000)),
     ),
+    "apply_jobs_after": ApplyJobs(
+        issued_at_us=T + 26,
+        author="alice",
+        request_id="req-13",
+        upserts=(
+            JobUpsert(
+                spec=JobSpec(id="load", schedule="", target_kind="shell", target="./load.sh", after=("extract",)),
+                expected_version=0,
+                next_due_us=0,
+            ),
+        ),
+    ),
 }
 # Commands of log format 3: a node that reads up to format 2 refuses them.
 FORMAT_3_COMMANDS = (
@@ -306,6 +318,7 @@ FORMAT_3_COMMANDS = (
     "claim_runs_schedule_indexes",
     "apply_jobs_calendars",
     "claim_runs_calendar",
+    "apply_jobs_after",
 )
 
 
