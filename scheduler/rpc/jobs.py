@@ -294,7 +294,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         with self._raftlog.read() as state:
             job = state.jobs.get(job_id)
             if job is not None:
-                return scoped_job_pb(job, self._reader.herd_window_us)
+                return scoped_job_pb(job, self._reader.herd_window_us, state.dependents.get(job_id, ()))
         context.abort(grpc.StatusCode.NOT_FOUND, f"job {job_id!r} does not exist")
 
     def GetJob(self, request, context):
@@ -327,7 +327,8 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
                 selected.append(job)
                 if len(selected) > limit:
                     break
-            page = [scoped_job_pb(job, self._reader.herd_window_us) for job in selected[:limit]]
+            window_us, dependents = self._reader.herd_window_us, state.dependents
+            page = [scoped_job_pb(job, window_us, dependents.get(job.id, ())) for job in selected[:limit]]
         next_token = selected[limit - 1].spec.id if len(selected) > limit else ""
         return jobs_pb2.ListJobsResponse(
             jobs=page, next_page_token=next_token, read=self._reader.read_info(request.linearizable)
