@@ -173,7 +173,16 @@ def dependency_problem(state: State, cmd: ApplyJobs) -> str:
             if child_id not in to_check and child_id not in removed:
                 to_check.add(child_id)
                 queue.append(child_id)
-    for child_id in sorted(to_check):
+    checked = sorted(to_check)
+    # Cycles first: every other check follows `after:` links, and a cycle is the root cause.
+    for child_id in checked:
+        spec = spec_of(child_id)
+        if spec is not None and spec.after is not UNSET and child_id in spec.after:
+            return f"job {child_id!r} cannot run after itself"
+        cycle = _cycle_from(spec_of, child_id)
+        if cycle:
+            return f"job {child_id!r}: after: makes a cycle ({' -> '.join(cycle)})"
+    for child_id in checked:
         problem = _child_problem(spec_of, child_id)
         if problem:
             return problem
@@ -197,9 +206,6 @@ def _child_problem(spec_of, child_id: str) -> str:
             return f"job {child_id!r}: after: names {parent!r}, which does not exist"
         if parent_spec.after is UNSET and not has_own_schedule(parent_spec):
             return f"job {child_id!r}: after: names {parent!r}, which has no schedule (a manual-only job has no slots)"
-    cycle = _cycle_from(spec_of, child_id)
-    if cycle:
-        return f"job {child_id!r}: after: makes a cycle ({' -> '.join(cycle)})"
     sources = [(parent, _slot_source(spec_of, parent)) for parent in after]
     first_parent, first_source = sources[0]
     for parent, source in sources[1:]:
