@@ -52,3 +52,17 @@ def test_after_travels_over_grpc_and_stays_unset_without_it() -> None:
 def test_what_after_refuses(fields, field: str, message: str) -> None:
     found = problems(**fields)
     assert any(f == field and message in m for f, m in found), found
+
+
+def test_the_dependencies_example_reads_and_its_graph_is_accepted() -> None:
+    from pathlib import Path
+
+    from scheduler.core.commands import ApplyJobs, JobUpsert
+    from scheduler.core.dependencies import dependency_problem
+    from scheduler.core.state import State
+    from scheduler.specs import load_jobs_file
+
+    specs = load_jobs_file(Path(__file__).resolve().parents[3] / "examples" / "dependencies.yaml")
+    assert {s.id: s.after for s in specs if s.after}["etl.publish"] == ("etl.extract", "etl.fetch-rates")
+    apply = ApplyJobs(1, "a", "r", tuple(JobUpsert(s, 0, 0) for s in specs))
+    assert dependency_problem(State(), apply) == ""
