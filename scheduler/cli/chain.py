@@ -31,7 +31,7 @@ def parents_at(client, parents: list[str], slot_us: int) -> list[dict]:
     return found
 
 
-def chain_text(answer: dict) -> str:
+def chain_lines(answer: dict) -> list[str]:
     """The lines explain adds under its sentence for a job with parents or children."""
     lines = []
     if answer.get("parents"):
@@ -41,7 +41,7 @@ def chain_text(answer: dict) -> str:
         lines.append(f"runs after: {', '.join(answer['after'])}")
     if answer.get("children"):
         lines.append(f"runs before: {', '.join(answer['children'])}")
-    return "\n".join(lines)
+    return lines
 
 
 def explain_child(client, job, job_id: str, at_us: int, window_us: int, sentence) -> dict:

@@ -143,7 +143,8 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
         answer["job_status"] = STATUS_FROM_PB.get(job.last_status, "")
         if as_json:
             return json.dumps(answer, indent=2)
-        return shown_text(answer["explanation"] + "\n" + chain.chain_text(answer))
+        # One line each: shown_text makes a newline inside a line visible, as it must for caller text.
+        return "\n".join(shown_text(line) for line in [answer["explanation"], *chain.chain_lines(answer)])
     if is_manual_only(spec):
         text = f"{job_id} is manual-only: it has no schedule and runs only when triggered (raftcron trigger {job_id})"
         manual = {"slot": None, "explanation": text, "job_status": STATUS_FROM_PB.get(job.last_status, "")}
@@ -220,7 +221,7 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
     if as_json:
         return json.dumps(answer, indent=2)
     described = f"\nschedule: {shown_text(answer['schedule'])}" if "schedule" in answer else ""
-    children = f"\n{shown_text(chain.chain_text(answer))}" if job.children else ""
+    children = "".join(f"\n{shown_text(line)}" for line in chain.chain_lines(answer))
     return shown_text(answer["explanation"]) + described + children
 
 
