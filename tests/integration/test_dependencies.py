@@ -120,10 +120,11 @@ def test_children_run_or_skip_per_parent_slot(cluster):
 def test_a_cycle_and_a_parent_removal_are_refused_with_the_jobs_named(cluster):
     with cluster.client(timeout_s=10) as client:
         cycle = _shell("extract", "true", schedule="", after=("report",))
-        with pytest.raises(grpc.RpcError) as refused:
-            client.apply_jobs(jobs=[spec_to_pb(cycle)], author="test")
-        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert "cycle" in refused.value.details()
+        for dry_run in (True, False):  # `raftcron plan` refuses what the apply would
+            with pytest.raises(grpc.RpcError) as refused:
+                client.apply_jobs(jobs=[spec_to_pb(cycle)], author="test", dry_run=dry_run)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "makes a cycle (extract -> report -> load -> extract)" in refused.value.details()
         with pytest.raises(grpc.RpcError) as refused:
             client.delete_job(job_id="fa", author="test")
         assert "'fa' cannot be removed: 'both' runs after it" in refused.value.details()
