@@ -19,7 +19,7 @@ from scheduler.cli.times import parse_when
 from scheduler.planning import format_us, preview
 from scheduler.planning.durations import format_duration_us
 from scheduler.planning.jobs import first_due_after, spread_offset_us
-from scheduler.planning.slots import is_manual_only
+from scheduler.planning.slots import is_manual_only, parents_of
 from scheduler.security.safetext import shown_text
 from scheduler.specs import spec_to_document
 
@@ -109,7 +109,9 @@ def calendar_slots_text(spec, calendars: dict, after_us: int) -> list[str]:
     return [fire["at"] + (f" ({fire['adjustment']})" if fire["adjustment"] else "") + fire_note(fire) for fire in fires]
 
 
-def due_text(due: NextDue, manual_only: bool = False) -> str:
+def due_text(due: NextDue, manual_only: bool = False, parents: tuple[str, ...] = ()) -> str:
+    if parents:
+        return f"after {', '.join(parents)}: runs for a slot of theirs once their runs of it succeed"
     if manual_only:
         return "manual-only: runs only when triggered (raftcron trigger)"
     if not due.slot_us:
@@ -174,7 +176,7 @@ def plan_entries(
                 entry["next_slot"] = format_us(due.slot_us) if due.slot_us else None
                 entry["next_due"] = format_us(due.due_us) if due.slot_us and due.due_us is not None else None
                 entry["herd_window_s"] = None if herd_window_us is None else herd_window_us / 1_000_000
-                entry["due_text"] = due_text(due, is_manual_only(spec))
+                entry["due_text"] = due_text(due, is_manual_only(spec), parents_of(spec))
                 entry["next_fires"] = (
                     calendar_slots_text(spec, calendars or {}, after_us)
                     if spec.calendar

@@ -10,7 +10,7 @@ import msgspec
 from msgspec import UNSET
 
 from scheduler.cli import calendars as calendars_cli
-from scheduler.cli import connection
+from scheduler.cli import chain, connection
 from scheduler.cli import output as out
 from scheduler.cli.times import parse_when
 from scheduler.core.model import SECOND_US
@@ -137,6 +137,14 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
     at_us = parse_when(at)
     job = client.get_job(job_id=job_id).job
     spec = spec_from_pb(job.spec)
+    if job.spec.after:
+        answer = chain.explain_child(client, job, job_id, at_us, WINDOW_US, _sentence)
+        answer["children"] = list(job.children)
+        answer["job_status"] = STATUS_FROM_PB.get(job.last_status, "")
+        if as_json:
+            return json.dumps(answer, indent=2)
+        # One line each: shown_text makes a newline inside a line visible, as it must for caller text.
+        return "\n".join(shown_text(line) for line in [answer["explanation"], *chain.chain_lines(answer)])
     if is_manual_only(spec):
         text = f"{job_id} is manual-only: it has no schedule and runs only when triggered (raftcron trigger {job_id})"
         manual = {"slot": None, "explanation": text, "job_status": STATUS_FROM_PB.get(job.last_status, "")}
@@ -208,10 +216,13 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
         answer["explanation"] += f"; the job: {state}"
     if "schedule" not in answer and spec.schedule:
         answer["schedule"] = _schedule_of(job.spec).describe()
+    if job.children:
+        answer["children"] = list(job.children)
     if as_json:
         return json.dumps(answer, indent=2)
     described = f"\nschedule: {shown_text(answer['schedule'])}" if "schedule" in answer else ""
-    return shown_text(answer["explanation"]) + described
+    children = "".join(f"\n{shown_text(line)}" for line in chain.chain_lines(answer))
+    return shown_text(answer["explanation"]) + described + children
 
 
 def cmd_next(args) -> int:

@@ -35,6 +35,7 @@ from scheduler.core.commands import (
     SetJobPaused,
     TriggerRun,
 )
+from scheduler.core.dependencies import settle_dependents
 from scheduler.core.execution import (
     cancel_run,
     complete_runs,
@@ -152,5 +153,10 @@ def apply(state: State, command: Command, index: int) -> Result:
         result = handler(state, command, index)
         if not result.accepted:
             restore_clock(state, before)
-        return result
-    return handler(state, command, index)
+    else:
+        result = handler(state, command, index)
+    if state.settling:
+        # Parent runs ended in this entry: their children's slots are decided in it too.
+        result = settle_dependents(state, result, index) if result.accepted else result
+        state.settling.clear()
+    return result

@@ -152,11 +152,13 @@ def _presorted(state: State, frame: type[msgspec.Struct]) -> msgspec.Struct:
 # State fields each snapshot format leaves out: format 2 holds neither the cluster version nor
 # the calendars, format 3 no calendars, so a state that has nothing newer encodes to the bytes
 # (and the digest) an older node writes for it.
+# The derived fields (`_DERIVED`) are in no format: they are rebuilt from the rest.
+_DERIVED = frozenset({"dependents", "settling"})
 _LEFT_OUT: dict[int, frozenset[str]] = {
-    1: frozenset({"cluster_version", "calendars"}),
-    2: frozenset({"cluster_version", "calendars"}),
-    3: frozenset({"calendars"}),
-    4: frozenset(),
+    1: frozenset({"cluster_version", "calendars"}) | _DERIVED,
+    2: frozenset({"cluster_version", "calendars"}) | _DERIVED,
+    3: frozenset({"calendars"}) | _DERIVED,
+    4: _DERIVED,
 }
 
 
@@ -242,6 +244,7 @@ def decode_snapshot(data: bytes, max_log_format: int = LOG_FORMAT) -> State:
         )
     # The live index is derived data: rebuilt so an older snapshot restores like a log replay.
     state.rebuild_live_index()
+    state.rebuild_dependents()
     return state
 
 

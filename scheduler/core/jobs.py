@@ -8,6 +8,7 @@ from scheduler.core import results as ev
 from scheduler.core.alerts import forget_failures
 from scheduler.core.calendars import apply_calendar_changes, check_calendars
 from scheduler.core.commands import ApplyJobs, JobUpsert, SetJobPaused
+from scheduler.core.dependencies import check_dependencies, update_dependents
 from scheduler.core.execution import cancel_live_runs
 from scheduler.core.model import NEVER_RUN, PAUSED_BY_SPEC, Change, Job, JobSpec, Pause
 from scheduler.core.results import Result, rejected
@@ -66,7 +67,11 @@ def _check_apply(state: State, cmd: ApplyJobs, index: int) -> Result | None:
         if job_id not in state.jobs:
             return rejected(index, RejectionCode.NOT_FOUND, f"job {job_id!r} does not exist")
         seen.add(job_id)
-    return _check_resources(state, cmd, index) or check_calendars(state, cmd, index)
+    return (
+        _check_resources(state, cmd, index)
+        or check_calendars(state, cmd, index)
+        or check_dependencies(state, cmd, index)
+    )
 
 
 def _check_resources(state: State, cmd: ApplyJobs, index: int) -> Result | None:
@@ -135,6 +140,7 @@ def _upsert(state: State, cmd: ApplyJobs, upsert: JobUpsert, change: Change) -> 
         counted_runs=counted_runs,
     )
     state.jobs[spec.id] = job
+    update_dependents(state, current.body if current else None, spec, spec.id)
     adopt_job(state, spec.id)
     return ev.JobChanged(spec.id, version) if current else ev.JobAdded(spec.id, version)
 
@@ -166,6 +172,7 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
     for job_id in cmd.removals:
         events.extend(cancel_live_runs(state, job_id, "job deleted"))
         removed = state.jobs.pop(job_id)
+        update_dependents(state, removed.body, None, job_id)
         state.retired_versions[job_id] = removed.version
         forget_job(state, job_id, removed.body.history)
         events.append(ev.JobRemoved(job_id, removed.version))

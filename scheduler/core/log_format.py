@@ -47,6 +47,7 @@ from scheduler.core.commands import (
     TriggerRun,
 )
 from scheduler.core.model import Alert, Attempt, Job, JobSpec, RetryPolicy, Run
+from scheduler.core.results import Result
 from scheduler.core.state import State
 
 # The newest log format this code reads and may propose.
@@ -139,6 +140,9 @@ FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {
     (Attempt, "http_status"): 3,
     # HTTP targets (docs/design/http-target.md).
     (JobSpec, "http"): 3,
+    # Job dependencies (docs/design/job-dependencies.md); follow-ups live only in results.
+    (JobSpec, "after"): 3,
+    (Result, "follow_ups"): 3,
 }
 
 # Snapshot format byte -> the log format a node needs to read it (codec.py writes 3 only once

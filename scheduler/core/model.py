@@ -180,6 +180,9 @@ class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
     pause_after_failures: int | UnsetType = UNSET
     # Log format 3: the request of a `target_kind` http job (whose `target` is then its URL).
     http: HttpTarget | UnsetType = UNSET
+    # Log format 3: the jobs whose run of a slot must succeed before this job runs for that slot
+    # (scheduler/core/dependencies.py); such a job has no schedule of its own.
+    after: tuple[str, ...] | UnsetType = UNSET
 
 
 class Attempt(msgspec.Struct, forbid_unknown_fields=True, gc=False):

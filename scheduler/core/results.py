@@ -7,6 +7,7 @@ replication failures are exceptions raised by the adapter, never results.
 from __future__ import annotations
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from scheduler.core.vocabulary import RejectionCode
 
@@ -209,10 +210,17 @@ class Result(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     index: int
     events: tuple[AnyEvent, ...] = ()
     rejection: Rejection | None = None
+    # Log format 3: what the entry caused beyond its answers, one event each: runs of `after:`
+    # children claimed because a parent's run ended (`events` stays one answer per item).
+    follow_ups: tuple[AnyEvent, ...] | UnsetType = UNSET
 
     @property
     def accepted(self) -> bool:
         return self.rejection is None
+
+    def all_events(self) -> tuple[AnyEvent, ...]:
+        """The answers, then the follow-ups: what a listener that follows run changes reads."""
+        return self.events if self.follow_ups is UNSET else self.events + self.follow_ups
 
 
 def rejected(index: int, code: RejectionCode, message: str, retryable: bool = False) -> Result:

@@ -14,6 +14,7 @@ from msgspec import UNSET, UnsetType
 
 from scheduler.core.commands import Member
 from scheduler.core.model import (
+    FINAL_STATUSES,
     LEASED,
     LIVE_STATUSES,
     Alert,
@@ -110,6 +111,11 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
     failure_streaks: dict[str, FailureStreak] | UnsetType = UNSET
     # Named date sets jobs skip or keep to (log format 3); left out of snapshots below format 4.
     calendars: dict[str, Calendar] = msgspec.field(default_factory=dict)
+    # Derived, never in a snapshot (codec.py leaves them out; rebuilt from the specs on restore):
+    # parent job id -> the sorted ids of the jobs `after:` it, and the runs of parents that
+    # reached a final status during the entry being applied (dependencies.py settles them).
+    dependents: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
+    settling: list[Run] = msgspec.field(default_factory=list)
 
     def get_run(self, job_id: str, scheduled_us: int) -> Run | None:
         job_runs = self.runs.get(job_id)
@@ -127,6 +133,8 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
             _index(self.live_runs, run, add=True)
         if run.status == LEASED:
             _index(self.leased_runs, run, add=True)
+        if self.dependents and run.status in FINAL_STATUSES and run.job_id in self.dependents:
+            self.settling.append(run)
         job_runs = self.runs.setdefault(run.job_id, [])
         if not job_runs or job_runs[-1].scheduled_us < run.scheduled_us:
             job_runs.append(run)
@@ -145,6 +153,8 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
         run.status = status
         if was_live != is_live:
             _index(self.live_runs, run, add=is_live)
+        if self.dependents and not is_live and run.job_id in self.dependents:
+            self.settling.append(run)
 
     def rebuild_live_index(self) -> None:
         """Derive the live and leased indexes from the runs (snapshots written before they existed)."""
@@ -156,6 +166,16 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
                 self.live_runs[job_id] = live
             if leased:
                 self.leased_runs[job_id] = leased
+
+    def rebuild_dependents(self) -> None:
+        """Derive the parent -> children index from the specs' `after:` (a restored snapshot)."""
+        children: dict[str, list[str]] = {}
+        for job_id in sorted(self.jobs):
+            after = self.jobs[job_id].body.after
+            if after is not UNSET:
+                for parent in after:
+                    children.setdefault(parent, []).append(job_id)
+        self.dependents = {parent: tuple(ids) for parent, ids in children.items()}
 
     # Every instant in the live and leased indexes is a retained run's: add_run and set_status keep
     # them in step, and retention prunes only runs in a final status.

@@ -97,6 +97,7 @@ class RunKind(Word):
     SCHEDULED = "scheduled"
     MANUAL = "manual"
     BACKFILL = "backfill"
+    DEPENDENCY = "dependency"  # claimed for a slot its `after:` parents finished (log format 3)
 
 
 class CompletionKind(Word):
@@ -168,6 +169,7 @@ class SkipReason(Word):
     KILLED = "killed"  # "killed: REASON (by AUTHOR)"
     OVERLAP_FORBID = "overlap forbid"  # "overlap forbid: run KEY still live"
     CALENDAR = "calendar"  # "calendar NAME: DATE is listed" (decided by the leader's planner)
+    PARENT = "parent"  # "parent JOB@US failed": an `after:` parent's run of the slot did not succeed
 
 
 # -- operators and owners ----------------------------------------------------------------------------

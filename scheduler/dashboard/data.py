@@ -175,6 +175,7 @@ class JobDetail:
     runs_cut: bool  # the window held more runs than are shown
     counted_runs: int = 0  # scheduled runs counted toward the spec's max_runs
     owing: str = ""  # why nothing is owed, the active window, the run count (planning/slot_text.py)
+    children: tuple[str, ...] = ()  # the jobs `after:` this one (State.dependents)
 
 
 def job_detail(state: State, job_id: str, from_us: int, to_us: int, herd_window_us: int) -> JobDetail | None:
@@ -205,6 +206,7 @@ def job_detail(state: State, job_id: str, from_us: int, to_us: int, herd_window_
         owing=owing_state(
             job.spec, job.next_due_us, counted_runs_of(job.counted_runs), job.last_scheduled_us, state.now_us
         ),
+        children=state.dependents.get(job_id, ()),
     )
 
 

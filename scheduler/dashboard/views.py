@@ -15,7 +15,7 @@ from scheduler.dashboard.svg import FATE_COLOURS, legend_html, run_href, timelin
 from scheduler.planning import format_us
 from scheduler.planning.runkeys import readable_run_key
 from scheduler.planning.slot_text import how_it_fires, source_text
-from scheduler.planning.slots import is_manual_only
+from scheduler.planning.slots import is_manual_only, parents_of
 from scheduler.planning.timeconv import format_offset
 
 NAV = (
@@ -385,7 +385,10 @@ def _next_fires_table(fires: list[data.NextFire], spec, now_us: int, owing: str 
         "adjustments",
     ]
     header += ["schedule"] if several else []
-    empty = "manual-only: runs only when triggered" if is_manual_only(spec) else owing or "never fires again"
+    if parents := parents_of(spec):
+        empty = f"no slots of its own: runs for a slot of {', '.join(parents)} once their runs of it succeed"
+    else:
+        empty = "manual-only: runs only when triggered" if is_manual_only(spec) else owing or "never fires again"
     return table_html(header, rows, empty=empty)
 
 
@@ -435,6 +438,7 @@ def job_page(
                 + (f' <span class="muted">{escape(detail.row.killed)}</span>' if detail.row.killed else ""),
             ),
             ("fires by", escape(how_it_fires(spec))),
+            *_chain_facts(parents_of(spec), detail.children),
             ("next fire", when(detail.row.next_fire_us, now_us)),
             *([("owed", escape(detail.owing))] if detail.owing else []),
             ("last outcome", _last_outcome(detail.row, now_us)),
@@ -461,6 +465,16 @@ def job_page(
     return layout(f"Job {spec.id}", "/jobs", body, node_id, now_us)
 
 
+def _job_links(job_ids) -> str:
+    return ", ".join(f'<a href="{job_href(job_id)}">{escape(job_id)}</a>' for job_id in job_ids)
+
+
+def _chain_facts(parents: tuple[str, ...], children: tuple[str, ...]) -> list[tuple[str, str]]:
+    """A job's place in a dependency chain: the jobs it runs after, and those that run after it."""
+    facts = [("runs after", _job_links(parents))] if parents else []
+    return facts + ([("runs before", _job_links(children))] if children else [])
+
+
 # -- runs --------------------------------------------------------------------------------------
 
 
@@ -473,6 +487,18 @@ def _run_source(detail: data.RunDetail) -> str:
     if spec is not None and detail.spec_version == run.spec_version:
         return source_text(spec, index)
     return f"schedules[{index}]"
+
+
+def _parent_runs_fact(run, spec) -> list[tuple[str, str]]:
+    """A dependency run's parents' runs of the same slot (its run key's instant is theirs)."""
+    parents = parents_of(spec) if spec is not None else ()
+    if run.kind != RunKind.DEPENDENCY or not parents:
+        return []
+    links = ", ".join(
+        f'<a href="{run_href(parent, run.scheduled_us)}">{escape(readable_run_key(parent, run.scheduled_us))}</a>'
+        for parent in parents
+    )
+    return [("parents' runs", links)]
 
 
 def exit_code_html(run, spec) -> str:
@@ -516,6 +542,7 @@ def run_page(detail: data.RunDetail, node_id: str = "", details: bool = True) ->
             ("run key", f"<code>{escape(readable_run_key(run.job_id, run.scheduled_us))}</code>"),
             ("slot", when(run.scheduled_us, now_us)),
             ("kind", escape(run.kind)),
+            *_parent_runs_fact(run, detail.spec),
             *([("schedule", escape(_run_source(detail)))] if run.schedule_index is not UNSET else []),
             (
                 "status",

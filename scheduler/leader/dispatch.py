@@ -245,7 +245,7 @@ class Dispatcher:
         if isinstance(command, _QUEUEING_COMMANDS):
             queued = [
                 self._queued_entry(state, event.job_id, event.scheduled_us)
-                for event in result.events
+                for event in result.all_events()
                 if (isinstance(event, ev.RunClaimed) and event.status == QUEUED)
                 or isinstance(event, ev.RunRetryScheduled)
             ]

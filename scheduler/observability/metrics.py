@@ -115,7 +115,7 @@ class ApplyObserver:
             histogram.observe(max(0, self._wall_clock_us() - issued_at_us) / SECOND_US)
         if result.rejection is not None:
             return
-        for event in result.events:
+        for event in result.all_events():
             kind = type(event)
             if kind is ev.RunClaimed:
                 self.claimed[event.status] += 1

@@ -94,7 +94,7 @@ class RunTally:
             return
         jobs, dirty = self._jobs, self._dirty
         touched: dict[str, _JobTally] = {}
-        for event in result.events:
+        for event in result.all_events():
             kind = type(event)
             if kind in _NO_RUN_CHANGE:
                 continue

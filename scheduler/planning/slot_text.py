@@ -8,12 +8,13 @@ from typing import Any
 from msgspec import UNSET
 
 from .durations import format_duration_us
-from .slots import NO_SOURCE, why_not_owed, window_state
+from .slots import NO_SOURCE, parents_of, why_not_owed, window_state
 from .timeconv import format_us
 
 
 def how_it_fires(spec: Any) -> str:
-    """One line: `0 9 * * *`, `2 schedules: ...`, `every 1m30s from ...`, `once at ...`, `manual-only`."""
+    """One line: `0 9 * * *`, `2 schedules: ...`, `every 1m30s from ...`, `once at ...`, `after a, b`,
+    `manual-only`."""
     if spec.schedule:
         return spec.schedule
     if spec.schedules is not UNSET:
@@ -23,6 +24,8 @@ def how_it_fires(spec: Any) -> str:
         return f"every {format_duration_us(spec.every_us)} from {format_us(anchor_us)}"
     if spec.at_us is not UNSET:
         return f"once at {format_us(spec.at_us)}"
+    if parents := parents_of(spec):
+        return f"after {', '.join(parents)}"
     return "manual-only"
 
 

@@ -149,6 +149,12 @@ def is_manual_only(spec: Any) -> bool:
     return not spec.schedule and spec.schedules is UNSET and spec.every_us is UNSET and spec.at_us is UNSET
 
 
+def parents_of(spec: Any) -> tuple[str, ...]:
+    """The jobs a spec runs `after:` (its slots are theirs; it has none of its own), or ()."""
+    after = getattr(spec, "after", UNSET)
+    return () if after is UNSET else tuple(after)
+
+
 def is_plain(spec: Any) -> bool:
     """One `schedule:` with no window and no run limit: the planner's fast path."""
     return bool(spec.schedule) and spec.active is UNSET and spec.max_runs is UNSET
@@ -184,6 +190,7 @@ class NotOwed(NamedTuple):
 
 
 WHY_MANUAL = "manual_only"
+WHY_AFTER = "after_parents"
 WHY_DONE = "done"
 WHY_AFTER_WINDOW = "after_window"
 WHY_LIMIT = "limit_reached"
@@ -237,6 +244,8 @@ def upcoming_slots(spec: Any, after_us: int, count: int, counted_runs: int = 0) 
 
 def why_not_owed(spec: Any, after_us: int, counted_runs: int, last_scheduled_us: int = 0) -> NotOwed | None:
     """Why no slot is owed after `after_us` (None when one is): for people, not for planning."""
+    if parents := parents_of(spec):
+        return NotOwed(WHY_AFTER, f"runs after {', '.join(parents)}: a slot of theirs once their runs of it succeed")
     if is_manual_only(spec):
         return NotOwed(WHY_MANUAL, "manual-only: it has no schedule and runs only when triggered")
     if spec.max_runs is not UNSET and counted_runs >= spec.max_runs:

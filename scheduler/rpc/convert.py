@@ -160,6 +160,8 @@ def _ways_to_fire_from_pb(spec: pb.JobSpec) -> dict:
         fields["max_runs"] = spec.max_runs
     if spec.HasField("pause_after_failures"):
         fields["pause_after_failures"] = spec.pause_after_failures
+    if spec.after:
+        fields["after"] = tuple(spec.after)
     return fields
 
 
@@ -180,6 +182,8 @@ def _ways_to_fire_to_pb(spec: model.JobSpec) -> dict:
         fields["max_runs"] = spec.max_runs
     if spec.pause_after_failures is not UNSET:
         fields["pause_after_failures"] = spec.pause_after_failures
+    if spec.after is not UNSET:
+        fields["after"] = list(spec.after)
     return fields
 
 
@@ -297,8 +301,9 @@ def resource_to_pb(resource: model.Resource) -> pb.Resource:
     )
 
 
-def job_to_pb(job: model.Job, spread_us: int = 0) -> pb.Job:
-    """`spread_us`: the job's herd spread (planning.jobs.spread_offset_us), unset when 0."""
+def job_to_pb(job: model.Job, spread_us: int = 0, children: tuple[str, ...] = ()) -> pb.Job:
+    """`spread_us`: the job's herd spread (planning.jobs.spread_offset_us), unset when 0;
+    `children`: the jobs `after:` it (State.dependents)."""
     return pb.Job(
         spec=spec_to_pb(job.spec),
         version=job.version,
@@ -311,6 +316,7 @@ def job_to_pb(job: model.Job, spread_us: int = 0) -> pb.Job:
         last_scheduled_at=timestamp(job.last_scheduled_us),
         counted_runs=None if job.counted_runs is UNSET else job.counted_runs,
         spread=duration(spread_us) if spread_us else None,
+        children=list(children),
     )
 
 

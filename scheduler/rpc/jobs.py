@@ -13,8 +13,10 @@ import msgspec
 from scheduler.core import Result, model
 from scheduler.core import results as ev
 from scheduler.core.commands import ApplyJobs, BackfillRuns, CancelRun, SetJobPaused, TriggerRun
+from scheduler.core.dependencies import dependency_problem
 from scheduler.core.manual import BACKFILL_OVERLAPS, MAX_BACKFILL_SLOTS, OVERLAPS
 from scheduler.core.model import SECOND_US
+from scheduler.core.vocabulary import RejectionCode
 from scheduler.planning.slots import owed_fires_between
 from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import (
@@ -165,6 +167,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             self._require_may_apply(command, context)
             self._admission.check_apply(context, command)
             if request.dry_run:
+                self._require_schedulable(command, context)
                 return jobs_pb2.ApplyJobsResponse(changes=self._preview_changes(command))
             try:
                 result = self._raftlog.submit(command, self._timeout_s)
@@ -180,6 +183,13 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             if type(e) in _CHANGE_NAMES
         ]
         return jobs_pb2.ApplyJobsResponse(changes=changes, applied_index=result.index)
+
+    def _require_schedulable(self, command: ApplyJobs, context) -> None:
+        """A dry run refuses what the apply would: cycles, unknown parents, parents that disagree."""
+        with self._raftlog.read() as state:
+            problem = dependency_problem(state, command)
+        if problem:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{RejectionCode.INVALID}: {problem}")
 
     def _preview_changes(self, command: ApplyJobs) -> list[pb.JobChange]:
         with self._raftlog.read() as state:
@@ -294,7 +304,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         with self._raftlog.read() as state:
             job = state.jobs.get(job_id)
             if job is not None:
-                return scoped_job_pb(job, self._reader.herd_window_us)
+                return scoped_job_pb(job, self._reader.herd_window_us, state.dependents.get(job_id, ()))
         context.abort(grpc.StatusCode.NOT_FOUND, f"job {job_id!r} does not exist")
 
     def GetJob(self, request, context):
@@ -327,7 +337,8 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
                 selected.append(job)
                 if len(selected) > limit:
                     break
-            page = [scoped_job_pb(job, self._reader.herd_window_us) for job in selected[:limit]]
+            window_us, dependents = self._reader.herd_window_us, state.dependents
+            page = [scoped_job_pb(job, window_us, dependents.get(job.id, ())) for job in selected[:limit]]
         next_token = selected[limit - 1].spec.id if len(selected) > limit else ""
         return jobs_pb2.ListJobsResponse(
             jobs=page, next_page_token=next_token, read=self._reader.read_info(request.linearizable)

@@ -32,11 +32,13 @@ FORWARDED = ("raftcron-read-forwarded", "1")
 DEFAULT_HERD_WINDOW_US = 3600 * 1_000_000
 
 
-def scoped_job_pb(job: model.Job, herd_window_us: int = DEFAULT_HERD_WINDOW_US) -> pb.Job:
+def scoped_job_pb(
+    job: model.Job, herd_window_us: int = DEFAULT_HERD_WINDOW_US, children: tuple[str, ...] = ()
+) -> pb.Job:
     """A job as the caller may read it: its payload only for a caller that sees its owner's
     details (see policy.sees_details); everything else as stored, with the herd spread the
     leader gives its slots (so a client shows the instant a slot will run, not only its key)."""
-    found = job_to_pb(job, spread_offset_us(job.spec, None, herd_window_us))
+    found = job_to_pb(job, spread_offset_us(job.spec, None, herd_window_us), children)
     if found.spec.payload_json and not sees_details(current_principal(), job.body.owner):
         found.spec.payload_json = ""
     return found

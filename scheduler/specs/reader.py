@@ -42,7 +42,7 @@ MAX_JOBS = 100_000
 _JOB_KEYS = (
     "id", "schedule", "schedules", "every", "anchor", "at", "timezone", "active", "max_runs", "target", "owner",
     "class", "timeout", "retry", "priority", "payload", "misfire", "dst", "jitter", "overlap", "paused", "uses",
-    "history", "calendar", "pause_after_failures",
+    "history", "calendar", "pause_after_failures", "after",
 )  # fmt: skip
 _RESOURCE_KEYS = ("max_concurrent", "max_starts_per_s")
 # `schedule` is not required: a job with none of schedule, schedules, every and at is manual-only.
@@ -353,6 +353,10 @@ def _read_ways_to_fire(reader: _Reader, fields: dict[str, object]) -> dict[str, 
         args["max_runs"] = fields["max_runs"]
     if "pause_after_failures" in fields:
         args["pause_after_failures"] = fields["pause_after_failures"]
+    if "after" in fields:
+        after = fields["after"]
+        # One parent may be written as a bare name: `after: extract`.
+        args["after"] = (after,) if isinstance(after, str) else tuple(after) if isinstance(after, list) else after
     return args
 
 

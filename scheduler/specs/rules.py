@@ -11,6 +11,7 @@ import unicodedata
 
 from msgspec import UNSET
 
+from scheduler.core.dependencies import MAX_PARENTS
 from scheduler.core.model import ActiveWindow, HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
 from scheduler.core.vocabulary import DstGap, DstRepeat, Misfire, Overlap, TargetKind
 from scheduler.planning import ScheduleError, compile_schedule, format_us
@@ -181,7 +182,27 @@ def _ways_to_fire_problems(spec: JobSpec) -> list[tuple[str, str]]:
         check = _int_problem(spec.pause_after_failures, 1, MAX_PAUSE_AFTER_FAILURES)
         if check:
             found.append(("pause_after_failures", check))
+    if spec.after is not UNSET:
+        found.extend(_after_problems(spec, used))
     return found
+
+
+def _after_problems(spec: JobSpec, ways: list[str]) -> list[tuple[str, str]]:
+    """`after:` names 1 to MAX_PARENTS other jobs; such a job runs on its parents' slots only
+    (which parents exist, agree on a schedule and make no cycle is checked at apply)."""
+    after = spec.after
+    if not isinstance(after, (tuple, list)) or not after:
+        return [("after", f"must be a job id or a list of 1 to {MAX_PARENTS} job ids, not {type_name(after)}")]
+    naming = next((f"job id {problem}" for name in after if (problem := _name_problem(name))), None)
+    if naming:
+        return [("after", naming)]
+    if len(after) > MAX_PARENTS or len(set(after)) != len(after):
+        return [("after", f"must list at most {MAX_PARENTS} distinct job ids")]
+    if spec.id in after:
+        return [("after", "names the job itself")]
+    if ways:
+        return [(ways[0], "a job with `after:` runs on its parents' slots; it has no schedule of its own")]
+    return []
 
 
 def _shown_duration(us: object) -> str:

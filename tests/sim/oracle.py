@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from msgspec import UNSET
+
 from scheduler.core import State, apply
 from scheduler.core import commands as cmds
 from scheduler.core import results as ev
@@ -28,12 +30,16 @@ def period_s(schedule: str) -> int:
 
 
 def period_of(spec) -> int:
-    """The job's period in seconds, whichever of the three shapes it has."""
+    """The job's period in seconds, whichever of the three shapes it has (a child's: its parents')."""
     if spec.schedule:
         return period_s(spec.schedule)
     if isinstance(spec.every_us, int):
         return spec.every_us // SECOND_US
     return min(period_s(expr) for expr in spec.schedules)  # the union of */k and */2k is */k
+
+
+def _parents(spec) -> tuple[str, ...]:
+    return () if spec.after is UNSET else spec.after
 
 
 def next_slot(period: int, after_us: int) -> int:
@@ -73,6 +79,7 @@ class Oracle:
             if run is not None:
                 before[key] = (run.status, run.fencing_token, run.lease_expires_us, run.deadline_us)
         epoch, now_us = self.state.epoch, self.state.now_us
+        parent_live = self._parent_live_keys()
         result = apply(self.state, command, index)
         self.seen.update(f"{type(e).__name__}:{getattr(e, 'reason', '')}" for e in result.events)
         if not result.accepted:
@@ -89,7 +96,72 @@ class Oracle:
         if isinstance(command, cmds.ClaimLeadership) and result.accepted and self.state.epoch != epoch + 1:
             raise Violation(f"{where}: leadership claimed but the epoch went {epoch} -> {self.state.epoch}")
         self._check_events(where, index, command, result, before)
+        if result.accepted:
+            self._check_dependencies(where, result, parent_live)
         return result
+
+    # -- job dependencies (`after:`), from the oracle's own reading of the rule ---------------------
+    def _children(self) -> dict[str, list[str]]:
+        children: dict[str, list[str]] = {}
+        for job_id, job in self.state.jobs.items():
+            for parent in _parents(job.body):
+                children.setdefault(parent, []).append(job_id)
+        return children
+
+    def _parent_live_keys(self) -> set[tuple[str, int]]:
+        live = self.state.live_runs
+        return {(p, s) for p in self._children() for s in live.get(p, ())}
+
+    def _slot_of_parent(self, parent: str, slot_us: int) -> str:
+        """'succeeded', 'ended' (any other final status) or 'pending' (no run of the slot yet: not
+        claimed, live, pruned, or a manual run that only shares the instant)."""
+        run = self.state.get_run(parent, slot_us)
+        if run is None or run.kind == "manual" or run.status in ("queued", "leased"):
+            return "pending"
+        return "succeeded" if run.status == "succeeded" else "ended"
+
+    def _check_dependencies(self, where: str, result, parent_live: set[tuple[str, int]]) -> None:
+        follow_ups = () if result.follow_ups is UNSET else result.follow_ups
+        for event in follow_ups:
+            self.seen[f"follow_up:{event.status}"] += 1
+            self._claimed_child(where, event)
+        ended = {key for key in parent_live if self.state.get_run(*key) is None or self._final(key)}
+        ended |= {
+            (e.job_id, e.scheduled_us)
+            for e in result.events
+            if isinstance(e, ev.RunClaimed) and e.status in ("skipped", "missed")
+        }
+        for parent, slot_us in sorted(ended):
+            if self._slot_of_parent(parent, slot_us) == "pending":
+                continue
+            for child in self._children().get(parent, []):
+                fates = [self._slot_of_parent(p, slot_us) for p in _parents(self.state.jobs[child].body)]
+                decided = "ended" in fates or all(f == "succeeded" for f in fates)
+                horizon = self.state.history.get(child)
+                pruned = horizon is not None and slot_us <= horizon.horizon_us
+                if decided and not pruned and self.state.get_run(child, slot_us) is None:
+                    raise Violation(f"{where}: {parent}@{slot_us} ended, its child {child} has no run of the slot")
+
+    def _final(self, key: tuple[str, int]) -> bool:
+        run = self.state.get_run(*key)
+        return run is not None and run.status not in ("queued", "leased")
+
+    def _claimed_child(self, where: str, event) -> None:
+        key = (event.job_id, event.scheduled_us)
+        if key in self.claimed:
+            raise Violation(f"{where}: run key {key} claimed a second time (by a parent's end)")
+        self.claimed.add(key)
+        run, job = self.state.get_run(*key), self.state.jobs.get(event.job_id)
+        if run is None or job is None or run.kind != "dependency":
+            raise Violation(f"{where}: follow-up {key} is not a dependency run of a job")
+        parents = _parents(job.body)
+        fates = {p: self._slot_of_parent(p, event.scheduled_us) for p in parents}
+        if run.reason.startswith("parent "):
+            named = run.reason.split()[1].rsplit("@", 1)[0]
+            if run.status != "skipped" or fates.get(named) != "ended":
+                raise Violation(f"{where}: {key} {run.status} naming {named}, whose run of the slot {fates.get(named)}")
+        elif any(f != "succeeded" for f in fates.values()):
+            raise Violation(f"{where}: {key} claimed {run.status} ({run.reason!r}) while its parents are {fates}")
 
     def _check_events(self, where: str, index: int, command, result, before: dict) -> None:
         items = _refs(command)
@@ -176,6 +248,10 @@ class Oracle:
 
     def _job_changed(self, where: str, event) -> None:
         job = self.state.jobs[event.job_id]
+        if _parents(job.body):
+            if job.next_due_us:
+                raise Violation(f"{where}: {event.job_id} runs after {_parents(job.body)} but owes slots of its own")
+            return
         if job.cursor_us > self.state.now_us:
             raise Violation(
                 f"{where}: {event.job_id} starts owing slots from {job.cursor_us}, after replicated "

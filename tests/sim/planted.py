@@ -8,7 +8,7 @@ from unittest import mock
 
 import msgspec
 
-from scheduler.core import execution
+from scheduler.core import dependencies, execution
 from scheduler.core.commands import LeaseRef
 
 
@@ -69,9 +69,37 @@ def grants_ignore_the_budget():
         yield
 
 
+@contextlib.contextmanager
+def children_run_after_a_failed_parent():
+    """A child's slot is queued once its parents' runs ended, whether or not they succeeded."""
+    original = dependencies.parent_decision
+
+    def planted(parent_runs):
+        decision = original(parent_runs)
+        return ("queued", "") if decision is not None else None
+
+    with mock.patch.object(dependencies, "parent_decision", planted):
+        yield
+
+
+@contextlib.contextmanager
+def children_wait_for_a_failed_parent_forever():
+    """A parent's failure decides nothing: the child's slot is never claimed (it vanishes)."""
+    original = dependencies.parent_decision
+
+    def planted(parent_runs):
+        decision = original(parent_runs)
+        return None if decision is not None and decision[0] == "skipped" else decision
+
+    with mock.patch.object(dependencies, "parent_decision", planted):
+        yield
+
+
 PLANTED = {
     "completions_ignore_the_token": completions_ignore_the_token,
     "grants_ignore_a_live_lease": grants_ignore_a_live_lease,
     "expiries_trust_the_proposer": expiries_trust_the_proposer,
     "grants_ignore_the_budget": grants_ignore_the_budget,
+    "children_run_after_a_failed_parent": children_run_after_a_failed_parent,
+    "children_wait_for_a_failed_parent_forever": children_wait_for_a_failed_parent_forever,
 }

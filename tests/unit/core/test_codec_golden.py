@@ -334,6 +334,18 @@ COMMANDS: dict[str, Command] = {
         request_id="req-13",
         upserts=(JobUpsert(spec=HTTP_SPEC, expected_version=0, next_due_us=T + 300_000_000),),
     ),
+    "apply_jobs_after": ApplyJobs(
+        issued_at_us=T + 26,
+        author="alice",
+        request_id="req-13",
+        upserts=(
+            JobUpsert(
+                spec=JobSpec(id="load", schedule="", target_kind="shell", target="./load.sh", after=("extract",)),
+                expected_version=0,
+                next_due_us=0,
+            ),
+        ),
+    ),
 }
 # Commands of log format 3: a node that reads up to format 2 refuses them.
 FORMAT_3_COMMANDS = (
@@ -348,6 +360,7 @@ FORMAT_3_COMMANDS = (
     "claim_runs_calendar",
     "complete_runs_output",
     "apply_jobs_http",
+    "apply_jobs_after",
 )
 
 

@@ -52,7 +52,7 @@ VALUES = {
     DstRepeat: ("first", "second", "both"),
     TargetKind: ("handler", "shell", "http"),
     RunStatus: ("queued", "leased", "succeeded", "failed", "timed_out", "skipped", "missed", "cancelled"),
-    RunKind: ("scheduled", "manual", "backfill"),
+    RunKind: ("scheduled", "manual", "backfill", "dependency"),
     CompletionKind: ("success", "failure", "retry_later"),
     ExpiryReason: ("lease_expired", "timed_out"),
     FenceReason: ("not_found", "stale_token", "cancelled", "not_leased", "bad_outcome"),
@@ -77,7 +77,7 @@ VALUES = {
         "not_yet_due",
         "history_pruned",
     ),
-    SkipReason: ("paused", "killed", "overlap forbid", "calendar"),
+    SkipReason: ("paused", "killed", "overlap forbid", "calendar", "parent"),
     AlertKind: ("missed", "skipped", "failed", "timed_out", "late", "fenced", "killed", "recovered", "paused"),
     KillAction: ("kill", "revive"),
     RejectionCode: (

@@ -116,7 +116,7 @@ class DstPolicy(_message.Message):
     def __init__(self, gap: _Optional[str] = ..., repeat: _Optional[str] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("id", "owner", "job_class", "schedule", "timezone", "misfire", "dst", "jitter", "paused", "target", "payload_json", "timeout", "retry", "priority", "overlap", "uses", "history", "schedules", "every", "anchor", "at", "active_from", "active_until", "max_runs", "pause_after_failures", "calendar")
+    __slots__ = ("id", "owner", "job_class", "schedule", "timezone", "misfire", "dst", "jitter", "paused", "target", "payload_json", "timeout", "retry", "priority", "overlap", "uses", "history", "schedules", "every", "anchor", "at", "active_from", "active_until", "max_runs", "pause_after_failures", "calendar", "after")
     ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     JOB_CLASS_FIELD_NUMBER: _ClassVar[int]
@@ -143,6 +143,7 @@ class JobSpec(_message.Message):
     MAX_RUNS_FIELD_NUMBER: _ClassVar[int]
     PAUSE_AFTER_FAILURES_FIELD_NUMBER: _ClassVar[int]
     CALENDAR_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
     id: str
     owner: str
     job_class: str
@@ -169,7 +170,8 @@ class JobSpec(_message.Message):
     max_runs: int
     pause_after_failures: int
     calendar: CalendarRule
-    def __init__(self, id: _Optional[str] = ..., owner: _Optional[str] = ..., job_class: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, _Mapping]] = ..., dst: _Optional[_Union[DstPolicy, _Mapping]] = ..., jitter: _Optional[str] = ..., paused: _Optional[bool] = ..., target: _Optional[_Union[Target, _Mapping]] = ..., payload_json: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., priority: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., uses: _Optional[_Iterable[str]] = ..., history: _Optional[_Union[HistoryPolicy, _Mapping]] = ..., schedules: _Optional[_Iterable[str]] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., anchor: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., active_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., active_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_runs: _Optional[int] = ..., pause_after_failures: _Optional[int] = ..., calendar: _Optional[_Union[CalendarRule, _Mapping]] = ...) -> None: ...
+    after: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., owner: _Optional[str] = ..., job_class: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, _Mapping]] = ..., dst: _Optional[_Union[DstPolicy, _Mapping]] = ..., jitter: _Optional[str] = ..., paused: _Optional[bool] = ..., target: _Optional[_Union[Target, _Mapping]] = ..., payload_json: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., priority: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., uses: _Optional[_Iterable[str]] = ..., history: _Optional[_Union[HistoryPolicy, _Mapping]] = ..., schedules: _Optional[_Iterable[str]] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., anchor: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., active_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., active_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_runs: _Optional[int] = ..., pause_after_failures: _Optional[int] = ..., calendar: _Optional[_Union[CalendarRule, _Mapping]] = ..., after: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CalendarRule(_message.Message):
     __slots__ = ("skip", "only", "on_skip")
@@ -228,7 +230,7 @@ class Resource(_message.Message):
     def __init__(self, name: _Optional[str] = ..., max_concurrent: _Optional[int] = ..., max_starts_per_s: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("spec", "version", "author", "updated_at", "cursor", "next_due", "paused", "last_status", "last_scheduled_at", "counted_runs", "spread")
+    __slots__ = ("spec", "version", "author", "updated_at", "cursor", "next_due", "paused", "last_status", "last_scheduled_at", "counted_runs", "spread", "children")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     AUTHOR_FIELD_NUMBER: _ClassVar[int]
@@ -240,6 +242,7 @@ class Job(_message.Message):
     LAST_SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
     COUNTED_RUNS_FIELD_NUMBER: _ClassVar[int]
     SPREAD_FIELD_NUMBER: _ClassVar[int]
+    CHILDREN_FIELD_NUMBER: _ClassVar[int]
     spec: JobSpec
     version: int
     author: str
@@ -251,7 +254,8 @@ class Job(_message.Message):
     last_scheduled_at: _timestamp_pb2.Timestamp
     counted_runs: int
     spread: _duration_pb2.Duration
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., author: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cursor: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_due: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., paused: _Optional[bool] = ..., last_status: _Optional[_Union[RunStatus, str]] = ..., last_scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., counted_runs: _Optional[int] = ..., spread: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    children: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., version: _Optional[int] = ..., author: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cursor: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_due: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., paused: _Optional[bool] = ..., last_status: _Optional[_Union[RunStatus, str]] = ..., last_scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., counted_runs: _Optional[int] = ..., spread: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., children: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Attempt(_message.Message):
     __slots__ = ("number", "worker_id", "fencing_token", "started_at", "finished_at", "outcome", "error", "exit_code", "stdout_tail", "stderr_tail", "exception_type", "http_status")
