@@ -35,6 +35,7 @@ from scheduler.core.commands import (
     SetJobPaused,
     TriggerRun,
 )
+from scheduler.core.deadlines import check_deadlines
 from scheduler.core.execution import (
     cancel_run,
     complete_runs,
@@ -152,5 +153,7 @@ def apply(state: State, command: Command, index: int) -> Result:
         result = handler(state, command, index)
         if not result.accepted:
             restore_clock(state, before)
+        else:
+            check_deadlines(state)  # time moved: runs past their `deadline:` raise their alert
         return result
     return handler(state, command, index)

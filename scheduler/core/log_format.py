@@ -88,6 +88,9 @@ OVERLAP_AT_GRANT_FORMAT = 3
 # The core stores schedules as text and never parses them, so the proposer checks this one
 # (scheduler/replication/upgrades.py `proposal_log_format`).
 CRON_MODIFIERS_FORMAT = 3
+# From format 3 on, a queued scheduled slot of a job with a `deadline:` is checked once replicated
+# time passes slot + deadline (scheduler/core/deadlines.py).
+DEADLINE_ALERTS_FORMAT = 3
 
 # (struct type, field name) -> the format that added the field; each such field defaults to UNSET.
 # Fields of state records are listed too (their UNSET default is checked the same way); apply
@@ -125,6 +128,9 @@ FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {
     (JobSpec, "calendar"): 3,
     (JobSpec, "pause_after_failures"): 3,
     (RetryPolicy, "final_exit_codes"): 3,
+    # Deadline alerts (docs/design/deadline-alerts.md).
+    (JobSpec, "deadline_us"): 3,
+    (State, "deadline_checks"): 3,
 }
 
 # Snapshot format byte -> the log format a node needs to read it (codec.py writes 3 only once

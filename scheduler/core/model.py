@@ -164,6 +164,9 @@ class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
     calendar: CalendarRule | msgspec.UnsetType = msgspec.UNSET
     # Log format 3: the job pauses itself when this many runs in a row ended failed or timed out.
     pause_after_failures: int | UnsetType = UNSET
+    # Log format 3: a scheduled slot whose run has not succeeded this long after the slot raises
+    # one `deadline_missed` alert (the run goes on; scheduler/core/deadlines.py).
+    deadline_us: int | UnsetType = UNSET
 
 
 class Attempt(msgspec.Struct, forbid_unknown_fields=True, gc=False):

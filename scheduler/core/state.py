@@ -110,6 +110,9 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
     failure_streaks: dict[str, FailureStreak] | UnsetType = UNSET
     # Named date sets jobs skip or keep to (log format 3); left out of snapshots below format 4.
     calendars: dict[str, Calendar] = msgspec.field(default_factory=dict)
+    # Log format 3: a heap of (slot + deadline, job_id, slot) of queued scheduled runs whose job has
+    # a `deadline:`, checked whenever replicated time moves (deadlines.py); UNSET until the first.
+    deadline_checks: list[tuple[int, str, int]] | UnsetType = UNSET
 
     def get_run(self, job_id: str, scheduled_us: int) -> Run | None:
         job_runs = self.runs.get(job_id)

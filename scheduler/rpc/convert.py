@@ -134,6 +134,8 @@ def _ways_to_fire_from_pb(spec: pb.JobSpec) -> dict:
         fields["max_runs"] = spec.max_runs
     if spec.HasField("pause_after_failures"):
         fields["pause_after_failures"] = spec.pause_after_failures
+    if spec.HasField("deadline"):
+        fields["deadline_us"] = duration_us(spec, "deadline", 0)
     return fields
 
 
@@ -154,6 +156,8 @@ def _ways_to_fire_to_pb(spec: model.JobSpec) -> dict:
         fields["max_runs"] = spec.max_runs
     if spec.pause_after_failures is not UNSET:
         fields["pause_after_failures"] = spec.pause_after_failures
+    if spec.deadline_us is not UNSET:
+        fields["deadline"] = duration(spec.deadline_us)
     return fields
 
 

@@ -41,7 +41,7 @@ MAX_JOBS = 100_000
 _JOB_KEYS = (
     "id", "schedule", "schedules", "every", "anchor", "at", "timezone", "active", "max_runs", "target", "owner",
     "class", "timeout", "retry", "priority", "payload", "misfire", "dst", "jitter", "overlap", "paused", "uses",
-    "history", "calendar", "pause_after_failures",
+    "history", "calendar", "pause_after_failures", "deadline",
 )  # fmt: skip
 _RESOURCE_KEYS = ("max_concurrent", "max_starts_per_s")
 # `schedule` is not required: a job with none of schedule, schedules, every and at is manual-only.
@@ -352,6 +352,10 @@ def _read_ways_to_fire(reader: _Reader, fields: dict[str, object]) -> dict[str, 
         args["max_runs"] = fields["max_runs"]
     if "pause_after_failures" in fields:
         args["pause_after_failures"] = fields["pause_after_failures"]
+    if "deadline" in fields:
+        deadline_us = reader.duration(fields["deadline"], "deadline", 0)
+        if not reader.suppressed("deadline"):
+            args["deadline_us"] = deadline_us
     return args
 
 

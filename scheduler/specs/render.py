@@ -95,6 +95,8 @@ def _ways_to_fire_document(spec: JobSpec) -> dict[str, object]:
         document["max_runs"] = spec.max_runs
     if spec.pause_after_failures is not UNSET:
         document["pause_after_failures"] = spec.pause_after_failures
+    if spec.deadline_us is not UNSET:
+        document["deadline"] = format_duration_us(spec.deadline_us)
     return document
 
 

@@ -294,9 +294,28 @@ COMMANDS: dict[str, Command] = {
         ),
         calendar_keys=(RunRef("payroll", T), RunRef("payroll", T + 604_800_000_000)),
     ),
+    "apply_jobs_deadline": ApplyJobs(
+        issued_at_us=T + 23,
+        author="alice",
+        request_id="req-11",
+        upserts=(
+            JobUpsert(
+                spec=JobSpec(
+                    id="report",
+                    schedule="0 6 * * *",
+                    target_kind="handler",
+                    target="jobs.report",
+                    deadline_us=1_800_000_000,
+                ),
+                expected_version=0,
+                next_due_us=T + 86_400_000_000,
+            ),
+        ),
+    ),
 }
 # Commands of log format 3: a node that reads up to format 2 refuses them.
 FORMAT_3_COMMANDS = (
+    "apply_jobs_deadline",
     "cancel_run",
     "trigger_run_overrides",
     "backfill_runs_overrides",
