@@ -12,6 +12,7 @@ from scheduler.core.execution import cancel_live_runs
 from scheduler.core.model import NEVER_RUN, PAUSED_BY_SPEC, Change, Job, JobSpec, Pause
 from scheduler.core.results import Result, rejected
 from scheduler.core.retention import adopt_job, forget_job, horizon_us
+from scheduler.core.routes import apply_route_changes, check_routes
 from scheduler.core.sharing import share_body, share_instant
 from scheduler.core.state import State
 from scheduler.core.vocabulary import RejectionCode
@@ -66,7 +67,7 @@ def _check_apply(state: State, cmd: ApplyJobs, index: int) -> Result | None:
         if job_id not in state.jobs:
             return rejected(index, RejectionCode.NOT_FOUND, f"job {job_id!r} does not exist")
         seen.add(job_id)
-    return _check_resources(state, cmd, index) or check_calendars(state, cmd, index)
+    return _check_resources(state, cmd, index) or check_calendars(state, cmd, index) or check_routes(state, cmd, index)
 
 
 def _check_resources(state: State, cmd: ApplyJobs, index: int) -> Result | None:
@@ -174,6 +175,7 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
     for name in cmd.resource_removals:
         state.resources.pop(name, None)
     apply_calendar_changes(state, cmd)
+    apply_route_changes(state, cmd)
     return Result(index=index, events=tuple(events))
 
 

@@ -131,6 +131,10 @@ FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {
     # Deadline alerts (docs/design/deadline-alerts.md).
     (JobSpec, "deadline_us"): 3,
     (State, "deadline_checks"): 3,
+    # Alert routes in replicated state (docs/design/routes-in-replicated-state.md).
+    (ApplyJobs, "routes"): 3,
+    (ApplyJobs, "route_removals"): 3,
+    (State, "routes"): 3,
 }
 
 # Snapshot format byte -> the log format a node needs to read it (codec.py writes 3 only once

@@ -373,6 +373,21 @@ class Alert(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     since_us: int | UnsetType = UNSET  # `recovered`: the first failed slot of the streak it ends
 
 
+class AlertRoute(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """Where alerts of matching owners go (log format 3, applied like calendars, admin only).
+
+    `match` is an owner name or a shell-style pattern (`team-*`, `*`); an alert goes to the most
+    specific route that matches its owner (scheduler/leader/alert_delivery.py `pick_route`). The
+    url may hold a secret (a Slack webhook's path): only admins read it back."""
+
+    name: str
+    url: str  # http:// or https://
+    match: str = "*"
+    template: str = "json"  # an AlertTemplate
+    timeout_us: int = 5 * SECOND_US
+    backoff_max_us: int = 300 * SECOND_US
+
+
 class FailureStreak(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """A job's runs failing one after another since `since_us` (their slots), `failures` of them."""
 

@@ -187,6 +187,13 @@ class AlertKind(Word):
     DEADLINE_MISSED = "deadline_missed"  # a slot's run had not succeeded by slot + deadline (log format 3)
 
 
+class AlertTemplate(Word):
+    """The body an alert route sends (scheduler/leader/alert_delivery.py `render`)."""
+
+    JSON = "json"
+    SLACK = "slack"
+
+
 class KillAction(Word):
     """An entry of the kill switches' audit trail."""
 

@@ -15,13 +15,23 @@ from datetime import date, datetime
 
 import yaml
 
-from scheduler.core.model import ActiveWindow, Calendar, HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
+from scheduler.core.model import (
+    ActiveWindow,
+    AlertRoute,
+    Calendar,
+    HistoryPolicy,
+    JobSpec,
+    MisfirePolicy,
+    Resource,
+    RetryPolicy,
+)
 from scheduler.core.vocabulary import TargetKind
 from scheduler.planning.durations import DurationError, format_duration_us, parse_duration_us, type_name
 from scheduler.planning.timeconv import to_us
 from scheduler.specs.calendars import read_calendar_rule, read_calendars
 from scheduler.specs.payload import _canonical, _PayloadProblem
 from scheduler.specs.problems import SpecError, SpecProblem, _short, _suggestion
+from scheduler.specs.routes import read_routes
 from scheduler.specs.rules import (
     _DEFAULT,
     _DEFAULT_HISTORY,
@@ -47,7 +57,7 @@ _RESOURCE_KEYS = ("max_concurrent", "max_starts_per_s")
 # `schedule` is not required: a job with none of schedule, schedules, every and at is manual-only.
 _REQUIRED_KEYS = ("id", "target")
 _INSTANT_EXAMPLE = "an ISO-8601 instant with a UTC offset, e.g. 2027-03-01T09:00:00Z"
-_TOP_KEYS = ("jobs", "resources", "calendars")
+_TOP_KEYS = ("jobs", "resources", "calendars", "routes")
 
 
 def load_jobs_file(path: str | os.PathLike[str]) -> list[JobSpec]:
@@ -63,6 +73,10 @@ class JobDocument:
     resources: list[Resource]
     # `calendars:`: explicit dates, or holiday requests the proposing node expands.
     calendars: list[Calendar] = dataclasses.field(default_factory=list)
+    # `routes:`: where alerts go (admin only); empty when the file declares none.
+    routes: list[AlertRoute] = dataclasses.field(default_factory=list)
+    # Whether the file has a `routes:` section: only then may a pruning apply drop routes.
+    declares_routes: bool = False
 
 
 def load_job_document(path: str | os.PathLike[str]) -> JobDocument:
@@ -104,6 +118,8 @@ def parse_job_document(text: str, source: str = "<input>") -> JobDocument:
         document.get("calendars") if isinstance(document, dict) else None, _name_problem
     )
     problems += calendar_problems
+    routes, route_problems = read_routes(document.get("routes") if isinstance(document, dict) else None, _name_problem)
+    problems += route_problems
     problems[:0] = [_file_problem(message) for message in duplicates]
     specs: list[JobSpec] = []
     first_seen: dict[str, int] = {}
@@ -120,7 +136,7 @@ def parse_job_document(text: str, source: str = "<input>") -> JobDocument:
             specs.append(spec)
     if problems:
         raise SpecError(problems, source)
-    return JobDocument(specs, resources, calendars)
+    return JobDocument(specs, resources, calendars, routes, isinstance(document, dict) and "routes" in document)
 
 
 def _read_resources(value: object) -> tuple[list[Resource], list[SpecProblem]]:

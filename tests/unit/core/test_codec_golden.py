@@ -69,6 +69,7 @@ from scheduler.core.commands import (
 from scheduler.core.model import (
     LIVE_STATUSES,
     ActiveWindow,
+    AlertRoute,
     Attempt,
     Calendar,
     CalendarRule,
@@ -312,9 +313,20 @@ COMMANDS: dict[str, Command] = {
             ),
         ),
     ),
+    "apply_jobs_routes": ApplyJobs(
+        issued_at_us=T + 24,
+        author="root",
+        request_id="req-12",
+        routes=(
+            AlertRoute("payments", "https://hooks.example/T0/B0", match="payments", template="slack"),
+            AlertRoute("everyone", "http://alerts.example/in", timeout_us=2_000_000, backoff_max_us=60_000_000),
+        ),
+        route_removals=("old",),
+    ),
 }
 # Commands of log format 3: a node that reads up to format 2 refuses them.
 FORMAT_3_COMMANDS = (
+    "apply_jobs_routes",
     "apply_jobs_deadline",
     "cancel_run",
     "trigger_run_overrides",
