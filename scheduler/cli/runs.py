@@ -101,8 +101,8 @@ def _job_state(job, spec, now_us: int) -> str:
 
 def deadline_verdict(run: dict, deadline_us: int) -> str:
     """Whether a scheduled run met its job's `deadline:` (slot + deadline), as a clause."""
-    due_us = parse_when(run["scheduled_at"]) + deadline_us
-    due = f"deadline {format_duration_us(deadline_us)} after the slot ({format_us(due_us)})"
+    due_us = parse_when(run["effective_at"] or run["scheduled_at"]) + deadline_us
+    due = f"deadline {format_duration_us(deadline_us)} after the slot is due ({format_us(due_us)})"
     if run["status"] in (RunStatus.MISSED, RunStatus.SKIPPED, RunStatus.CANCELLED):
         return f"{due}: not checked ({run['status']})"
     if run["status"] == RunStatus.SUCCEEDED and run["finished_at"] and parse_when(run["finished_at"]) <= due_us:

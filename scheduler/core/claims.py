@@ -114,7 +114,8 @@ def _claim_one(
         run.schedule_index = schedule_index
     state.add_run(run)
     if status == QUEUED and job.body.deadline_us is not UNSET:
-        watch_deadline(state, job, claim.scheduled_us, _due_us(claim, by_calendar))
+        # Counted from when the slot is released (its herd spread, or where a calendar moved it).
+        watch_deadline(state, job, claim.scheduled_us, claim.effective_us or claim.scheduled_us)
     job.cursor_us = claim.scheduled_us
     job.next_due_us = share_instant(claim.next_due_us)
     if job.counted_runs is not UNSET and status == QUEUED:

@@ -1,7 +1,8 @@
-"""Deadline alerts: a scheduled slot whose run has not succeeded `deadline:` after the slot.
+"""Deadline alerts: a scheduled slot whose run has not succeeded `deadline:` after it was due.
 
-When a job with a `deadline:` has a slot claimed queued, the core pushes (slot + deadline, job,
-slot) onto a replicated heap (`State.deadline_checks`). Whenever replicated time moves (every
+When a job with a `deadline:` has a slot claimed queued, the core pushes (due + deadline, job,
+slot) onto a replicated heap (`State.deadline_checks`); due is when the slot is released (the
+slot plus its herd spread, or where a calendar moved it). Whenever replicated time moves (every
 epoch command; the leader proposes one at least every 0.5 s), apply pops what has fallen due and
 looks at each run: one that has not succeeded by then raises one `deadline_missed` alert, and is
 left to go on. Each check costs a heap push when the slot is claimed and a pop when it falls due;
@@ -48,11 +49,11 @@ def check_deadlines(state: State) -> None:
         job = state.jobs.get(job_id)
         if run is None or job is None or run.kind != RunKind.SCHEDULED or run.status in (SUCCEEDED, CANCELLED):
             continue  # pruned, deleted, succeeded in time, or ended on purpose
-        late_s = (due_us - scheduled_us) // SECOND_US
+        late_s = (due_us - (run.effective_us or scheduled_us)) // SECOND_US
         attempt = f", attempt {run.attempt}" if run.attempt else ""
         message = (
-            f"run {format_run_key(job_id, scheduled_us)} had not succeeded {_duration_text(late_s)} after its "
-            f"slot (status {run.status}{attempt}); it goes on"
+            f"run {format_run_key(job_id, scheduled_us)} had not succeeded {_duration_text(late_s)} after it was "
+            f"due (status {run.status}{attempt}); it goes on"
         )
         record_alert(state, AlertKind.DEADLINE_MISSED, job_id, scheduled_us, message)
 

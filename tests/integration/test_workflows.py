@@ -102,7 +102,7 @@ def test_a_deadline_alert_is_routed_and_the_run_goes_on_to_succeed(workflow):
     ref = _lease(cluster, "report")
     wait_until(lambda: _received("late-report", "deadline_missed", "/first"), 20, "the deadline alert at the route")
     (body,) = _received("late-report", "deadline_missed")[:1]
-    assert "had not succeeded 2s after its slot (status leased, attempt 1)" in body["message"]
+    assert "had not succeeded 2s after it was due (status leased, attempt 1)" in body["message"]
     assert _complete(cluster, ref, wpb.SUCCESS) == wpb.OK  # the run was not stopped
     with cluster.client() as client:
         client.pause_job(job_id="late-report", author="t", reason="test over")

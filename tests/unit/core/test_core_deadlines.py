@@ -44,7 +44,7 @@ def test_a_queued_run_past_its_deadline_raises_one_alert_and_stays_queued() -> N
     core.advance(slot(1) + DEADLINE_US)
     (alert,) = _deadline_alerts(core)
     assert (alert.job_id, alert.scheduled_us) == ("a", slot(1))
-    assert "had not succeeded 5m after its slot (status queued)" in alert.message
+    assert "had not succeeded 5m after it was due (status queued)" in alert.message
     assert core.state.get_run("a", slot(1)).status == "queued"
     core.advance(slot(1) + 2 * DEADLINE_US)
     assert len(_deadline_alerts(core)) == 1  # once per slot
@@ -100,3 +100,14 @@ def test_a_snapshot_carries_the_pending_checks() -> None:
 def test_only_a_spec_with_a_deadline_needs_log_format_3(fields, needed: int) -> None:
     command = ApplyJobs(1, "alice", "r", (upsert(spec("a", **fields), next_due_us=slot(1)),))
     assert required_log_format(command) == needed
+
+
+def test_a_spread_slot_counts_its_deadline_from_when_it_was_due() -> None:
+    core = _core()
+    spread_us = 20 * MINUTE_US
+    core.advance(slot(2) + spread_us)
+    assert core.claim_runs(claim("a", slot(2), slot(3), effective_us=slot(2) + spread_us)).accepted
+    core.advance(slot(2) + spread_us + DEADLINE_US - 1)
+    assert [a.scheduled_us for a in _deadline_alerts(core)] == [slot(1)]
+    core.advance(slot(2) + spread_us + DEADLINE_US)
+    assert [a.scheduled_us for a in _deadline_alerts(core)] == [slot(1), slot(2)]
