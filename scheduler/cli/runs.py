@@ -195,6 +195,9 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
             f"{_runs_at(slot_us, due_us)}"
             f" (accounted up to {format_us(cursor_us)}){'; the job is paused' if job.paused else ''}",
         }
+        if spec.deadline_us is not UNSET:
+            answer["deadline"] = f"deadline {format_duration_us(spec.deadline_us)} after it is due"
+            answer["explanation"] += f"; {answer['deadline']} ({format_us(due_us + spec.deadline_us)})"
         if (rule := calendars_cli.spec_rule(job.spec)) is not None:
             pb_spec = job.spec
             schedule_args = (
