@@ -17,6 +17,7 @@ from scheduler.core.codec import decode_command, encode_command
 from scheduler.core.commands import ClaimRuns, SlotClaim
 from scheduler.core.vocabulary import (
     AlertKind,
+    AlertTemplate,
     CompletionKind,
     DstGap,
     DstRepeat,
@@ -78,6 +79,7 @@ VALUES = {
         "history_pruned",
     ),
     SkipReason: ("paused", "killed", "overlap forbid", "calendar"),
+    AlertTemplate: ("json", "slack"),
     AlertKind: (
         "missed",
         "skipped",
