@@ -1,7 +1,7 @@
 """The alerting workflow on one real cluster: replicated routes delivering to a webhook (and a
 route change applied with no restart), a deadline alert whose run goes on and succeeds, a job
-that pauses itself after failures (resume clears it), and a worker-less outage that yields one
-coalesced alert per job. Cancel, trigger payloads and alerts across a leader change are in
+that pauses itself after failures (resume clears it), a worker-less outage that yields one
+coalesced alert per job, and a shell job's final exit code (no retry). Cancel, trigger payloads and alerts across a leader change are in
 test_operations.py."""
 
 from __future__ import annotations
@@ -146,3 +146,23 @@ def test_a_worker_less_outage_is_one_alert_with_a_count_and_a_route_change_needs
     assert not _received("orphan", "skipped", "/first")
     with cluster.client() as client:
         client.pause_job(job_id="orphan", author="t", reason="test over")
+
+
+def test_a_shell_jobs_final_exit_code_ends_the_run_failed_without_retry(workflow):
+    from worker import Worker
+
+    cluster, _ = workflow
+    retry = RetryPolicy(max_attempts=3, backoff_initial_us=0, final_exit_codes=(3,))
+    job = JobSpec(id="strict", schedule="0 0 1 1 *", target_kind="shell", target="exit 3", owner="team", retry=retry)
+    with cluster.client() as client:
+        client.apply_jobs(jobs=[spec_to_pb(job)])
+        client.trigger_job(job_id="strict", author="t")
+    with Worker(cluster=cluster.cluster_arg, shell=True, lease_wait_s=1.0, concurrency=1):
+
+        def ended():
+            with cluster.client() as client:
+                runs = client.list_runs(runs_pb2.ListRunsRequest(job_id="strict", page_size=10)).runs
+            return [r for r in runs if STATUS_FROM_PB[r.status] == "failed"]
+
+        (run,) = wait_until(ended, 20, "the shell run to end failed")
+    assert (run.attempt, run.exit_code) == (1, 3)  # one attempt: exit code 3 is final
