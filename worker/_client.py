@@ -315,6 +315,11 @@ class ClusterClient:
     ) -> jobs_pb2.ListCalendarsResponse:
         return self._call("JobService", "ListCalendars", request, fields)
 
+    def list_routes(
+        self, request: jobs_pb2.ListRoutesRequest | None = None, /, **fields: Any
+    ) -> jobs_pb2.ListRoutesResponse:
+        return self._call("JobService", "ListRoutes", request, fields)
+
     def delete_job(
         self, request: jobs_pb2.DeleteJobRequest | None = None, /, **fields: Any
     ) -> jobs_pb2.DeleteJobResponse:

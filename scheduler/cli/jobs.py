@@ -37,13 +37,15 @@ def read_job_document(path: str, stdin=None) -> JobDocument:
 
 def apply_request(document, prune: bool, dry_run: bool, author: str = ""):
     """The ApplyJobs request for a loaded job file (shared by apply and plan)."""
-    from scheduler.rpc.convert import calendar_to_pb, resource_to_pb, spec_to_pb
+    from scheduler.rpc.convert import calendar_to_pb, resource_to_pb, route_to_pb, spec_to_pb
     from worker.api.v1 import jobs_pb2
 
     return jobs_pb2.ApplyJobsRequest(
         jobs=[spec_to_pb(s) for s in document.jobs],
         resources=[resource_to_pb(r) for r in document.resources],
         calendars=[calendar_to_pb(c) for c in document.calendars],
+        routes=[route_to_pb(r, redact=False) for r in document.routes],
+        declares_routes=document.declares_routes,
         prune=prune,
         dry_run=dry_run,
         author=author,
@@ -51,9 +53,15 @@ def apply_request(document, prune: bool, dry_run: bool, author: str = ""):
 
 
 def cmd_apply(args) -> int:
-    request = apply_request(read_job_document(args.file), args.prune, args.dry_run, args.author)
+    from scheduler.cli.routes import route_changes, route_lines
+
+    document = read_job_document(args.file)
+    request = apply_request(document, args.prune, args.dry_run, args.author)
     with connection.cluster_client(args) as client:
+        routes = route_changes(client, document, args.prune) if not args.json else []
         response = client.apply_jobs(request)
+    for line in route_lines(routes):
+        print(line)
     out.print_changes(response, args.json, args.dry_run)
     return 0
 

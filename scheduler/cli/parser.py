@@ -12,7 +12,7 @@ import os
 import sys
 import zoneinfo
 
-from scheduler.cli import calendars, cluster, jobs, logs, ops, plan, runs, serve
+from scheduler.cli import calendars, cluster, jobs, logs, ops, plan, routes, runs, serve
 from scheduler.cli.connection import DEFAULT_CLUSTER, add_global_flags
 from scheduler.cli.failures import EPILOG, run_reporting_errors
 from scheduler.core.vocabulary import DstGap, DstRepeat, Overlap
@@ -212,6 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--linearizable", action="store_true", help="confirm with the leader before reading")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=calendars.cmd_calendars)
+
+    p = sub.add_parser(
+        "routes", help="alert routes in replicated state: which owners go where (urls shown to admins only)"
+    )
+    p.add_argument("--linearizable", action="store_true", help="confirm with the leader before reading")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=routes.cmd_routes)
 
     p = sub.add_parser("kills", help="active kill switches and their audit trail")
     p.add_argument("--json", action="store_true")

@@ -208,6 +208,7 @@ def render_plan(entries: list[dict]) -> str:
 def cmd_plan(args) -> int:
     from scheduler.cli.calendars import plan_calendars
     from scheduler.cli.jobs import apply_request, read_job_document
+    from scheduler.cli.routes import route_changes, route_lines
 
     document = read_job_document(args.file)
     new_specs = {spec.id: spec for spec in document.jobs}
@@ -217,6 +218,10 @@ def cmd_plan(args) -> int:
         old_specs = stored_specs(client, changed) if changed else {}
         herd_window_us = cluster_herd_window_us(client)
         calendars = plan_calendars(client, document) if any(s.calendar for s in document.jobs) else {}
+        routes = route_changes(client, document, args.prune)
     entries = plan_entries(changes, new_specs, old_specs, parse_when("now"), herd_window_us, calendars)
-    print(json.dumps(entries, indent=2) if args.json else render_plan(entries))
+    if args.json:
+        print(json.dumps(entries + routes, indent=2))
+        return 0
+    print("\n".join([*route_lines(routes), render_plan(entries)]))
     return 0

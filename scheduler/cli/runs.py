@@ -14,8 +14,9 @@ from scheduler.cli import chain, connection
 from scheduler.cli import output as out
 from scheduler.cli.times import parse_when
 from scheduler.core.model import SECOND_US
-from scheduler.core.vocabulary import RunStatus, SkipReason
+from scheduler.core.vocabulary import RunKind, RunStatus, SkipReason
 from scheduler.planning import compile_schedule, format_us, parse_iso_to_us, preview
+from scheduler.planning.durations import format_duration_us
 from scheduler.planning.runkeys import parse_run_key
 from scheduler.planning.slot_text import counted_runs_of, how_it_fires, owing_state, source_text
 from scheduler.planning.slots import is_manual_only, owed_fires_between, upcoming_fires
@@ -98,6 +99,19 @@ def _job_state(job, spec, now_us: int) -> str:
     )
 
 
+def deadline_verdict(run: dict, deadline_us: int) -> str:
+    """Whether a scheduled run met its job's `deadline:` (slot + deadline), as a clause."""
+    due_us = parse_when(run["effective_at"] or run["scheduled_at"]) + deadline_us
+    due = f"deadline {format_duration_us(deadline_us)} after the slot is due ({format_us(due_us)})"
+    if run["status"] in (RunStatus.MISSED, RunStatus.SKIPPED, RunStatus.CANCELLED):
+        return f"{due}: not checked ({run['status']})"
+    if run["status"] == RunStatus.SUCCEEDED and run["finished_at"] and parse_when(run["finished_at"]) <= due_us:
+        return f"{due}: met"
+    if run["status"] in (RunStatus.QUEUED, RunStatus.LEASED):
+        return f"{due}: missed if it has not succeeded by then (a deadline_missed alert; the run goes on)"
+    return f"{due}: missed (a deadline_missed alert was raised)"
+
+
 def _runs_at(slot_us: int, due_us: int) -> str:
     if due_us == slot_us:
         return ""
@@ -171,6 +185,9 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
         if source:
             answer["schedule"] = source
             answer["explanation"] += f" (from {source})"
+        if spec.deadline_us is not UNSET and nearest["kind"] == RunKind.SCHEDULED:
+            answer["deadline"] = deadline_verdict(nearest, spec.deadline_us)
+            answer["explanation"] += f"; {answer['deadline']}"
     elif slot_us is not None and slot_us > cursor_us and not job.HasField("next_due"):
         answer = {
             "slot": format_us(slot_us),
@@ -186,6 +203,9 @@ def explain(client, job_id: str, at: str, as_json: bool) -> str:
             f"{_runs_at(slot_us, due_us)}"
             f" (accounted up to {format_us(cursor_us)}){'; the job is paused' if job.paused else ''}",
         }
+        if spec.deadline_us is not UNSET:
+            answer["deadline"] = f"deadline {format_duration_us(spec.deadline_us)} after it is due"
+            answer["explanation"] += f"; {answer['deadline']} ({format_us(due_us + spec.deadline_us)})"
         if (rule := calendars_cli.spec_rule(job.spec)) is not None:
             pb_spec = job.spec
             schedule_args = (

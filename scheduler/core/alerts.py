@@ -67,7 +67,7 @@ def raise_alert(state: State, kind: AlertKind, job_id: str, instant_us: int, mes
             current.last_scheduled_us = instant_us
             current.message = message[:2000]
             return
-    key = _record(state, kind, job_id, instant_us, message)
+    key = record_alert(state, kind, job_id, instant_us, message)
     if streaks is not None and key:
         state.alerts[key].count = 1
         streaks.setdefault(job_id, {})[kind] = key
@@ -99,7 +99,7 @@ def note_failure(state: State, job_id: str, scheduled_us: int) -> None:
         return
     why = f"paused after {streak.failures} failed runs in a row (pause_after_failures: {limit}); resume it to go on"
     job.pause = Pause(AUTO_PAUSER, why)
-    key = _record(state, AlertKind.PAUSED, job_id, scheduled_us, why)
+    key = record_alert(state, AlertKind.PAUSED, job_id, scheduled_us, why)
     if key:
         state.alerts[key].count = streak.failures
         state.alerts[key].since_us = streak.since_us
@@ -119,7 +119,9 @@ def note_success(state: State, job_id: str, scheduled_us: int) -> None:
     if streak is None:
         return
     runs = "run" if streak.failures == 1 else "runs"
-    key = _record(state, AlertKind.RECOVERED, job_id, scheduled_us, f"succeeded after {streak.failures} failed {runs}")
+    key = record_alert(
+        state, AlertKind.RECOVERED, job_id, scheduled_us, f"succeeded after {streak.failures} failed {runs}"
+    )
     if key:
         state.alerts[key].count = streak.failures
         state.alerts[key].since_us = streak.since_us
@@ -133,7 +135,7 @@ def _streaks(state: State) -> dict[str, dict[str, str]] | None:
     return state.alert_streaks
 
 
-def _record(state: State, kind: AlertKind, job_id: str, instant_us: int, message: str) -> str:
+def record_alert(state: State, kind: AlertKind, job_id: str, instant_us: int, message: str) -> str:
     """A new alert's id, or "" when that alert exists already."""
     key = alert_id(kind, job_id, instant_us)
     if key in state.alerts:

@@ -35,6 +35,7 @@ from scheduler.core.commands import (
     SetJobPaused,
     TriggerRun,
 )
+from scheduler.core.deadlines import check_deadlines
 from scheduler.core.dependencies import settle_dependents
 from scheduler.core.execution import (
     cancel_run,
@@ -153,6 +154,8 @@ def apply(state: State, command: Command, index: int) -> Result:
         result = handler(state, command, index)
         if not result.accepted:
             restore_clock(state, before)
+        else:
+            check_deadlines(state)  # time moved: runs past their `deadline:` raise their alert
     else:
         result = handler(state, command, index)
     if state.settling:

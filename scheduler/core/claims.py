@@ -7,6 +7,7 @@ from msgspec import UNSET
 from scheduler.core import results as ev
 from scheduler.core.alerts import LATE_ALERT_US, close_streaks, raise_alert
 from scheduler.core.commands import ClaimRuns, SlotClaim
+from scheduler.core.deadlines import watch_deadline
 from scheduler.core.execution import cancel_live_runs
 from scheduler.core.model import CLAIM_STATUSES, MISSED, QUEUED, SECOND_US, SKIPPED, Run, format_run_key
 from scheduler.core.results import Result, rejected
@@ -112,6 +113,9 @@ def _claim_one(
     if schedule_index >= 0:
         run.schedule_index = schedule_index
     state.add_run(run)
+    if status == QUEUED and job.body.deadline_us is not UNSET:
+        # Counted from when the slot is released (its herd spread, or where a calendar moved it).
+        watch_deadline(state, job, claim.scheduled_us, claim.effective_us or claim.scheduled_us)
     job.cursor_us = claim.scheduled_us
     job.next_due_us = share_instant(claim.next_due_us)
     if job.counted_runs is not UNSET and status == QUEUED:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from scheduler.core.model import Calendar, JobSpec, Resource
+from scheduler.core.model import AlertRoute, Calendar, JobSpec, Resource
 from scheduler.core.vocabulary import RunStatus
 
 
@@ -48,6 +48,9 @@ class ApplyJobs(_Command, frozen=True):
     # (here and in ClaimRuns) is left out of the encoding: an older node decodes what is left.
     calendars: tuple[Calendar, ...] | msgspec.UnsetType = msgspec.UNSET
     calendar_removals: tuple[str, ...] | msgspec.UnsetType = msgspec.UNSET
+    # Log format 3: alert routes to declare or change, and names to drop (admin only).
+    routes: tuple[AlertRoute, ...] | UnsetType = UNSET
+    route_removals: tuple[str, ...] | UnsetType = UNSET
 
 
 class SetJobPaused(_Command, frozen=True):

@@ -13,6 +13,7 @@ from scheduler.core.execution import cancel_live_runs
 from scheduler.core.model import NEVER_RUN, PAUSED_BY_SPEC, Change, Job, JobSpec, Pause
 from scheduler.core.results import Result, rejected
 from scheduler.core.retention import adopt_job, forget_job, horizon_us
+from scheduler.core.routes import apply_route_changes, check_routes
 from scheduler.core.sharing import share_body, share_instant
 from scheduler.core.state import State
 from scheduler.core.vocabulary import RejectionCode
@@ -71,6 +72,7 @@ def _check_apply(state: State, cmd: ApplyJobs, index: int) -> Result | None:
         _check_resources(state, cmd, index)
         or check_calendars(state, cmd, index)
         or check_dependencies(state, cmd, index)
+        or check_routes(state, cmd, index)
     )
 
 
@@ -181,6 +183,7 @@ def apply_jobs(state: State, cmd: ApplyJobs, index: int) -> Result:
     for name in cmd.resource_removals:
         state.resources.pop(name, None)
     apply_calendar_changes(state, cmd)
+    apply_route_changes(state, cmd)
     return Result(index=index, events=tuple(events))
 
 

@@ -92,6 +92,9 @@ CRON_MODIFIERS_FORMAT = 3
 # The per-attempt output fields of a completion (stdout, stderr, exception type, HTTP status):
 # a proposer below this cluster version leaves them out and keeps the combined output tail.
 ATTEMPT_OUTPUT_FORMAT = 3
+# From format 3 on, a queued scheduled slot of a job with a `deadline:` is checked once replicated
+# time passes slot + deadline (scheduler/core/deadlines.py).
+DEADLINE_ALERTS_FORMAT = 3
 
 # (struct type, field name) -> the format that added the field; each such field defaults to UNSET.
 # Fields of state records are listed too (their UNSET default is checked the same way); apply
@@ -143,6 +146,13 @@ FIELD_LOG_FORMATS: dict[tuple[type, str], int] = {
     # Job dependencies (docs/design/job-dependencies.md); follow-ups live only in results.
     (JobSpec, "after"): 3,
     (Result, "follow_ups"): 3,
+    # Deadline alerts (docs/design/deadline-alerts.md).
+    (JobSpec, "deadline_us"): 3,
+    (State, "deadline_checks"): 3,
+    # Alert routes in replicated state (docs/design/routes-in-replicated-state.md).
+    (ApplyJobs, "routes"): 3,
+    (ApplyJobs, "route_removals"): 3,
+    (State, "routes"): 3,
 }
 
 # Snapshot format byte -> the log format a node needs to read it (codec.py writes 3 only once

@@ -183,6 +183,9 @@ class JobSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
     # Log format 3: the jobs whose run of a slot must succeed before this job runs for that slot
     # (scheduler/core/dependencies.py); such a job has no schedule of its own.
     after: tuple[str, ...] | UnsetType = UNSET
+    # Log format 3: a scheduled slot whose run has not succeeded this long after the slot raises
+    # one `deadline_missed` alert (the run goes on; scheduler/core/deadlines.py).
+    deadline_us: int | UnsetType = UNSET
 
 
 class Attempt(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -393,6 +396,21 @@ class Alert(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     closed_us: int | UnsetType = UNSET  # when the streak ended (the job fired again)
     delivered_count: int | UnsetType = UNSET  # `count` as last delivered, so an update is sent once
     since_us: int | UnsetType = UNSET  # `recovered`: the first failed slot of the streak it ends
+
+
+class AlertRoute(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """Where alerts of matching owners go (log format 3, applied like calendars, admin only).
+
+    `match` is an owner name or a shell-style pattern (`team-*`, `*`); an alert goes to the most
+    specific route that matches its owner (scheduler/leader/alert_delivery.py `pick_route`). The
+    url may hold a secret (a Slack webhook's path): only admins read it back."""
+
+    name: str
+    url: str  # http:// or https://
+    match: str = "*"
+    template: str = "json"  # an AlertTemplate
+    timeout_us: int = 5 * SECOND_US
+    backoff_max_us: int = 300 * SECOND_US
 
 
 class FailureStreak(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):

@@ -18,6 +18,7 @@ from scheduler.core.model import (
     LEASED,
     LIVE_STATUSES,
     Alert,
+    AlertRoute,
     Calendar,
     FailureStreak,
     HistoryPolicy,
@@ -116,6 +117,11 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
     # reached a final status during the entry being applied (dependencies.py settles them).
     dependents: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
     settling: list[Run] = msgspec.field(default_factory=list)
+    # Log format 3: a heap of (slot + deadline, job_id, slot) of queued scheduled runs whose job has
+    # a `deadline:`, checked whenever replicated time moves (deadlines.py); UNSET until the first.
+    deadline_checks: list[tuple[int, str, int]] | UnsetType = UNSET
+    # Log format 3: alert routes by name (routes.py); UNSET or empty: nodes route by their config.
+    routes: dict[str, AlertRoute] | UnsetType = UNSET
 
     def get_run(self, job_id: str, scheduled_us: int) -> Run | None:
         job_runs = self.runs.get(job_id)

@@ -187,6 +187,14 @@ class AlertKind(Word):
     KILLED = "killed"
     RECOVERED = "recovered"  # a job succeeded after failed runs (log format 3)
     PAUSED = "paused"  # a job paused itself after failed runs (pause_after_failures, log format 3)
+    DEADLINE_MISSED = "deadline_missed"  # a slot's run had not succeeded by slot + deadline (log format 3)
+
+
+class AlertTemplate(Word):
+    """The body an alert route sends (scheduler/leader/alert_delivery.py `render`)."""
+
+    JSON = "json"
+    SLACK = "slack"
 
 
 class KillAction(Word):

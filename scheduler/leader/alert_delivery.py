@@ -9,14 +9,17 @@ a day-long outage is a handful of messages, not one per slot.
 
 from __future__ import annotations
 
+import fnmatch
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from msgspec import UNSET
 
 from scheduler.core.alerts import alert_count, is_open_streak, last_slot_us, undelivered_count
-from scheduler.core.model import SECOND_US, Alert
+from scheduler.core.model import SECOND_US, Alert, AlertRoute
+from scheduler.core.routes import redacted_url
 from scheduler.core.vocabulary import AlertKind
 from scheduler.planning import format_us
 from scheduler.planning.runkeys import readable_run_keys_in
@@ -24,6 +27,7 @@ from scheduler.planning.runkeys import readable_run_keys_in
 DESTINATIONS = ("webhook", "command", "file", "log")
 TEMPLATES = ("json", "slack")
 DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_BACKOFF_MAX_S = 300.0
 MAX_TIMEOUT_S = 60.0
 # An open streak that keeps growing is told about again at most this often.
 STREAK_REMINDER_US = 3600 * SECOND_US
@@ -35,14 +39,53 @@ class Route:
     target: str  # the URL, command line or path ("" for log)
     template: str = "json"
     timeout_s: float = DEFAULT_TIMEOUT_S
+    backoff_max_s: float = DEFAULT_BACKOFF_MAX_S
+    # How logs name it: a replicated route's name; never a webhook's url, which may be a secret.
+    label: str = ""
 
     @property
     def name(self) -> str:
-        """A route's identity: its own sender, backoff and metrics."""
+        """A route's identity: its own sender and backoff (not for logs: it holds the target)."""
         return f"{self.destination}:{self.target}" if self.target else self.destination
+
+    @property
+    def shown(self) -> str:
+        if self.label:
+            return self.label
+        return f"webhook {redacted_url(self.target)}" if self.destination == "webhook" else self.name
 
 
 LOG_ROUTE = Route("log", "")
+
+
+def pick_route(owner: str, routes: Mapping[str, AlertRoute]) -> AlertRoute | None:
+    """The replicated route an alert of `owner` takes: one whose `match` is the owner itself,
+    else the matching pattern with the most literal characters (`team-*` before `*`), ties by
+    name; None when none matches."""
+    best: tuple[int, str] | None = None
+    for name in sorted(routes):
+        pattern = routes[name].match
+        if pattern == owner:
+            rank = 1_000_000
+        elif fnmatch.fnmatchcase(owner, pattern):
+            rank = sum(1 for char in pattern if char not in "*?[]")
+        else:
+            continue
+        if best is None or rank > best[0]:
+            best = (rank, name)
+    return routes[best[1]] if best is not None else None
+
+
+def route_of(route: AlertRoute) -> Route:
+    """A replicated route as a sender delivers it."""
+    return Route(
+        "webhook",
+        route.url,
+        route.template,
+        route.timeout_us / SECOND_US,
+        route.backoff_max_us / SECOND_US,
+        label=f"route {route.name}",
+    )
 
 
 def parse_route(owner: str, raw: Any) -> Route:

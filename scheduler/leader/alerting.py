@@ -23,7 +23,7 @@ import msgspec
 from scheduler.core.alerts import alert_count
 from scheduler.core.commands import MarkAlertsDelivered
 from scheduler.core.log_format import STREAK_ALERTS_FORMAT
-from scheduler.core.model import SECOND_US, Alert
+from scheduler.core.model import SECOND_US, Alert, AlertRoute
 from scheduler.core.vocabulary import RejectionCode
 from scheduler.leader.alert_delivery import (
     LOG_ROUTE,
@@ -31,7 +31,9 @@ from scheduler.leader.alert_delivery import (
     delivery_key,
     due_for_delivery,
     parse_route,
+    pick_route,
     render,
+    route_of,
     summary,
 )
 from scheduler.leader.lifecycle import LeaderTerm
@@ -40,7 +42,6 @@ from scheduler.replication import RaftLog, ReplicationError
 log = logging.getLogger("raftcron.alerts")
 
 BATCH = 200
-MAX_BACKOFF_S = 300.0
 POLL_S = 0.5
 # Alerts waiting in one route's sender at most: a dead receiver holds no more than this.
 ROUTE_QUEUE_LIMIT = 1000
@@ -87,7 +88,7 @@ class _RouteSender:
         self._queue: queue.Queue[Alert] = queue.Queue(ROUTE_QUEUE_LIMIT)
         self._failures = 0
         self.retry_at_us = 0
-        self._thread = threading.Thread(target=self._run, name=f"alerts {route.name}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"alerts {route.shown}", daemon=True)
         self._thread.start()
 
     def submit(self, alert: Alert) -> bool:
@@ -110,12 +111,12 @@ class _RouteSender:
                 deliver(alert, self.route)
             except Exception as exc:  # any route failure: retry later with backoff, never drop
                 self._failures += 1
-                delay_s = min(MAX_BACKOFF_S, 2.0**self._failures)
+                delay_s = min(self.route.backoff_max_s, 2.0**self._failures)
                 self.retry_at_us = self._now_us() + int(delay_s * SECOND_US)
                 log.warning(
                     "alert %s not delivered to %s (failure %d, next try in %.0fs): %s",
                     alert.id,
-                    self.route.name,
+                    self.route.shown,
                     self._failures,
                     delay_s,
                     exc,
@@ -137,7 +138,12 @@ class AlertDispatcher:
         self._done: queue.SimpleQueue = queue.SimpleQueue()
         self._in_flight: set[str] = set()
 
-    def route_for(self, alert: Alert) -> Route:
+    def route_for(self, alert: Alert, replicated: Mapping[str, AlertRoute] | None = None) -> Route:
+        """Replicated routes decide when the cluster has any (every leader routes alike); the node's
+        `alert_routes` are the fallback of a cluster that has none (docs/design/routes-in-replicated-state.md)."""
+        if replicated:
+            chosen = pick_route(alert.owner, replicated)
+            return route_of(chosen) if chosen is not None else LOG_ROUTE
         return self._routes.get(alert.owner) or self._routes.get("default") or LOG_ROUTE
 
     def _sender(self, route: Route) -> _RouteSender:
@@ -146,22 +152,23 @@ class AlertDispatcher:
             sender = self._senders[route.name] = _RouteSender(route, self._term, self._done)
         return sender
 
-    def _pending(self, now_us: int) -> tuple[list[Alert], int]:
+    def _pending(self, now_us: int) -> tuple[list[Alert], int, dict[str, AlertRoute]]:
         with self._raftlog.read() as state:
+            routes = dict(state.routes) if state.routes is not msgspec.UNSET else {}
             pending = [
                 # A copy: the tick thread goes on counting a streak while its sender renders it.
                 msgspec.structs.replace(alert)
                 for key in state.alert_order
                 if key not in self._in_flight and due_for_delivery(alert := state.alerts[key], now_us)
             ]
-            return pending[:BATCH], state.cluster_version
+            return pending[:BATCH], state.cluster_version, routes
 
     def __call__(self) -> None:
         while not self._term.stopping.wait(POLL_S):
             now_us = self._term.clock.now_us()
-            pending, cluster_version = self._pending(now_us)
+            pending, cluster_version, routes = self._pending(now_us)
             for alert in pending:
-                sender = self._sender(self.route_for(alert))
+                sender = self._sender(self.route_for(alert, routes))
                 if sender.retry_at_us <= now_us and sender.submit(alert):
                     self._in_flight.add(alert.id)
             if not self._mark_finished(cluster_version):

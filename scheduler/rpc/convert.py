@@ -8,10 +8,12 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from msgspec import UNSET
 
 from scheduler.core import model
+from scheduler.core.routes import redacted_url
 from scheduler.core.vocabulary import CompletionKind, LeaseOutcome, OnSkip, Overlap, RunStatus, TargetKind
 from scheduler.planning.runkeys import parse_run_key as parse_run_key  # servicers read run keys here
 from scheduler.planning.runkeys import readable_run_key
 from worker.api.v1 import common_pb2 as pb
+from worker.api.v1 import jobs_pb2
 from worker.api.v1 import worker_pb2 as wpb
 
 # Each vocabulary with a proto enum, both ways (tests/unit/core/test_vocabulary.py: every member).
@@ -162,6 +164,8 @@ def _ways_to_fire_from_pb(spec: pb.JobSpec) -> dict:
         fields["pause_after_failures"] = spec.pause_after_failures
     if spec.after:
         fields["after"] = tuple(spec.after)
+    if spec.HasField("deadline"):
+        fields["deadline_us"] = duration_us(spec, "deadline", 0)
     return fields
 
 
@@ -184,6 +188,8 @@ def _ways_to_fire_to_pb(spec: model.JobSpec) -> dict:
         fields["pause_after_failures"] = spec.pause_after_failures
     if spec.after is not UNSET:
         fields["after"] = list(spec.after)
+    if spec.deadline_us is not UNSET:
+        fields["deadline"] = duration(spec.deadline_us)
     return fields
 
 
@@ -362,4 +368,27 @@ def run_to_pb(run: model.Run) -> pb.Run:
             )
             for a in run.attempts
         ],
+    )
+
+
+def route_from_pb(route: jobs_pb2.AlertRoute) -> model.AlertRoute:
+    default = model.AlertRoute("", "")
+    return model.AlertRoute(
+        name=route.name,
+        url=route.url,
+        match=route.match or default.match,
+        template=route.template or default.template,
+        timeout_us=duration_us(route, "timeout", default.timeout_us),
+        backoff_max_us=duration_us(route, "backoff", default.backoff_max_us),
+    )
+
+
+def route_to_pb(route: model.AlertRoute, redact: bool) -> jobs_pb2.AlertRoute:
+    return jobs_pb2.AlertRoute(
+        name=route.name,
+        match=route.match,
+        url=redacted_url(route.url) if redact else route.url,
+        template=route.template,
+        timeout=duration(route.timeout_us),
+        backoff=duration(route.backoff_max_us),
     )

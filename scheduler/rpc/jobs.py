@@ -16,6 +16,7 @@ from scheduler.core.commands import ApplyJobs, BackfillRuns, CancelRun, SetJobPa
 from scheduler.core.dependencies import dependency_problem
 from scheduler.core.manual import BACKFILL_OVERLAPS, MAX_BACKFILL_SLOTS, OVERLAPS
 from scheduler.core.model import SECOND_US
+from scheduler.core.routes import route_problem
 from scheduler.core.vocabulary import RejectionCode
 from scheduler.planning.slots import owed_fires_between
 from scheduler.replication import RaftLog, ReplicationError
@@ -23,6 +24,8 @@ from scheduler.rpc.convert import (
     calendar_from_pb,
     calendar_to_pb,
     resource_from_pb,
+    route_from_pb,
+    route_to_pb,
     run_to_pb,
     spec_from_pb,
     timestamp_us,
@@ -32,6 +35,7 @@ from scheduler.rpc.quotas import Admission
 from scheduler.rpc.reads import Reader, scoped_job_pb
 from scheduler.security.interceptor import audited_author, current_principal, require
 from scheduler.security.policy import job_change_denial, jobs_target_denial
+from scheduler.security.principals import ADMIN
 from scheduler.specs import canonical_payload_json
 from scheduler.specs.apply_plan import apply_problems, apply_refusal, plan_apply, preview_changes
 from scheduler.specs.holiday_expansion import ExpansionError, expand_holidays
@@ -103,6 +107,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         author: str,
         request_id: str,
         calendars: list[model.Calendar],
+        routes: list[model.AlertRoute] | None = None,
     ) -> ApplyJobs:
         with self._raftlog.read() as state:
             return plan_apply(
@@ -114,6 +119,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
                 author=author,
                 request_id=request_id,
                 calendars=calendars,
+                routes=routes,
             )
 
     def _expanded(self, calendars: list[model.Calendar], context) -> list[model.Calendar]:
@@ -160,10 +166,14 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         if problems:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "nothing applied:\n" + "\n".join(problems))
         calendars = self._expanded(calendars, context)
+        routes = [route_from_pb(r) for r in request.routes] if request.declares_routes or request.routes else None
+        route_problems = [problem for r in routes or () if (problem := route_problem(r))]
+        if route_problems:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "nothing applied:\n" + "\n".join(route_problems))
         request_id = request.request_id or uuid.uuid4().hex
         for attempt in range(APPLY_ATTEMPTS):
             author = audited_author(request.author)
-            command = self._plan_apply(specs, resources, request.prune, author, request_id, calendars)
+            command = self._plan_apply(specs, resources, request.prune, author, request_id, calendars, routes)
             self._require_may_apply(command, context)
             self._admission.check_apply(context, command)
             if request.dry_run:
@@ -319,6 +329,18 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         with self._raftlog.read() as state:
             calendars = [calendar_to_pb(state.calendars[name]) for name in sorted(state.calendars)]
         return jobs_pb2.ListCalendarsResponse(calendars=calendars, read=self._reader.read_info(request.linearizable))
+
+    def ListRoutes(self, request, context):
+        if (answer := self._reader.linearizable(context, request, _JOB_METHODS["ListRoutes"])) is not None:
+            return answer
+        caller = current_principal()
+        redact = caller is not None and caller.role != ADMIN  # a route url may be a secret
+        with self._raftlog.read() as state:
+            held = state.routes if state.routes is not msgspec.UNSET else {}
+            routes = [route_to_pb(held[name], redact) for name in sorted(held)]
+        return jobs_pb2.ListRoutesResponse(
+            routes=routes, redacted=redact, read=self._reader.read_info(request.linearizable)
+        )
 
     def ListJobs(self, request, context):
         if (answer := self._reader.linearizable(context, request, _JOB_METHODS["ListJobs"])) is not None:

@@ -26,6 +26,7 @@ import grpc
 from google.protobuf.message import Message
 
 from scheduler.core.calendars import MAX_CALENDAR_DATES, MAX_CALENDARS, MAX_JOB_CALENDARS
+from scheduler.core.routes import MAX_ROUTE_URL_CHARS, MAX_ROUTES
 from scheduler.core.vocabulary import TargetKind
 from scheduler.planning.slots import MAX_SCHEDULES
 from scheduler.rpc.convert import parse_run_key
@@ -288,6 +289,12 @@ def _apply_jobs(found: _Found, request) -> None:
                     found.text(f"calendars[{position}].dates[{day_at}]", day, 10)
             for key in ("country", "subdivision"):
                 found.text(f"calendars[{position}].holidays.{key}", getattr(calendar.holidays, key), 16)
+    if found.count("routes", request.routes, MAX_ROUTES):
+        for position, route in enumerate(request.routes):
+            found.name(f"routes[{position}].name", route.name)
+            found.text(f"routes[{position}].match", route.match, limits.max_id_chars)
+            found.text(f"routes[{position}].url", route.url, MAX_ROUTE_URL_CHARS)
+            found.text(f"routes[{position}].template", route.template, limits.max_policy_chars)
 
 
 def _job_write(found: _Found, request) -> None:
@@ -490,6 +497,7 @@ _CHECKERS: dict[str, Callable[[_Found, Message], None]] = {
     "GetJobRequest": _get_job,
     "ListJobsRequest": _list_jobs,
     "ListCalendarsRequest": _nothing,
+    "ListRoutesRequest": _nothing,
     "DeleteJobRequest": _job_write,
     "PauseJobRequest": _job_write,
     "ResumeJobRequest": _job_write,

@@ -45,6 +45,7 @@ METHOD_ROLES: dict[str, frozenset[str]] = {
     _V1 + "JobService/GetJob": READERS,
     _V1 + "JobService/ListJobs": READERS,
     _V1 + "JobService/ListCalendars": READERS,
+    _V1 + "JobService/ListRoutes": READERS,
     _V1 + "JobService/ApplyJobs": SUBMITTERS,
     _V1 + "JobService/DeleteJob": SUBMITTERS,
     _V1 + "JobService/PauseJob": SUBMITTERS,
@@ -100,6 +101,14 @@ def calendars_change_denial(principal: Principal, changed: Iterable[str]) -> str
     if not names or principal.role == ADMIN:
         return None
     return f"{principal.name} may not change shared calendars {names}: needs admin"
+
+
+def routes_change_denial(principal: Principal, changed: Iterable[str]) -> str | None:
+    """Alert routes decide where every owner's alerts go (and hold secret urls): admin only."""
+    names = sorted(changed)
+    if not names or principal.role == ADMIN:
+        return None
+    return f"{principal.name} may not change alert routes {names}: needs admin"
 
 
 def lease_denial(principal: Principal, targets: Iterable[str]) -> str | None:

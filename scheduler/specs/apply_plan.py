@@ -17,10 +17,16 @@ from msgspec import UNSET
 
 from scheduler.core.commands import ApplyJobs, JobUpsert
 from scheduler.core.jobs import restarted_cursor
-from scheduler.core.model import Calendar, JobSpec, Resource
+from scheduler.core.model import AlertRoute, Calendar, JobSpec, Resource
 from scheduler.core.state import State
 from scheduler.planning.jobs import first_due_after
-from scheduler.security.policy import apply_denial, calendars_change_denial, jobs_target_denial, prunes
+from scheduler.security.policy import (
+    apply_denial,
+    calendars_change_denial,
+    jobs_target_denial,
+    prunes,
+    routes_change_denial,
+)
 from scheduler.security.principals import ADMIN, Principal
 from scheduler.specs.calendars import calendar_problems
 from scheduler.specs.rules import name_problem, validate_resource, validate_spec
@@ -59,6 +65,7 @@ def plan_apply(
     author: str,
     request_id: str,
     calendars: Sequence[Calendar] = (),
+    routes: Sequence[AlertRoute] | None = None,
 ) -> ApplyJobs:
     """The command that makes `state` hold `specs` and `resources`.
 
@@ -93,7 +100,21 @@ def plan_apply(
     dropped = tuple(sorted(n for n in state.resources if n not in declared)) if prune and may_drop else ()
     changed = tuple(r for r in resources if state.resources.get(r.name) != r)
     command = ApplyJobs(issued_at_us, author, request_id, tuple(upserts), removals, changed, dropped)
-    return _with_calendars(state, command, calendars, prune and may_drop)
+    command = _with_calendars(state, command, calendars, prune and may_drop)
+    return _with_routes(state, command, routes, prune and may_drop)
+
+
+def _with_routes(state: State, command: ApplyJobs, routes: Sequence[AlertRoute] | None, drop: bool) -> ApplyJobs:
+    """Routes are shared like calendars: declared or changed when they differ; dropped by a pruning
+    admin, and only by a file that has a `routes:` section (None: the file says nothing of routes,
+    so an admin's jobs-only file never drops the cluster's routes)."""
+    held = state.routes if state.routes is not UNSET else {}
+    changed = tuple(r for r in routes or () if held.get(r.name) != r)
+    declared = {r.name for r in routes or ()}
+    dropped = tuple(sorted(n for n in held if n not in declared)) if drop and routes is not None else ()
+    if not changed and not dropped:
+        return command
+    return msgspec.structs.replace(command, routes=changed or UNSET, route_removals=dropped or UNSET)
 
 
 def _with_calendars(state: State, command: ApplyJobs, calendars: Sequence[Calendar], drop: bool) -> ApplyJobs:
@@ -134,9 +155,11 @@ def apply_refusal(state: State, command: ApplyJobs, caller: Principal | None) ->
     ]
     resources = [r.name for r in command.resources] + list(command.resource_removals)
     calendars = [c.name for c in command.calendars or ()] + list(command.calendar_removals or ())
+    routes = [r.name for r in command.routes or ()] + list(command.route_removals or ())
     return (
         apply_denial(caller, touched, resources)
         or calendars_change_denial(caller, calendars)
+        or routes_change_denial(caller, routes)
         or jobs_target_denial(caller, targeted)
     )
 

@@ -15,7 +15,16 @@ from datetime import date, datetime
 
 import yaml
 
-from scheduler.core.model import ActiveWindow, Calendar, HistoryPolicy, JobSpec, MisfirePolicy, Resource, RetryPolicy
+from scheduler.core.model import (
+    ActiveWindow,
+    AlertRoute,
+    Calendar,
+    HistoryPolicy,
+    JobSpec,
+    MisfirePolicy,
+    Resource,
+    RetryPolicy,
+)
 from scheduler.core.vocabulary import TargetKind
 from scheduler.planning.durations import DurationError, format_duration_us, parse_duration_us, type_name
 from scheduler.planning.timeconv import to_us
@@ -23,6 +32,7 @@ from scheduler.specs.calendars import read_calendar_rule, read_calendars
 from scheduler.specs.http_target import read_http_target
 from scheduler.specs.payload import _canonical, _PayloadProblem
 from scheduler.specs.problems import SpecError, SpecProblem, _short, _suggestion
+from scheduler.specs.routes import read_routes
 from scheduler.specs.rules import (
     _DEFAULT,
     _DEFAULT_HISTORY,
@@ -42,13 +52,13 @@ MAX_JOBS = 100_000
 _JOB_KEYS = (
     "id", "schedule", "schedules", "every", "anchor", "at", "timezone", "active", "max_runs", "target", "owner",
     "class", "timeout", "retry", "priority", "payload", "misfire", "dst", "jitter", "overlap", "paused", "uses",
-    "history", "calendar", "pause_after_failures", "after",
+    "history", "calendar", "pause_after_failures", "after", "deadline",
 )  # fmt: skip
 _RESOURCE_KEYS = ("max_concurrent", "max_starts_per_s")
 # `schedule` is not required: a job with none of schedule, schedules, every and at is manual-only.
 _REQUIRED_KEYS = ("id", "target")
 _INSTANT_EXAMPLE = "an ISO-8601 instant with a UTC offset, e.g. 2027-03-01T09:00:00Z"
-_TOP_KEYS = ("jobs", "resources", "calendars")
+_TOP_KEYS = ("jobs", "resources", "calendars", "routes")
 
 
 def load_jobs_file(path: str | os.PathLike[str]) -> list[JobSpec]:
@@ -64,6 +74,10 @@ class JobDocument:
     resources: list[Resource]
     # `calendars:`: explicit dates, or holiday requests the proposing node expands.
     calendars: list[Calendar] = dataclasses.field(default_factory=list)
+    # `routes:`: where alerts go (admin only); empty when the file declares none.
+    routes: list[AlertRoute] = dataclasses.field(default_factory=list)
+    # Whether the file has a `routes:` section: only then may a pruning apply drop routes.
+    declares_routes: bool = False
 
 
 def load_job_document(path: str | os.PathLike[str]) -> JobDocument:
@@ -105,6 +119,8 @@ def parse_job_document(text: str, source: str = "<input>") -> JobDocument:
         document.get("calendars") if isinstance(document, dict) else None, _name_problem
     )
     problems += calendar_problems
+    routes, route_problems = read_routes(document.get("routes") if isinstance(document, dict) else None, _name_problem)
+    problems += route_problems
     problems[:0] = [_file_problem(message) for message in duplicates]
     specs: list[JobSpec] = []
     first_seen: dict[str, int] = {}
@@ -121,7 +137,7 @@ def parse_job_document(text: str, source: str = "<input>") -> JobDocument:
             specs.append(spec)
     if problems:
         raise SpecError(problems, source)
-    return JobDocument(specs, resources, calendars)
+    return JobDocument(specs, resources, calendars, routes, isinstance(document, dict) and "routes" in document)
 
 
 def _read_resources(value: object) -> tuple[list[Resource], list[SpecProblem]]:
@@ -357,6 +373,10 @@ def _read_ways_to_fire(reader: _Reader, fields: dict[str, object]) -> dict[str, 
         after = fields["after"]
         # One parent may be written as a bare name: `after: extract`.
         args["after"] = (after,) if isinstance(after, str) else tuple(after) if isinstance(after, list) else after
+    if "deadline" in fields:
+        deadline_us = reader.duration(fields["deadline"], "deadline", 0)
+        if not reader.suppressed("deadline"):
+            args["deadline_us"] = deadline_us
     return args
 
 

@@ -99,6 +99,8 @@ def _ways_to_fire_document(spec: JobSpec) -> dict[str, object]:
         document["pause_after_failures"] = spec.pause_after_failures
     if spec.after is not UNSET:
         document["after"] = list(spec.after)
+    if spec.deadline_us is not UNSET:
+        document["deadline"] = format_duration_us(spec.deadline_us)
     return document
 
 

@@ -43,6 +43,8 @@ MIN_EVERY_US = 1_000_000
 MAX_EVERY_US = 365 * DAY
 MAX_RUNS_LIMIT = 1_000_000_000
 MAX_PAUSE_AFTER_FAILURES = 10_000
+# A deadline is checked once; beyond a week a missing run is better caught by `missed` streaks.
+MAX_DEADLINE_US = 7 * DAY
 # The ways a job fires, as YAML keys; a job uses at most one (none: manual-only).
 WAYS_TO_FIRE = ("schedule", "schedules", "every", "at")
 
@@ -184,6 +186,12 @@ def _ways_to_fire_problems(spec: JobSpec) -> list[tuple[str, str]]:
             found.append(("pause_after_failures", check))
     if spec.after is not UNSET:
         found.extend(_after_problems(spec, used))
+    if spec.deadline_us is not UNSET:
+        check = _duration_problem(spec.deadline_us, 1, MAX_DEADLINE_US)
+        if check:
+            found.append(("deadline", check))
+        elif manual:
+            found.append(("deadline", "is measured from a scheduled slot; a job without a schedule has none"))
     return found
 
 

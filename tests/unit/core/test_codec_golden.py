@@ -69,6 +69,7 @@ from scheduler.core.commands import (
 from scheduler.core.model import (
     LIVE_STATUSES,
     ActiveWindow,
+    AlertRoute,
     Attempt,
     Calendar,
     CalendarRule,
@@ -346,9 +347,39 @@ COMMANDS: dict[str, Command] = {
             ),
         ),
     ),
+    "apply_jobs_deadline": ApplyJobs(
+        issued_at_us=T + 23,
+        author="alice",
+        request_id="req-11",
+        upserts=(
+            JobUpsert(
+                spec=JobSpec(
+                    id="report",
+                    schedule="0 6 * * *",
+                    target_kind="handler",
+                    target="jobs.report",
+                    deadline_us=1_800_000_000,
+                ),
+                expected_version=0,
+                next_due_us=T + 86_400_000_000,
+            ),
+        ),
+    ),
+    "apply_jobs_routes": ApplyJobs(
+        issued_at_us=T + 24,
+        author="root",
+        request_id="req-12",
+        routes=(
+            AlertRoute("payments", "https://hooks.example/T0/B0", match="payments", template="slack"),
+            AlertRoute("everyone", "http://alerts.example/in", timeout_us=2_000_000, backoff_max_us=60_000_000),
+        ),
+        route_removals=("old",),
+    ),
 }
 # Commands of log format 3: a node that reads up to format 2 refuses them.
 FORMAT_3_COMMANDS = (
+    "apply_jobs_routes",
+    "apply_jobs_deadline",
     "cancel_run",
     "trigger_run_overrides",
     "backfill_runs_overrides",

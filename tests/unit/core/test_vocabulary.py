@@ -17,6 +17,7 @@ from scheduler.core.codec import decode_command, encode_command
 from scheduler.core.commands import ClaimRuns, SlotClaim
 from scheduler.core.vocabulary import (
     AlertKind,
+    AlertTemplate,
     CompletionKind,
     DstGap,
     DstRepeat,
@@ -78,7 +79,19 @@ VALUES = {
         "history_pruned",
     ),
     SkipReason: ("paused", "killed", "overlap forbid", "calendar", "parent"),
-    AlertKind: ("missed", "skipped", "failed", "timed_out", "late", "fenced", "killed", "recovered", "paused"),
+    AlertTemplate: ("json", "slack"),
+    AlertKind: (
+        "missed",
+        "skipped",
+        "failed",
+        "timed_out",
+        "late",
+        "fenced",
+        "killed",
+        "recovered",
+        "paused",
+        "deadline_missed",
+    ),
     KillAction: ("kill", "revive"),
     RejectionCode: (
         "invalid",

@@ -178,3 +178,19 @@ def test_a_delivery_records_the_count_it_told_about() -> None:
     assert dispatcher._mark_finished(core.state.cluster_version)
     alert = core.state.alerts[key]
     assert (alert.delivered_count, bool(alert.delivered_us)) == (4, True)
+
+
+def test_replicated_routes_decide_and_node_routes_are_the_fallback() -> None:
+    from scheduler.core.model import AlertRoute
+
+    core = _core_with_streak(1, owner="team-a")
+    dispatcher, _, _ = _dispatcher(core, {"team-a": {"file": "/node-config"}})
+    alert = core.state.alerts[f"missed:a@{slot(1)}"]
+    assert dispatcher.route_for(alert, {}).target == "/node-config"  # no replicated routes
+    replicated = {"team": AlertRoute("team", "https://hooks.example/secret", match="team-*", template="slack")}
+    chosen = dispatcher.route_for(alert, replicated)
+    assert (chosen.destination, chosen.target, chosen.template) == ("webhook", "https://hooks.example/secret", "slack")
+    assert "secret" not in chosen.shown
+    # Routes exist but none matches this owner: logged, never the node's config.
+    other = {"ops": AlertRoute("ops", "https://o.example", match="ops")}
+    assert dispatcher.route_for(alert, other).destination == "log"

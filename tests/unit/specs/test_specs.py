@@ -838,7 +838,9 @@ def test_full_document_has_every_field() -> None:
     document = spec_to_document(one(), full=True)
     # "no payload" and "no calendar" have no document form; the other ways to fire and the limits
     # are alternatives
-    ways_and_limits = {"schedules", "every", "anchor", "at", "active", "max_runs", "pause_after_failures", "after"}
+    ways_and_limits = {
+        "schedules", "every", "anchor", "at", "active", "max_runs", "pause_after_failures", "after", "deadline"
+    }  # fmt: skip
     assert set(document) == set(_JOB_KEYS) - {"payload", "calendar"} - ways_and_limits
     assert document["retry"] == {
         "max_attempts": 3,

@@ -116,7 +116,7 @@ class DstPolicy(_message.Message):
     def __init__(self, gap: _Optional[str] = ..., repeat: _Optional[str] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("id", "owner", "job_class", "schedule", "timezone", "misfire", "dst", "jitter", "paused", "target", "payload_json", "timeout", "retry", "priority", "overlap", "uses", "history", "schedules", "every", "anchor", "at", "active_from", "active_until", "max_runs", "pause_after_failures", "calendar", "after")
+    __slots__ = ("id", "owner", "job_class", "schedule", "timezone", "misfire", "dst", "jitter", "paused", "target", "payload_json", "timeout", "retry", "priority", "overlap", "uses", "history", "schedules", "every", "anchor", "at", "active_from", "active_until", "max_runs", "pause_after_failures", "deadline", "calendar", "after")
     ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     JOB_CLASS_FIELD_NUMBER: _ClassVar[int]
@@ -142,6 +142,7 @@ class JobSpec(_message.Message):
     ACTIVE_UNTIL_FIELD_NUMBER: _ClassVar[int]
     MAX_RUNS_FIELD_NUMBER: _ClassVar[int]
     PAUSE_AFTER_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
     CALENDAR_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     id: str
@@ -169,9 +170,10 @@ class JobSpec(_message.Message):
     active_until: _timestamp_pb2.Timestamp
     max_runs: int
     pause_after_failures: int
+    deadline: _duration_pb2.Duration
     calendar: CalendarRule
     after: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, id: _Optional[str] = ..., owner: _Optional[str] = ..., job_class: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, _Mapping]] = ..., dst: _Optional[_Union[DstPolicy, _Mapping]] = ..., jitter: _Optional[str] = ..., paused: _Optional[bool] = ..., target: _Optional[_Union[Target, _Mapping]] = ..., payload_json: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., priority: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., uses: _Optional[_Iterable[str]] = ..., history: _Optional[_Union[HistoryPolicy, _Mapping]] = ..., schedules: _Optional[_Iterable[str]] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., anchor: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., active_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., active_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_runs: _Optional[int] = ..., pause_after_failures: _Optional[int] = ..., calendar: _Optional[_Union[CalendarRule, _Mapping]] = ..., after: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., owner: _Optional[str] = ..., job_class: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, _Mapping]] = ..., dst: _Optional[_Union[DstPolicy, _Mapping]] = ..., jitter: _Optional[str] = ..., paused: _Optional[bool] = ..., target: _Optional[_Union[Target, _Mapping]] = ..., payload_json: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., priority: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., uses: _Optional[_Iterable[str]] = ..., history: _Optional[_Union[HistoryPolicy, _Mapping]] = ..., schedules: _Optional[_Iterable[str]] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., anchor: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., active_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., active_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_runs: _Optional[int] = ..., pause_after_failures: _Optional[int] = ..., deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., calendar: _Optional[_Union[CalendarRule, _Mapping]] = ..., after: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CalendarRule(_message.Message):
     __slots__ = ("skip", "only", "on_skip")

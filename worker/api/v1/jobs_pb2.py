@@ -22,57 +22,64 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from worker.api.v1 import common_pb2 as worker_dot_api_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18worker/api/v1/jobs.proto\x12\x0braftcron.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aworker/api/v1/common.proto\",\n\x14ListCalendarsRequest\x12\x14\n\x0clinearizable\x18\x01 \x01(\x08\"f\n\x15ListCalendarsResponse\x12(\n\tcalendars\x18\x01 \x03(\x0b\x32\x15.raftcron.v1.Calendar\x12#\n\x04read\x18\x02 \x01(\x0b\x32\x15.raftcron.v1.ReadInfo\"n\n\x11TriggerJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x14\n\x0cpayload_json\x18\x04 \x01(\t\x12\x0f\n\x07overlap\x18\x05 \x01(\t\"3\n\x12TriggerJobResponse\x12\x1d\n\x03run\x18\x01 \x01(\x0b\x32\x10.raftcron.v1.Run\"\x88\x01\n\x10\x43\x61ncelRunRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x30\n\x0cscheduled_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"2\n\x11\x43\x61ncelRunResponse\x12\x1d\n\x03run\x18\x01 \x01(\x0b\x32\x10.raftcron.v1.Run\"\xe7\x01\n\x12\x42\x61\x63kfillJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12(\n\x04\x66rom\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12&\n\x02to\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08max_runs\x18\x04 \x01(\x05\x12\x12\n\nrate_per_s\x18\x05 \x01(\x01\x12\x0e\n\x06\x61uthor\x18\x06 \x01(\t\x12\x12\n\nrequest_id\x18\x07 \x01(\t\x12\x14\n\x0cpayload_json\x18\x08 \x01(\t\x12\x0f\n\x07overlap\x18\t \x01(\t\"J\n\x13\x42\x61\x63kfillJobResponse\x12\x1e\n\x04runs\x18\x01 \x03(\x0b\x32\x10.raftcron.v1.Run\x12\x13\n\x0b\x61lready_ran\x18\x02 \x01(\x05\"\xce\x01\n\x10\x41pplyJobsRequest\x12\"\n\x04jobs\x18\x01 \x03(\x0b\x32\x14.raftcron.v1.JobSpec\x12\r\n\x05prune\x18\x02 \x01(\x08\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\x12\x0e\n\x06\x61uthor\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12(\n\tresources\x18\x06 \x03(\x0b\x32\x15.raftcron.v1.Resource\x12(\n\tcalendars\x18\x14 \x03(\x0b\x32\x15.raftcron.v1.Calendar\"\x81\x01\n\x11\x41pplyJobsResponse\x12\'\n\x07\x63hanges\x18\x01 \x03(\x0b\x32\x16.raftcron.v1.JobChange\x12,\n\x06\x65rrors\x18\x02 \x03(\x0b\x32\x1c.raftcron.v1.ValidationError\x12\x15\n\rapplied_index\x18\x03 \x01(\x03\"5\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x14\n\x0clinearizable\x18\x02 \x01(\x08\"T\n\x0eGetJobResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.raftcron.v1.Job\x12#\n\x04read\x18\x02 \x01(\x0b\x32\x15.raftcron.v1.ReadInfo\"p\n\x0fListJobsRequest\x12\r\n\x05owner\x18\x01 \x01(\t\x12\x11\n\tjob_class\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\n \x01(\x05\x12\x12\n\npage_token\x18\x0b \x01(\t\x12\x14\n\x0clinearizable\x18\x0c \x01(\x08\"p\n\x10ListJobsResponse\x12\x1e\n\x04jobs\x18\x01 \x03(\x0b\x32\x10.raftcron.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12#\n\x04read\x18\x03 \x01(\x0b\x32\x15.raftcron.v1.ReadInfo\"F\n\x10\x44\x65leteJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"*\n\x11\x44\x65leteJobResponse\x12\x15\n\rapplied_index\x18\x01 \x01(\x03\"U\n\x0fPauseJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x12\n\nrequest_id\x18\x04 \x01(\t\"1\n\x10PauseJobResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.raftcron.v1.Job\"V\n\x10ResumeJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x12\n\nrequest_id\x18\x04 \x01(\t\"2\n\x11ResumeJobResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.raftcron.v1.Job2\x8a\x06\n\nJobService\x12J\n\tApplyJobs\x12\x1d.raftcron.v1.ApplyJobsRequest\x1a\x1e.raftcron.v1.ApplyJobsResponse\x12\x41\n\x06GetJob\x12\x1a.raftcron.v1.GetJobRequest\x1a\x1b.raftcron.v1.GetJobResponse\x12G\n\x08ListJobs\x12\x1c.raftcron.v1.ListJobsRequest\x1a\x1d.raftcron.v1.ListJobsResponse\x12J\n\tDeleteJob\x12\x1d.raftcron.v1.DeleteJobRequest\x1a\x1e.raftcron.v1.DeleteJobResponse\x12G\n\x08PauseJob\x12\x1c.raftcron.v1.PauseJobRequest\x1a\x1d.raftcron.v1.PauseJobResponse\x12J\n\tResumeJob\x12\x1d.raftcron.v1.ResumeJobRequest\x1a\x1e.raftcron.v1.ResumeJobResponse\x12M\n\nTriggerJob\x12\x1e.raftcron.v1.TriggerJobRequest\x1a\x1f.raftcron.v1.TriggerJobResponse\x12P\n\x0b\x42\x61\x63kfillJob\x12\x1f.raftcron.v1.BackfillJobRequest\x1a .raftcron.v1.BackfillJobResponse\x12J\n\tCancelRun\x12\x1d.raftcron.v1.CancelRunRequest\x1a\x1e.raftcron.v1.CancelRunResponse\x12V\n\rListCalendars\x12!.raftcron.v1.ListCalendarsRequest\x1a\".raftcron.v1.ListCalendarsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18worker/api/v1/jobs.proto\x12\x0braftcron.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aworker/api/v1/common.proto\",\n\x14ListCalendarsRequest\x12\x14\n\x0clinearizable\x18\x01 \x01(\x08\"f\n\x15ListCalendarsResponse\x12(\n\tcalendars\x18\x01 \x03(\x0b\x32\x15.raftcron.v1.Calendar\x12#\n\x04read\x18\x02 \x01(\x0b\x32\x15.raftcron.v1.ReadInfo\"n\n\x11TriggerJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x14\n\x0cpayload_json\x18\x04 \x01(\t\x12\x0f\n\x07overlap\x18\x05 \x01(\t\"3\n\x12TriggerJobResponse\x12\x1d\n\x03run\x18\x01 \x01(\x0b\x32\x10.raftcron.v1.Run\"\x88\x01\n\x10\x43\x61ncelRunRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x30\n\x0cscheduled_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"2\n\x11\x43\x61ncelRunResponse\x12\x1d\n\x03run\x18\x01 \x01(\x0b\x32\x10.raftcron.v1.Run\"\xe7\x01\n\x12\x42\x61\x63kfillJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12(\n\x04\x66rom\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12&\n\x02to\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08max_runs\x18\x04 \x01(\x05\x12\x12\n\nrate_per_s\x18\x05 \x01(\x01\x12\x0e\n\x06\x61uthor\x18\x06 \x01(\t\x12\x12\n\nrequest_id\x18\x07 \x01(\t\x12\x14\n\x0cpayload_json\x18\x08 \x01(\t\x12\x0f\n\x07overlap\x18\t \x01(\t\"J\n\x13\x42\x61\x63kfillJobResponse\x12\x1e\n\x04runs\x18\x01 \x03(\x0b\x32\x10.raftcron.v1.Run\x12\x13\n\x0b\x61lready_ran\x18\x02 \x01(\x05\"\x90\x02\n\x10\x41pplyJobsRequest\x12\"\n\x04jobs\x18\x01 \x03(\x0b\x32\x14.raftcron.v1.JobSpec\x12\r\n\x05prune\x18\x02 \x01(\x08\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\x12\x0e\n\x06\x61uthor\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12(\n\tresources\x18\x06 \x03(\x0b\x32\x15.raftcron.v1.Resource\x12(\n\tcalendars\x18\x14 \x03(\x0b\x32\x15.raftcron.v1.Calendar\x12\'\n\x06routes\x18\x1e \x03(\x0b\x32\x17.raftcron.v1.AlertRoute\x12\x17\n\x0f\x64\x65\x63lares_routes\x18\x1f \x01(\x08\"\x81\x01\n\x11\x41pplyJobsResponse\x12\'\n\x07\x63hanges\x18\x01 \x03(\x0b\x32\x16.raftcron.v1.JobChange\x12,\n\x06\x65rrors\x18\x02 \x03(\x0b\x32\x1c.raftcron.v1.ValidationError\x12\x15\n\rapplied_index\x18\x03 \x01(\x03\"5\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x14\n\x0clinearizable\x18\x02 \x01(\x08\"T\n\x0eGetJobResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.raftcron.v1.Job\x12#\n\x04read\x18\x02 \x01(\x0b\x32\x15.raftcron.v1.ReadInfo\"p\n\x0fListJobsRequest\x12\r\n\x05owner\x18\x01 \x01(\t\x12\x11\n\tjob_class\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\n \x01(\x05\x12\x12\n\npage_token\x18\x0b \x01(\t\x12\x14\n\x0clinearizable\x18\x0c \x01(\x08\"p\n\x10ListJobsResponse\x12\x1e\n\x04jobs\x18\x01 \x03(\x0b\x32\x10.raftcron.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12#\n\x04read\x18\x03 \x01(\x0b\x32\x15.raftcron.v1.ReadInfo\"F\n\x10\x44\x65leteJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"*\n\x11\x44\x65leteJobResponse\x12\x15\n\rapplied_index\x18\x01 \x01(\x03\"U\n\x0fPauseJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x12\n\nrequest_id\x18\x04 \x01(\t\"1\n\x10PauseJobResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.raftcron.v1.Job\"V\n\x10ResumeJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x12\n\nrequest_id\x18\x04 \x01(\t\"2\n\x11ResumeJobResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.raftcron.v1.Job\"\xa0\x01\n\nAlertRoute\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05match\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\x12\x10\n\x08template\x18\x04 \x01(\t\x12*\n\x07timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12*\n\x07\x62\x61\x63koff\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\")\n\x11ListRoutesRequest\x12\x14\n\x0clinearizable\x18\x01 \x01(\x08\"t\n\x12ListRoutesResponse\x12\'\n\x06routes\x18\x01 \x03(\x0b\x32\x17.raftcron.v1.AlertRoute\x12\x10\n\x08redacted\x18\x02 \x01(\x08\x12#\n\x04read\x18\x03 \x01(\x0b\x32\x15.raftcron.v1.ReadInfo2\xd9\x06\n\nJobService\x12J\n\tApplyJobs\x12\x1d.raftcron.v1.ApplyJobsRequest\x1a\x1e.raftcron.v1.ApplyJobsResponse\x12\x41\n\x06GetJob\x12\x1a.raftcron.v1.GetJobRequest\x1a\x1b.raftcron.v1.GetJobResponse\x12G\n\x08ListJobs\x12\x1c.raftcron.v1.ListJobsRequest\x1a\x1d.raftcron.v1.ListJobsResponse\x12J\n\tDeleteJob\x12\x1d.raftcron.v1.DeleteJobRequest\x1a\x1e.raftcron.v1.DeleteJobResponse\x12G\n\x08PauseJob\x12\x1c.raftcron.v1.PauseJobRequest\x1a\x1d.raftcron.v1.PauseJobResponse\x12J\n\tResumeJob\x12\x1d.raftcron.v1.ResumeJobRequest\x1a\x1e.raftcron.v1.ResumeJobResponse\x12M\n\nTriggerJob\x12\x1e.raftcron.v1.TriggerJobRequest\x1a\x1f.raftcron.v1.TriggerJobResponse\x12P\n\x0b\x42\x61\x63kfillJob\x12\x1f.raftcron.v1.BackfillJobRequest\x1a .raftcron.v1.BackfillJobResponse\x12J\n\tCancelRun\x12\x1d.raftcron.v1.CancelRunRequest\x1a\x1e.raftcron.v1.CancelRunResponse\x12V\n\rListCalendars\x12!.raftcron.v1.ListCalendarsRequest\x1a\".raftcron.v1.ListCalendarsResponse\x12M\n\nListRoutes\x12\x1e.raftcron.v1.ListRoutesRequest\x1a\x1f.raftcron.v1.ListRoutesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'worker.api.v1.jobs_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_LISTCALENDARSREQUEST']._serialized_start=102
-  _globals['_LISTCALENDARSREQUEST']._serialized_end=146
-  _globals['_LISTCALENDARSRESPONSE']._serialized_start=148
-  _globals['_LISTCALENDARSRESPONSE']._serialized_end=250
-  _globals['_TRIGGERJOBREQUEST']._serialized_start=252
-  _globals['_TRIGGERJOBREQUEST']._serialized_end=362
-  _globals['_TRIGGERJOBRESPONSE']._serialized_start=364
-  _globals['_TRIGGERJOBRESPONSE']._serialized_end=415
-  _globals['_CANCELRUNREQUEST']._serialized_start=418
-  _globals['_CANCELRUNREQUEST']._serialized_end=554
-  _globals['_CANCELRUNRESPONSE']._serialized_start=556
-  _globals['_CANCELRUNRESPONSE']._serialized_end=606
-  _globals['_BACKFILLJOBREQUEST']._serialized_start=609
-  _globals['_BACKFILLJOBREQUEST']._serialized_end=840
-  _globals['_BACKFILLJOBRESPONSE']._serialized_start=842
-  _globals['_BACKFILLJOBRESPONSE']._serialized_end=916
-  _globals['_APPLYJOBSREQUEST']._serialized_start=919
-  _globals['_APPLYJOBSREQUEST']._serialized_end=1125
-  _globals['_APPLYJOBSRESPONSE']._serialized_start=1128
-  _globals['_APPLYJOBSRESPONSE']._serialized_end=1257
-  _globals['_GETJOBREQUEST']._serialized_start=1259
-  _globals['_GETJOBREQUEST']._serialized_end=1312
-  _globals['_GETJOBRESPONSE']._serialized_start=1314
-  _globals['_GETJOBRESPONSE']._serialized_end=1398
-  _globals['_LISTJOBSREQUEST']._serialized_start=1400
-  _globals['_LISTJOBSREQUEST']._serialized_end=1512
-  _globals['_LISTJOBSRESPONSE']._serialized_start=1514
-  _globals['_LISTJOBSRESPONSE']._serialized_end=1626
-  _globals['_DELETEJOBREQUEST']._serialized_start=1628
-  _globals['_DELETEJOBREQUEST']._serialized_end=1698
-  _globals['_DELETEJOBRESPONSE']._serialized_start=1700
-  _globals['_DELETEJOBRESPONSE']._serialized_end=1742
-  _globals['_PAUSEJOBREQUEST']._serialized_start=1744
-  _globals['_PAUSEJOBREQUEST']._serialized_end=1829
-  _globals['_PAUSEJOBRESPONSE']._serialized_start=1831
-  _globals['_PAUSEJOBRESPONSE']._serialized_end=1880
-  _globals['_RESUMEJOBREQUEST']._serialized_start=1882
-  _globals['_RESUMEJOBREQUEST']._serialized_end=1968
-  _globals['_RESUMEJOBRESPONSE']._serialized_start=1970
-  _globals['_RESUMEJOBRESPONSE']._serialized_end=2020
-  _globals['_JOBSERVICE']._serialized_start=2023
-  _globals['_JOBSERVICE']._serialized_end=2801
+  _globals['_LISTCALENDARSREQUEST']._serialized_start=134
+  _globals['_LISTCALENDARSREQUEST']._serialized_end=178
+  _globals['_LISTCALENDARSRESPONSE']._serialized_start=180
+  _globals['_LISTCALENDARSRESPONSE']._serialized_end=282
+  _globals['_TRIGGERJOBREQUEST']._serialized_start=284
+  _globals['_TRIGGERJOBREQUEST']._serialized_end=394
+  _globals['_TRIGGERJOBRESPONSE']._serialized_start=396
+  _globals['_TRIGGERJOBRESPONSE']._serialized_end=447
+  _globals['_CANCELRUNREQUEST']._serialized_start=450
+  _globals['_CANCELRUNREQUEST']._serialized_end=586
+  _globals['_CANCELRUNRESPONSE']._serialized_start=588
+  _globals['_CANCELRUNRESPONSE']._serialized_end=638
+  _globals['_BACKFILLJOBREQUEST']._serialized_start=641
+  _globals['_BACKFILLJOBREQUEST']._serialized_end=872
+  _globals['_BACKFILLJOBRESPONSE']._serialized_start=874
+  _globals['_BACKFILLJOBRESPONSE']._serialized_end=948
+  _globals['_APPLYJOBSREQUEST']._serialized_start=951
+  _globals['_APPLYJOBSREQUEST']._serialized_end=1223
+  _globals['_APPLYJOBSRESPONSE']._serialized_start=1226
+  _globals['_APPLYJOBSRESPONSE']._serialized_end=1355
+  _globals['_GETJOBREQUEST']._serialized_start=1357
+  _globals['_GETJOBREQUEST']._serialized_end=1410
+  _globals['_GETJOBRESPONSE']._serialized_start=1412
+  _globals['_GETJOBRESPONSE']._serialized_end=1496
+  _globals['_LISTJOBSREQUEST']._serialized_start=1498
+  _globals['_LISTJOBSREQUEST']._serialized_end=1610
+  _globals['_LISTJOBSRESPONSE']._serialized_start=1612
+  _globals['_LISTJOBSRESPONSE']._serialized_end=1724
+  _globals['_DELETEJOBREQUEST']._serialized_start=1726
+  _globals['_DELETEJOBREQUEST']._serialized_end=1796
+  _globals['_DELETEJOBRESPONSE']._serialized_start=1798
+  _globals['_DELETEJOBRESPONSE']._serialized_end=1840
+  _globals['_PAUSEJOBREQUEST']._serialized_start=1842
+  _globals['_PAUSEJOBREQUEST']._serialized_end=1927
+  _globals['_PAUSEJOBRESPONSE']._serialized_start=1929
+  _globals['_PAUSEJOBRESPONSE']._serialized_end=1978
+  _globals['_RESUMEJOBREQUEST']._serialized_start=1980
+  _globals['_RESUMEJOBREQUEST']._serialized_end=2066
+  _globals['_RESUMEJOBRESPONSE']._serialized_start=2068
+  _globals['_RESUMEJOBRESPONSE']._serialized_end=2118
+  _globals['_ALERTROUTE']._serialized_start=2121
+  _globals['_ALERTROUTE']._serialized_end=2281
+  _globals['_LISTROUTESREQUEST']._serialized_start=2283
+  _globals['_LISTROUTESREQUEST']._serialized_end=2324
+  _globals['_LISTROUTESRESPONSE']._serialized_start=2326
+  _globals['_LISTROUTESRESPONSE']._serialized_end=2442
+  _globals['_JOBSERVICE']._serialized_start=2445
+  _globals['_JOBSERVICE']._serialized_end=3302
 # @@protoc_insertion_point(module_scope)

@@ -1,5 +1,6 @@
 import datetime
 
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from worker.api.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
@@ -94,7 +95,7 @@ class BackfillJobResponse(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[_common_pb2.Run, _Mapping]]] = ..., already_ran: _Optional[int] = ...) -> None: ...
 
 class ApplyJobsRequest(_message.Message):
-    __slots__ = ("jobs", "prune", "dry_run", "author", "request_id", "resources", "calendars")
+    __slots__ = ("jobs", "prune", "dry_run", "author", "request_id", "resources", "calendars", "routes", "declares_routes")
     JOBS_FIELD_NUMBER: _ClassVar[int]
     PRUNE_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +103,8 @@ class ApplyJobsRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     CALENDARS_FIELD_NUMBER: _ClassVar[int]
+    ROUTES_FIELD_NUMBER: _ClassVar[int]
+    DECLARES_ROUTES_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.JobSpec]
     prune: bool
     dry_run: bool
@@ -109,7 +112,9 @@ class ApplyJobsRequest(_message.Message):
     request_id: str
     resources: _containers.RepeatedCompositeFieldContainer[_common_pb2.Resource]
     calendars: _containers.RepeatedCompositeFieldContainer[_common_pb2.Calendar]
-    def __init__(self, jobs: _Optional[_Iterable[_Union[_common_pb2.JobSpec, _Mapping]]] = ..., prune: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., author: _Optional[str] = ..., request_id: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., calendars: _Optional[_Iterable[_Union[_common_pb2.Calendar, _Mapping]]] = ...) -> None: ...
+    routes: _containers.RepeatedCompositeFieldContainer[AlertRoute]
+    declares_routes: bool
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_common_pb2.JobSpec, _Mapping]]] = ..., prune: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., author: _Optional[str] = ..., request_id: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[_common_pb2.Resource, _Mapping]]] = ..., calendars: _Optional[_Iterable[_Union[_common_pb2.Calendar, _Mapping]]] = ..., routes: _Optional[_Iterable[_Union[AlertRoute, _Mapping]]] = ..., declares_routes: _Optional[bool] = ...) -> None: ...
 
 class ApplyJobsResponse(_message.Message):
     __slots__ = ("changes", "errors", "applied_index")
@@ -212,3 +217,35 @@ class ResumeJobResponse(_message.Message):
     JOB_FIELD_NUMBER: _ClassVar[int]
     job: _common_pb2.Job
     def __init__(self, job: _Optional[_Union[_common_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class AlertRoute(_message.Message):
+    __slots__ = ("name", "match", "url", "template", "timeout", "backoff")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MATCH_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    match: str
+    url: str
+    template: str
+    timeout: _duration_pb2.Duration
+    backoff: _duration_pb2.Duration
+    def __init__(self, name: _Optional[str] = ..., match: _Optional[str] = ..., url: _Optional[str] = ..., template: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backoff: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class ListRoutesRequest(_message.Message):
+    __slots__ = ("linearizable",)
+    LINEARIZABLE_FIELD_NUMBER: _ClassVar[int]
+    linearizable: bool
+    def __init__(self, linearizable: _Optional[bool] = ...) -> None: ...
+
+class ListRoutesResponse(_message.Message):
+    __slots__ = ("routes", "redacted", "read")
+    ROUTES_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    routes: _containers.RepeatedCompositeFieldContainer[AlertRoute]
+    redacted: bool
+    read: _common_pb2.ReadInfo
+    def __init__(self, routes: _Optional[_Iterable[_Union[AlertRoute, _Mapping]]] = ..., redacted: _Optional[bool] = ..., read: _Optional[_Union[_common_pb2.ReadInfo, _Mapping]] = ...) -> None: ...

@@ -86,6 +86,11 @@ class JobServiceStub:
                 request_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsRequest.SerializeToString,
                 response_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsResponse.FromString,
                 _registered_method=True)
+        self.ListRoutes = channel.unary_unary(
+                '/raftcron.v1.JobService/ListRoutes',
+                request_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.ListRoutesRequest.SerializeToString,
+                response_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.ListRoutesResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -170,6 +175,13 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListRoutes(self, request, context):
+        """The alert routes in replicated state; urls are shown to admins only (redacted otherwise).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -222,6 +234,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ListCalendars,
                     request_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsRequest.FromString,
                     response_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsResponse.SerializeToString,
+            ),
+            'ListRoutes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRoutes,
+                    request_deserializer=worker_dot_api_dot_v1_dot_jobs__pb2.ListRoutesRequest.FromString,
+                    response_serializer=worker_dot_api_dot_v1_dot_jobs__pb2.ListRoutesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -496,6 +513,33 @@ class JobService:
             '/raftcron.v1.JobService/ListCalendars',
             worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsRequest.SerializeToString,
             worker_dot_api_dot_v1_dot_jobs__pb2.ListCalendarsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRoutes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftcron.v1.JobService/ListRoutes',
+            worker_dot_api_dot_v1_dot_jobs__pb2.ListRoutesRequest.SerializeToString,
+            worker_dot_api_dot_v1_dot_jobs__pb2.ListRoutesResponse.FromString,
             options,
             channel_credentials,
             insecure,
