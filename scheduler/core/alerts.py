@@ -157,27 +157,49 @@ def record_alert(state: State, kind: AlertKind, job_id: str, instant_us: int, me
 
 
 def _prune(state: State) -> None:
-    excess = len(state.alert_order) - ALERTS_RETAINED
+    """Drop the oldest delivered alerts beyond ALERTS_RETAINED (undelivered ones are never dropped).
+
+    Called after every new alert: past the limit with nothing delivered, a scan of the whole
+    order per alert made a herd of N alerts cost N x ALERTS_RETAINED steps (100,000 deadline
+    misses in one entry took minutes). `alert_prune_from` skips the prefix known undelivered."""
+    order = state.alert_order
+    excess = len(order) - ALERTS_RETAINED
     if excess <= 0:
         return
-    doomed = [key for key in state.alert_order if state.alerts[key].delivered_us][:excess]
+    alerts = state.alerts
+    start = min(state.alert_prune_from, len(order))
+    doomed_at: list[int] = []
+    position = start
+    while position < len(order) and len(doomed_at) < excess:
+        if alerts[order[position]].delivered_us:
+            doomed_at.append(position)
+        elif not doomed_at:
+            start = position + 1  # still inside the undelivered prefix
+        position += 1
+    state.alert_prune_from = start
+    if not doomed_at:
+        return
+    doomed = [order[at] for at in doomed_at]
     for key in doomed:
-        alert = state.alerts.pop(key)
+        alert = alerts.pop(key)
         if is_open_streak(alert) and state.alert_streaks is not UNSET:
             open_kinds = state.alert_streaks.get(alert.job_id, {})
             if open_kinds.get(alert.kind) == key:
                 del open_kinds[alert.kind]
                 if not open_kinds:
                     del state.alert_streaks[alert.job_id]
-    if doomed:
+    if len(doomed_at) == 1:
+        del order[doomed_at[0]]  # the herd's case: one per new alert, a memmove not a rebuild
+    else:
         gone = set(doomed)
-        state.alert_order = [key for key in state.alert_order if key not in gone]
+        state.alert_order = [key for key in order if key not in gone]
 
 
 def mark_delivered(state: State, keys: tuple[str, ...], counts: tuple[int, ...] | None = None) -> int:
     """Record deliveries; `counts[i]` is how many slots the delivery of `keys[i]` told about (a
     streak that grew meanwhile stays due for one more delivery)."""
     marked = 0
+    state.alert_prune_from = 0  # delivered alerts may now sit anywhere in the order
     for position, key in enumerate(keys):
         alert = state.alerts.get(key)
         if alert is None:

@@ -153,7 +153,7 @@ def _presorted(state: State, frame: type[msgspec.Struct]) -> msgspec.Struct:
 # the calendars, format 3 no calendars, so a state that has nothing newer encodes to the bytes
 # (and the digest) an older node writes for it.
 # The derived fields (`_DERIVED`) are in no format: they are rebuilt from the rest.
-_DERIVED = frozenset({"dependents", "settling"})
+_DERIVED = frozenset({"dependents", "settling", "alert_prune_from"})
 _LEFT_OUT: dict[int, frozenset[str]] = {
     1: frozenset({"cluster_version", "calendars"}) | _DERIVED,
     2: frozenset({"cluster_version", "calendars"}) | _DERIVED,

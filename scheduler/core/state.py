@@ -117,6 +117,10 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
     # reached a final status during the entry being applied (dependencies.py settles them).
     dependents: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
     settling: list[Run] = msgspec.field(default_factory=list)
+    # Every alert in alert_order before this position is undelivered (0 assumes nothing): where
+    # pruning starts looking for delivered alerts to drop (alerts.py), so a herd of new alerts
+    # past the retention limit costs each one a step, not a scan of every alert kept.
+    alert_prune_from: int = 0
     # Log format 3: a heap of (slot + deadline, job_id, slot) of queued scheduled runs whose job has
     # a `deadline:`, checked whenever replicated time moves (deadlines.py); UNSET until the first.
     deadline_checks: list[tuple[int, str, int]] | UnsetType = UNSET
