@@ -15,6 +15,7 @@ a second one stops it at once.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import importlib
 import logging
 import os
@@ -95,6 +96,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="run Python handlers in a pool of child processes, one per slot, killed at their deadline "
         "or a lost lease (process), or in threads of the worker, cheaper but a handler that ignores "
         "cancellation keeps its slot (thread) (default %(default)s)",
+    )
+    parser.add_argument(
+        "--thread-handlers",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="run these handlers (target names or fnmatch patterns) in threads whatever --isolation says: "
+        "for a handler that cannot run in a child process (a closure, or one that starts multiprocessing "
+        "children of its own)",
     )
     parser.add_argument("--worker-id", help="stable id of this worker (default <hostname>-<pid>)")
     parser.add_argument(
@@ -177,6 +188,7 @@ def build_worker(args: argparse.Namespace) -> Worker:
             if name in handlers and handlers[name] is not handler:
                 raise ValueError(f"two handlers for target {name!r}")
             handlers[name] = handler
+    thread_only = _thread_handlers(args.thread_handlers, handlers)
     if not handlers and not args.shell and not args.http:
         raise ValueError("nothing to run: give --handlers, --demo, --shell or --http")
     if args.http and not args.http_allow:
@@ -198,12 +210,11 @@ def build_worker(args: argparse.Namespace) -> Worker:
                 environ.pop("RAFTCRON_TOKEN", None)
     if args.insecure:
         environ["RAFTCRON_INSECURE"] = "1"
-    return Worker(
+    worker = Worker(
         parse_cluster(args.cluster),
         credentials=Credentials.from_env(environ),
         concurrency=args.concurrency,
         worker_id=args.worker_id,
-        handlers=handlers,
         lease_wait_s=args.lease_wait,
         shell=args.shell,
         drain_timeout_s=args.drain_timeout,
@@ -215,6 +226,27 @@ def build_worker(args: argparse.Namespace) -> Worker:
         http=args.http,
         http_allow=args.http_allow,
     )
+    for name, handler in handlers.items():
+        try:
+            worker.add_handler(name, handler, isolation="thread" if name in thread_only else None)
+        except ValueError as exc:
+            if args.isolation != PROCESS or name in thread_only:
+                raise
+            raise ValueError(f"{exc} (on the command line: --thread-handlers {name}, or --isolation thread)") from None
+    return worker
+
+
+def _thread_handlers(patterns: list[str], handlers: Mapping[str, Handler]) -> set[str]:
+    """The handlers `--thread-handlers` names; a pattern that names none is a mistake worth saying."""
+    chosen: set[str] = set()
+    for pattern in patterns:
+        matched = fnmatch.filter(handlers, pattern)
+        if not matched:
+            raise ValueError(
+                f"--thread-handlers {pattern!r} names no handler (handlers: {', '.join(sorted(handlers))})"
+            )
+        chosen.update(matched)
+    return chosen
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -79,3 +79,28 @@ def test_shell_options_reach_the_worker() -> None:
         with pytest.raises(ValueError):
             worker_for(*argv)
     assert main(["--shell", "--shell-user", "no-such-user-here"]) == 2  # a clear error, not a traceback
+
+
+# A closure: importable by no name, so it cannot run in a handler process.
+CLOSURES = {"closure.job": (lambda: lambda ctx: None)()}
+
+
+def test_thread_handlers_keep_named_handlers_in_threads_under_process_isolation() -> None:
+    worker = worker_for("--demo", "--thread-handlers", "demo.echo", "reports.*")
+    in_process = set(worker._in_process)
+    assert "demo.echo" not in in_process and "reports.build" not in in_process
+    assert in_process == set(DEMO_HANDLERS) - {"demo.echo", "reports.build"}
+    assert set(worker_for("--demo", "--isolation", "thread")._in_process) == set()
+
+
+def test_a_closure_under_process_isolation_names_the_flags_that_keep_it_in_a_thread(capsys) -> None:
+    handlers = "tests.unit.worker.test_worker_cli:CLOSURES"
+    assert main(["--handlers", handlers]) == 2
+    err = capsys.readouterr().err
+    assert "closure.job" in err and "--thread-handlers closure.job" in err and "--isolation thread" in err
+    assert worker_for("--handlers", handlers, "--thread-handlers", "closure.*").targets == ["closure.job"]
+
+
+def test_a_thread_handlers_pattern_that_names_no_handler_is_refused(capsys) -> None:
+    assert main(["--demo", "--thread-handlers", "demo.nope"]) == 2
+    assert "--thread-handlers 'demo.nope' names no handler" in capsys.readouterr().err
