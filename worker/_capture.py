@@ -72,6 +72,23 @@ class Capture:
             (self._stdout if stream == "stdout" else self._stderr).add(text)
             self._combined.add(text)
 
+    def extend(self, stdout: str, stderr: str, combined: str) -> None:
+        """Append what another capture took (`take`): each stream to its own tail, so the tails
+        are those of one capture that saw every write."""
+        with self._lock:
+            for tail, text in ((self._stdout, stdout), (self._stderr, stderr), (self._combined, combined)):
+                if text:
+                    tail.add(text)
+
+    def take(self) -> tuple[str, str, str] | None:
+        """Stdout, stderr and combined written since the last take (None if nothing), emptied."""
+        with self._lock:
+            if not self._combined._size:
+                return None
+            taken = (self._stdout.text(), self._stderr.text(), self._combined.text())
+            self._stdout, self._stderr, self._combined = _Tail(), _Tail(), _Tail()
+            return taken
+
     @property
     def stdout(self) -> str:
         with self._lock:

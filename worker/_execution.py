@@ -29,12 +29,21 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from worker._capture import capturing, current_capture, set_capture
+from worker._capture import Capture, capturing, current_capture, set_capture
 from worker._context import UNREPORTABLE_REASONS, CancelReason, FinalFailure, RetryLater, RunContext
 from worker._shell import ShellResult
 from worker._threads import DeadlineWatcher
 
-__all__ = ["AsyncLoopThread", "Outcome", "OutcomeKind", "arm_deadline", "cancelled_outcome", "execute", "with_output"]
+__all__ = [
+    "AsyncLoopThread",
+    "Outcome",
+    "OutcomeKind",
+    "arm_deadline",
+    "cancelled_outcome",
+    "execute",
+    "with_capture",
+    "with_output",
+]
 
 log = logging.getLogger("raftcron.worker")
 
@@ -100,11 +109,20 @@ def _traceback_tail(exc: BaseException, line_limit: int = 300) -> str:
     return truncate_tail("".join(short))
 
 
-def execute(handler: Handler, ctx: RunContext, loop: AsyncLoopThread | None = None) -> Outcome:
+def execute(
+    handler: Handler, ctx: RunContext, loop: AsyncLoopThread | None = None, capture: Capture | None = None
+) -> Outcome:
     """Run `handler(ctx)` to its end in the calling thread and return its Outcome, with what it
-    wrote to stdout, stderr and `logging` meanwhile as its output tails (see _capture.py)."""
-    with capturing() as capture:
+    wrote to stdout, stderr and `logging` meanwhile as its output tails (see _capture.py).
+    `capture`, if given, is where that output goes: whoever holds it can read what a handler
+    that never returns wrote so far."""
+    with capturing(capture) as capture:
         outcome = _execute(handler, ctx, loop)
+    return with_output(outcome, capture.stdout, capture.stderr, capture.combined)
+
+
+def with_capture(outcome: Outcome, capture: Capture) -> Outcome:
+    """`outcome` with what `capture` holds now (a handler stopped before it returned)."""
     return with_output(outcome, capture.stdout, capture.stderr, capture.combined)
 
 

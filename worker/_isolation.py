@@ -13,6 +13,10 @@ process of a pool (one child per slot, started before the first lease, from the 
   SIGKILLs it. The slot frees once the child is gone. The child stays in the worker's process
   group (a SIGSTOP of the worker pauses its handlers too); processes a handler starts are its
   own to end;
+- what the handler writes (stdout, stderr, log records) goes to the parent as it is written, in
+  batches (at most one message per `FORWARD_EVERY_S`, each bounded by the capture's tails, and
+  all of it when the attempt is cancelled), so
+  an attempt killed at its deadline, or a child that crashed, still reports what it wrote;
 - a cancelled attempt's child never serves another run: it exits, and a fresh one takes its
   place, as after a crash (a segfault, `os._exit`: a FAILURE naming the signal or exit code);
 - `close()` stops every child, killing those that do not stop: no orphan is left. A child also
@@ -36,8 +40,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from worker._capture import Capture
 from worker._context import RunContext
-from worker._execution import AsyncLoopThread, Outcome, OutcomeKind, cancelled_outcome, execute
+from worker._execution import AsyncLoopThread, Outcome, OutcomeKind, cancelled_outcome, execute, with_capture
 
 __all__ = [
     "ISOLATIONS",
@@ -58,6 +63,9 @@ HandlerRef = tuple[str, str]  # (module, qualified name)
 THREAD, PROCESS = "thread", "process"
 ISOLATIONS = (THREAD, PROCESS)
 CHILD_NAME = "raftcron-handler"
+# A child sends what its handler wrote at most this often: a quiet handler costs nothing, a
+# chatty one ten messages a second, and a crash loses at most this long an end of its output.
+FORWARD_EVERY_S = 0.1
 _CONTEXT_FIELDS = ("job_id", "run_key", "scheduled_at", "fencing_token", "attempt", "deadline", "payload_json")
 
 
@@ -242,10 +250,13 @@ class ProcessPool:
         else:
             self._idle.put(child)
 
-    def run(self, ref: HandlerRef, ctx: RunContext) -> Outcome:
-        """Run the handler `ref` for `ctx` in a child and return its Outcome."""
+    def run(self, ref: HandlerRef, ctx: RunContext, capture: Capture | None = None) -> Outcome:
+        """Run the handler `ref` for `ctx` in a child and return its Outcome. What the handler
+        writes arrives in `capture` as it runs; it is the outcome's output if the child is killed
+        or dies before it reports."""
         if self._closed:
             raise RuntimeError("the handler process pool is closed")
+        capture = Capture() if capture is None else capture
         child = self._take()
         guard = threading.Lock()
         cancelled_at: list[float] = []
@@ -263,7 +274,7 @@ class ProcessPool:
             self._retire(child)
             return _crashed(child, ctx)
         ctx.add_cancel_callback(on_cancel)
-        outcome = self._wait(child, ctx, cancelled_at)
+        outcome = self._wait(child, ctx, cancelled_at, capture)
         with guard:
             finished = True
         if outcome is not None and not cancelled_at and not ctx.is_cancelled():
@@ -271,12 +282,16 @@ class ProcessPool:
             return outcome
         self._retire(child)  # it exits after a cancelled attempt (or was killed, or crashed)
         if ctx.is_cancelled():
-            return cancelled_outcome(ctx, outcome)
-        return outcome if outcome is not None else _crashed(child, ctx)
+            return (
+                cancelled_outcome(ctx, outcome)
+                if outcome is not None
+                else with_capture(cancelled_outcome(ctx), capture)
+            )
+        return outcome if outcome is not None else with_capture(_crashed(child, ctx), capture)
 
-    def _wait(self, child: _Child, ctx: RunContext, cancelled_at: list[float]) -> Outcome | None:
+    def _wait(self, child: _Child, ctx: RunContext, cancelled_at: list[float], capture: Capture) -> Outcome | None:
         """The child's outcome, or None once it is gone without one (crashed, or killed here
-        `grace_s` after the attempt was cancelled)."""
+        `grace_s` after the attempt was cancelled). Its output meanwhile goes to `capture`."""
         while True:
             wait_s = 0.2 if not cancelled_at else cancelled_at[0] + self.grace_s - time.monotonic()
             ready = multiprocessing.connection.wait([child.conn, child.process.sentinel], max(0.0, min(wait_s, 0.2)))
@@ -285,7 +300,9 @@ class ProcessPool:
                     message = child.conn.recv()
                 except (EOFError, OSError):
                     return None
-                if message[0] == "done":
+                if message[0] == "output":
+                    capture.extend(*message[1:])
+                elif message[0] == "done":
                     return message[1]
                 continue  # "ready": a refilled child that had not said so yet
             if ready:  # the sentinel: the child exited with nothing more to say
@@ -337,11 +354,58 @@ def _crashed(child: _Child, ctx: RunContext) -> Outcome:
 
 
 # -- the child ------------------------------------------------------------------------------------
+class _Forwarding(Capture):
+    """A child's capture of one attempt: all of it for the outcome, and, apart, what was written
+    since the last batch sent to the parent (bounded like any capture)."""
+
+    def __init__(self, wake: threading.Event) -> None:
+        super().__init__()
+        self.unsent = Capture()
+        self._wake = wake
+
+    def write(self, stream: str, text: str) -> None:
+        super().write(stream, text)
+        self.unsent.write(stream, text)
+        self._wake.set()
+
+
 class _ChildState:
-    def __init__(self) -> None:
+    def __init__(self, conn: multiprocessing.connection.Connection) -> None:
+        self.conn = conn
         self.ctx: RunContext | None = None
         self.running = False  # the handler is running on the main thread: SIGTERM raises there
         self.terminated = False
+        self.wake = threading.Event()  # something was written
+        self.capture: _Forwarding | None = None
+        # Held by every send but "ready": a batch of an attempt never follows its "done".
+        self.send_lock = threading.Lock()
+
+    def forward(self) -> None:
+        """Send the current attempt's unsent output. Never called on the main thread: SIGTERM
+        raises there, and must not cut a message in half."""
+        with self.send_lock:
+            taken = self.capture.unsent.take() if self.capture is not None else None
+            if taken is not None:
+                self.conn.send(("output", *taken))
+
+    def send_done(self, outcome: Outcome) -> None:
+        with self.send_lock:
+            self.capture = None
+            self.conn.send(("done", outcome))
+
+
+def _forward_output(state: _ChildState) -> None:
+    """Send a write at once after a quiet spell, and the writes that follow it in one batch per
+    `FORWARD_EVERY_S`: a crash right after a lone line still reports it, a chatty handler costs
+    a few messages a second."""
+    while True:
+        state.wake.wait()
+        state.wake.clear()
+        try:
+            state.forward()
+        except (OSError, ValueError):  # the worker is gone: the reader thread ends the process
+            return
+        time.sleep(FORWARD_EVERY_S)
 
 
 def _log_setup() -> tuple[int, bool]:
@@ -359,7 +423,7 @@ def _child_main(
     else:
         logging.getLogger().setLevel(level)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the worker's to handle: it drains
-    state = _ChildState()
+    state = _ChildState(conn)
     runs: queue.SimpleQueue[tuple | None] = queue.SimpleQueue()
 
     def on_sigterm(_signum: int, _frame: object) -> None:
@@ -376,11 +440,12 @@ def _child_main(
             pass
     conn.send(("ready",))
     threading.Thread(target=_read_messages, args=(conn, state, runs), daemon=True).start()
+    threading.Thread(target=_forward_output, args=(state,), daemon=True).start()
     loop = AsyncLoopThread()
     while (message := runs.get()) is not None:
         _, ref, data = message
         outcome = _run_one(ref, data, state, loop)
-        conn.send(("done", outcome))
+        state.send_done(outcome)
         if state.ctx is not None and state.ctx.is_cancelled() or state.terminated:
             break  # a cancelled attempt's process serves no other run
         state.ctx = None
@@ -398,6 +463,10 @@ def _read_messages(conn: multiprocessing.connection.Connection, state: _ChildSta
         elif message[0] == "cancel":
             if state.ctx is not None:
                 state.ctx.cancel(message[1])
+            try:
+                state.forward()  # what it wrote up to now, before a deaf handler is killed
+            except (OSError, ValueError):
+                os._exit(1)
         else:  # stop
             runs.put(None)
             return
@@ -412,9 +481,10 @@ def _run_one(ref: HandlerRef, data: dict[str, Any], state: _ChildState, loop: As
     except BaseException as exc:  # noqa: BLE001 (an import that fails here fails the run)
         text = f"handler {ref[0]}.{ref[1]} does not load in the handler process: {type(exc).__name__}: {exc}"
         return Outcome(OutcomeKind.FAILURE, text, exception_type=type(exc).__name__)
+    state.capture = _Forwarding(state.wake)
     state.running = True
     try:
-        return execute(handler, ctx, loop)
+        return execute(handler, ctx, loop, state.capture)
     except HandlerTerminated:  # raised past execute, between its own steps
         return cancelled_outcome(ctx) if ctx.is_cancelled() else Outcome(OutcomeKind.FAILURE, "terminated")
     finally:

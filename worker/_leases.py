@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from datetime import timezone
 
+from worker._capture import Capture
 from worker._context import CancelReason, RunContext
 from worker.api.v1 import worker_pb2
 
@@ -47,6 +48,8 @@ class HeldLease:
         # True from the grant until the handler returns (or never starts); then the outcome is
         # being reported and the lease no longer takes a handler slot (see LeaseTable).
         self.running = True
+        # What the handler wrote so far: reported if it is abandoned before it returns.
+        self.capture = Capture()
         self._reported = False
         self._lock = threading.Lock()
 

@@ -23,8 +23,8 @@ Stopping (`stop()`, or the first SIGTERM/SIGINT under `run()`) drains in stages:
 (the long poll in flight is cancelled); wait up to the drain timeout for running attempts to end,
 heartbeating them meanwhile; cancel the rest and report them RETRY_LATER "worker shutting down"
 so the cluster leases them again at once; close the channels. A second signal skips the wait.
-A handler that ignores cancellation is reported anyway after the shell grace period and left
-running in its (daemon) thread: Python threads cannot be killed. Under `isolation="process"`
+A handler that ignores cancellation is reported anyway after the shell grace period, with what it
+wrote so far, and left running in its (daemon) thread: Python threads cannot be killed. Under `isolation="process"`
 handlers run in child processes instead (see _isolation.py), killed at their deadline or a lost
 lease, so such a handler frees its slot; the pool's children are stopped at the end of a drain.
 """
@@ -48,7 +48,7 @@ from worker._backoff import Backoff, FailureLog
 from worker._client import ClusterClient, Credentials, parse_cluster
 from worker._completion import CompletionBatcher, report_in_background, report_outcome
 from worker._context import CancelReason
-from worker._execution import AsyncLoopThread, Handler, Outcome, OutcomeKind, arm_deadline, execute
+from worker._execution import AsyncLoopThread, Handler, Outcome, OutcomeKind, arm_deadline, execute, with_capture
 from worker._heartbeat import Heartbeater
 from worker._http import HTTP_TARGET, HttpAllowList, HttpCall, HttpRequest
 from worker._isolation import PROCESS, THREAD, HandlerRef, ProcessPool, check_isolation, handler_ref, in_handler_process
@@ -406,8 +406,8 @@ class Worker:
         return len(self._table) == 0
 
     def _report_abandoned(self) -> set[tuple]:
-        """Report the runs whose handlers ignore cancellation; their threads are left behind.
-        Returns their keys."""
+        """Report the runs whose handlers ignore cancellation, with what they wrote so far; their
+        threads are left behind. Returns their keys."""
         outcome = Outcome(OutcomeKind.RETRY_LATER, "worker shutting down", retry_after_s=0.0)
         abandoned = set()
         for lease in self._table.held():
@@ -415,7 +415,7 @@ class Worker:
                 abandoned.add(lease.key)
             elif lease.claim_report():  # else its own thread is reporting it: wait for that
                 log.warning("run %s: handler ignores cancellation; reporting it without waiting", lease.run_key)
-                self._report(lease, outcome, retry_for_s=self.call_timeout_s)
+                self._report(lease, with_capture(outcome, lease.capture), retry_for_s=self.call_timeout_s)
                 abandoned.add(lease.key)
         return abandoned
 
@@ -535,9 +535,9 @@ class Worker:
         timer = arm_deadline(lease.ctx)
         try:
             if ref is not None and self._pool is not None:
-                outcome = self._pool.run(ref, lease.ctx)
+                outcome = self._pool.run(ref, lease.ctx, lease.capture)
             else:
-                outcome = execute(handler, lease.ctx, self._async_loop)
+                outcome = execute(handler, lease.ctx, self._async_loop, lease.capture)
         finally:
             if timer is not None:
                 timer.cancel()

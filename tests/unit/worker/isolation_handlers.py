@@ -43,6 +43,35 @@ def ignores_sigterm(ctx) -> None:
     time.sleep(60)
 
 
+def prints_then_ignores_sigterm(ctx) -> None:
+    """What a hung handler wrote before it was killed: more than a tail, a log record, a last line."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print("x" * 10_000)
+    log.warning("hang starting")
+    print("last line before the hang")
+    time.sleep(60)
+
+
+def cleans_up_then_hangs(ctx) -> None:
+    """Writes in its `except` after SIGTERM, then goes on ignoring everything until killed."""
+    print("working")
+    try:
+        time.sleep(60)
+    except BaseException:  # noqa: BLE001 (HandlerTerminated)
+        print("terminated: cleaning up", file=sys.stderr)
+    while True:
+        try:
+            time.sleep(0.05)
+        except BaseException:  # noqa: BLE001
+            continue
+
+
+def prints_then_segfaults(ctx) -> None:
+    print("about to crash")
+    time.sleep(0.5)  # longer than the child's forwarding interval (_isolation.FORWARD_EVERY_S)
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
 def cooperative(ctx) -> None:
     ctx.cancelled.wait(60)
 

@@ -30,6 +30,8 @@ def test_drain_finishes_what_it_can_and_hands_back_the_rest() -> None:
         reasons["cooperative"] = ctx.cancel_reason
 
     def ignorer(ctx: RunContext) -> None:  # ignores cancellation
+        print("ignorer working")
+        logging.getLogger("drain.ignorer").warning("still busy")
         started.add("ignorer")
         let_ignorer_go.wait(WAIT_S)
 
@@ -71,6 +73,10 @@ def test_drain_finishes_what_it_can_and_hands_back_the_rest() -> None:
         assert completions[token].kind == worker_pb2.RETRY_LATER
         assert completions[token].error == "worker shutting down"
         assert completions[token].HasField("retry_after") and completions[token].retry_after.ToNanoseconds() == 0
+    # The ignorer is reported without waiting for it, with what it wrote by then.
+    assert completions[3].stdout_tail == "ignorer working\n"
+    assert completions[3].stderr_tail == "WARNING drain.ignorer: still busy\n"
+    assert completions[3].output_tail == "ignorer working\nWARNING drain.ignorer: still busy\n"
     assert reasons["cooperative"] == CancelReason.SHUTDOWN
     assert lease_requests_after == 0  # no new lease once the stop began
     assert len(service.completions) == 3

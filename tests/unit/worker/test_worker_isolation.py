@@ -11,7 +11,7 @@ import isolation_handlers as h
 import pytest
 
 from worker._context import CancelReason
-from worker._execution import OutcomeKind, arm_deadline
+from worker._execution import TAIL_LIMIT_BYTES, OutcomeKind, arm_deadline
 from worker._isolation import ProcessPool, handler_ref
 from worker._runner import Worker
 from worker.testing import make_context
@@ -116,6 +116,33 @@ def test_a_child_that_dies_is_a_failure_with_how_it_died(pool, handler, error, e
     outcome = run(pool, handler)
     assert (outcome.kind, outcome.error, outcome.exit_code) == (OutcomeKind.FAILURE, error, exit_code)
     wait_for(lambda: len(pool.pids()) == 2)
+
+
+def test_a_killed_handler_reports_what_it_wrote_and_logged_bounded(pool):
+    outcome = run(pool, h.prints_then_ignores_sigterm, deadline_s=0.3)
+    assert (outcome.kind, outcome.error) == (OutcomeKind.FAILURE, "deadline exceeded")
+    assert outcome.stdout_tail.endswith("x\nlast line before the hang\n")
+    assert len(outcome.stdout_tail.encode()) == TAIL_LIMIT_BYTES  # the end of 10 KB: bounded
+    assert outcome.stderr_tail == "WARNING isolation.handlers: hang starting\n"
+    assert outcome.output_tail.endswith("hang starting\nlast line before the hang\n")
+    assert len(outcome.output_tail.encode()) == TAIL_LIMIT_BYTES
+
+
+def test_what_a_handler_writes_after_sigterm_is_kept_when_it_is_killed(pool):
+    outcome = run(pool, h.cleans_up_then_hangs, deadline_s=0.3)
+    assert outcome.error == "deadline exceeded"
+    assert (outcome.stdout_tail, outcome.stderr_tail) == ("working\n", "terminated: cleaning up\n")
+    assert outcome.output_tail == "working\nterminated: cleaning up\n"
+
+
+def test_a_crashed_handler_reports_what_it_wrote(pool):
+    outcome = run(pool, h.prints_then_segfaults)
+    assert outcome.error == "handler process killed by SIGSEGV" and outcome.stdout_tail == "about to crash\n"
+
+
+def test_output_of_an_attempt_never_reaches_the_next_one(pool):
+    for _ in range(20):
+        assert run(pool, h.quick, payload={}).stdout_tail.count("hello from") == 1
 
 
 def test_close_leaves_no_child_behind_even_a_busy_one():
