@@ -154,7 +154,11 @@ class _Child:
         self.process.join(timeout_s)
         if self.process.is_alive():
             return False
-        self.conn.close()
+        # The attempt's thread and the pool's close() may both reap a busy child: one close only,
+        # or the second closes whatever file the descriptor number has become meanwhile.
+        with self.send_lock:
+            if not self.conn.closed:
+                self.conn.close()
         return True
 
 
@@ -294,12 +298,15 @@ class ProcessPool:
         `grace_s` after the attempt was cancelled). Its output meanwhile goes to `capture`."""
         while True:
             wait_s = 0.2 if not cancelled_at else cancelled_at[0] + self.grace_s - time.monotonic()
-            ready = multiprocessing.connection.wait([child.conn, child.process.sentinel], max(0.0, min(wait_s, 0.2)))
-            if child.conn in ready or (ready and child.conn.poll()):
-                try:
-                    message = child.conn.recv()
-                except (EOFError, OSError):
-                    return None
+            try:
+                ready = multiprocessing.connection.wait(
+                    [child.conn, child.process.sentinel], max(0.0, min(wait_s, 0.2))
+                )
+                has_message = child.conn in ready or (bool(ready) and child.conn.poll())
+                message = child.conn.recv() if has_message else None
+            except (EOFError, OSError, ValueError):  # gone, or closed by the pool's close()
+                return None
+            if message is not None:
                 if message[0] == "output":
                     capture.extend(*message[1:])
                 elif message[0] == "done":

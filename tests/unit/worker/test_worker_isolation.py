@@ -16,6 +16,9 @@ from worker._isolation import ProcessPool, handler_ref
 from worker._runner import Worker
 from worker.testing import make_context
 
+# A pool thread that dies (e.g. closing a pipe the other side closed) fails the test, not a warning.
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+
 GRACE_S = 0.5
 
 
