@@ -21,7 +21,7 @@ from scheduler.core.commands import (
     LeaseRef,
     RunRef,
 )
-from scheduler.core.log_format import OVERLAP_AT_GRANT_FORMAT
+from scheduler.core.log_format import ATTEMPT_OUTPUT_FORMAT, OVERLAP_AT_GRANT_FORMAT
 from scheduler.core.model import (
     CANCELLED,
     FAILED,
@@ -55,6 +55,8 @@ MAX_LEASE_TTL_US = 365 * 86_400 * SECOND_US
 # A run keeps the stdout and stderr of its first attempt and of its last two.
 ATTEMPTS_WITH_STREAMS = 3
 _EXPIRY_REASONS = frozenset(ExpiryReason)
+# A completion fenced for these may still carry the output of an attempt the reaper ended.
+_LATE_REASONS = frozenset({FenceReason.NOT_LEASED, FenceReason.STALE_TOKEN})
 
 
 def _grant_one(state: State, ref: RunRef, cmd: GrantLeases, index: int, deadlines: dict[int, int]) -> ev.AnyEvent:
@@ -187,10 +189,45 @@ def _keep_attempt_output(run: Run, item: Completion) -> None:
             older.stdout_tail = older.stderr_tail = UNSET
 
 
+def _keep_late_output(run: Run, item: Completion) -> None:
+    """A worker stops a handler at the run's deadline and reports what it wrote a grace period
+    later, when the reaper has already ended the attempt `timed_out`: its outcome is discarded
+    (the lease is gone), but its output is the one account of what the handler was doing, so it
+    goes on the attempt the token names, once, if that attempt was ended by the reaper, was held
+    by the same worker and holds none (docs/design/output-of-killed-handlers.md). The bound of _keep_attempt_output holds: only
+    the first attempt and the last two keep streams."""
+    if item.stdout_tail is UNSET and item.stderr_tail is UNSET and item.exception_type is UNSET:
+        return
+    token = item.lease.fencing_token
+    last = len(run.attempts) - 1
+    for position in range(last, -1, -1):
+        attempt = run.attempts[position]
+        if attempt.fencing_token != token:
+            continue
+        keeps_streams = position == 0 or position > last - (ATTEMPTS_WITH_STREAMS - 1)
+        if (
+            attempt.outcome in _EXPIRY_REASONS
+            and attempt.worker_id == item.worker_id  # its holder's account, nobody else's
+            and keeps_streams
+            and attempt.stdout_tail is UNSET
+            and attempt.stderr_tail is UNSET
+            and attempt.exception_type is UNSET
+        ):
+            if item.stdout_tail is not UNSET:
+                attempt.stdout_tail = item.stdout_tail
+            if item.stderr_tail is not UNSET:
+                attempt.stderr_tail = item.stderr_tail
+            if item.exception_type is not UNSET:
+                attempt.exception_type = item.exception_type
+        return
+
+
 def _complete_one(state: State, item: Completion) -> ev.AnyEvent:
     lease = item.lease
     run, fenced = _current_lease(state, lease)
     if fenced is not None:
+        if run is not None and fenced.reason in _LATE_REASONS and state.cluster_version >= ATTEMPT_OUTPUT_FORMAT:
+            _keep_late_output(run, item)
         if (
             run is not None
             and fenced.reason == FenceReason.NOT_LEASED

@@ -5,9 +5,10 @@ from __future__ import annotations
 from msgspec import UNSET
 
 from scheduler.core import decode_snapshot, encode_command, encode_snapshot
-from scheduler.core.commands import CompleteRuns, SetClusterVersion
+from scheduler.core.commands import CompleteRuns, Expiry, SetClusterVersion
 from scheduler.core.log_format import required_log_format
 from scheduler.core.model import QUEUED, SECOND_US, SUCCEEDED, RetryPolicy
+from scheduler.core.vocabulary import ExpiryReason, FenceReason
 from tests.fakes import T0_US, Core, FakeClock, claim, completion, lease_ref, run_ref, spec, upsert
 
 TEN_S = 10 * SECOND_US
@@ -79,3 +80,68 @@ def test_a_run_keeps_the_streams_of_its_first_attempt_and_its_last_two() -> None
     assert [a.stdout_tail for a in attempts] == ["out 1", UNSET, UNSET, "out 4", "out 5"]
     assert [a.error for a in attempts] == [f"try {n}" for n in range(1, 6)]  # how each ended stays
     assert {a.exception_type for a in attempts} == {"E"}
+
+
+def _timed_out_attempt(core: Core, worker_id: str = "w1") -> int:
+    """Lease the run and let the reaper end the attempt `timed_out`; the attempt's token."""
+    core.advance(core.state.get_run("a", SLOT).not_before_us)
+    assert core.grant(run_ref("a", SLOT), worker_id=worker_id).accepted
+    token = core.index
+    run = core.state.get_run("a", SLOT)
+    core.advance(run.deadline_us)
+    assert core.expire(Expiry(lease_ref("a", SLOT, token), ExpiryReason.TIMED_OUT)).accepted
+    assert run.attempts[-1].outcome == ExpiryReason.TIMED_OUT
+    return token
+
+
+def test_a_late_report_of_an_attempt_the_reaper_timed_out_keeps_its_output_not_its_outcome() -> None:
+    core = _core()
+    token = _timed_out_attempt(core)
+    run = core.state.get_run("a", SLOT)
+    status, reason = run.status, run.reason
+    late = completion(lease_ref("a", SLOT, token), outcome="failure", error="deadline exceeded", stdout_tail="hang\n")
+    (event,) = core.complete(late).events
+    assert event.reason == FenceReason.NOT_LEASED  # the worker is still told its outcome was discarded
+    (attempt,) = run.attempts
+    assert (attempt.outcome, attempt.stdout_tail, attempt.error) == (
+        ExpiryReason.TIMED_OUT,
+        "hang\n",
+        "maximum runtime exceeded",
+    )
+    assert (run.status, run.reason) == (status, reason)
+    # Once: a second report changes nothing.
+    core.complete(completion(lease_ref("a", SLOT, token), outcome="failure", stdout_tail="other\n"))
+    assert attempt.stdout_tail == "hang\n"
+
+
+def test_a_late_report_after_the_run_was_leased_again_lands_on_its_own_attempt() -> None:
+    core = _core()
+    first = _timed_out_attempt(core)
+    second = _timed_out_attempt(core)
+    core.complete(completion(lease_ref("a", SLOT, first), outcome="failure", stdout_tail="first\n"))
+    run = core.state.get_run("a", SLOT)
+    assert [a.stdout_tail for a in run.attempts] == ["first\n", UNSET]
+    assert second != first
+
+
+def test_no_late_output_from_another_worker_or_onto_an_attempt_that_reported_itself() -> None:
+    core = _core()
+    token = _timed_out_attempt(core, worker_id="w1")
+    core.complete(completion(lease_ref("a", SLOT, token), outcome="failure", stdout_tail="x", worker_id="w2"))
+    assert core.state.get_run("a", SLOT).attempts[0].stdout_tail is UNSET
+    # An attempt that ended by its own report keeps what that report said.
+    _attempt(core, outcome="failure", error="exit code 1", stdout_tail="mine\n")
+    reported = core.state.get_run("a", SLOT).attempts[-1]
+    core.complete(completion(lease_ref("a", SLOT, reported.fencing_token), outcome="failure", stdout_tail="again\n"))
+    assert reported.stdout_tail == "mine\n"
+
+
+def test_before_format_3_a_late_report_changes_nothing() -> None:
+    core = Core(FakeClock())
+    core.lead()
+    core.advance(T0_US + 2 * SECOND_US)
+    core.apply_jobs((upsert(spec("a"), next_due_us=SLOT),))
+    assert core.claim_runs(claim("a", SLOT, SLOT + TEN_S)).accepted
+    token = _timed_out_attempt(core)
+    core.complete(completion(lease_ref("a", SLOT, token), outcome="failure", stdout_tail="hang\n"))
+    assert core.state.get_run("a", SLOT).attempts[0].stdout_tail is UNSET
