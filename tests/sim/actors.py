@@ -13,6 +13,7 @@ from msgspec import UNSET
 from scheduler.core import commands as cmds
 from scheduler.core import results as ev
 from scheduler.core.jobs import restarted_cursor
+from scheduler.core.log_format import LOG_FORMAT
 from scheduler.core.model import JobSpec, MisfirePolicy, Resource, RetryPolicy
 from scheduler.leader.planner import plan_job_slots
 from scheduler.leader.reaper import overdue
@@ -49,6 +50,11 @@ def leader_loops(world: World, view: LeaderView, prompt: bool = False) -> None:
     state = node.state
     now_us, mono_us = view.clock.read()
     on_stale = _deposed_on_stale_epoch(world, view)
+    if deadline_seed(world.seed) and state.cluster_version < LOG_FORMAT:
+        # Like the real leader once every voter reads the current format: until its replica shows it.
+        world.propose(
+            cmds.SetClusterVersion(now_us, version=LOG_FORMAT, epoch=view.epoch, monotonic_us=mono_us), on_stale
+        )
     if prompt or rng.random() < 0.6:  # trigger: every due slot, in batches
         claims, sources = [], []
         for job_id in sorted(state.jobs):
@@ -187,6 +193,28 @@ def _shape(job_id: str, period: int) -> dict:
     return {"schedule": "", "schedules": (*doubled, expr)}
 
 
+# The seeds at the current log format, whose jobs may have a `deadline:` (and then a spread now
+# and then, which moves the instant the deadline counts from); the other seeds stay at format 1
+# and keep the sequences they had before deadlines existed.
+DEADLINE_SEEDS_EVERY = 3
+DEADLINES_S = (0, 1, 4, 10, 20)  # 0: none; short, so a run both meets and misses them
+SPREAD = "2s"
+
+
+def deadline_seed(seed: int) -> bool:
+    return seed % DEADLINE_SEEDS_EVERY == 1
+
+
+def _deadline(job_id: str, period: int) -> dict:
+    """A deadline and a jitter chosen from the job id and period (not the seed's generator): a
+    client's new spec for the job may change both, as a person editing the file would."""
+    pick = zlib.crc32(f"{job_id}/{period}/deadline".encode())
+    deadline_s = DEADLINES_S[pick % len(DEADLINES_S)]
+    if not deadline_s:
+        return {"jitter": "pinned"}
+    return {"deadline_us": deadline_s * SECOND_US, "jitter": SPREAD if pick // 8 % 2 else "pinned"}
+
+
 def random_spec(world: World, job_id: str, period: int) -> JobSpec:
     rng = world.rng
     return JobSpec(
@@ -206,9 +234,9 @@ def random_spec(world: World, job_id: str, period: int) -> JobSpec:
             rng.choice(("fire_late", "skip", "catch_up")), rng.randrange(0, 20) * SECOND_US, rng.randint(0, 5)
         ),
         overlap=rng.choice(("allow", "forbid", "queue", "replace")),
-        jitter="pinned",
         payload_json=f'{{"v": {rng.randrange(100)}}}',
         uses=("db",) if rng.random() < 0.5 else (),
+        **(_deadline(job_id, period) if deadline_seed(world.seed) else {"jitter": "pinned"}),
     )
 
 

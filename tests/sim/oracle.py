@@ -15,6 +15,7 @@ from msgspec import UNSET
 from scheduler.core import State, apply
 from scheduler.core import commands as cmds
 from scheduler.core import results as ev
+from tests.sim.deadline_oracle import DeadlineViolation, DeadlineWatch
 
 SECOND_US = 1_000_000
 ACCEPTING = (ev.RunSucceeded, ev.RunRetryScheduled, ev.RunEnded)
@@ -71,8 +72,18 @@ class Oracle:
         self.highest_token: dict[tuple[str, int], int] = {}
         self.starts: dict[str, list[int]] = {}  # resource -> replicated instants of lease starts
         self.seen: Counter = Counter()  # event and rejection kinds, to show what a run exercised
+        self.deadlines = DeadlineWatch(self.seen)
 
     def apply(self, index: int, command) -> object:
+        try:
+            result = self._apply_checked(index, command)
+            time_moved = isinstance(command, cmds.EPOCH_COMMANDS) and result.accepted
+            self.deadlines.check(f"entry {index} ({type(command).__name__})", self.state, time_moved)
+        except DeadlineViolation as exc:
+            raise Violation(str(exc)) from exc
+        return result
+
+    def _apply_checked(self, index: int, command) -> object:
         before = {}
         for key in _refs(command):
             run = self.state.get_run(*key)
@@ -201,6 +212,7 @@ class Oracle:
                 raise Violation(f"{where}: {key} claimed before it was due (now {self.state.now_us})")
             job = self.state.jobs[event.job_id]
             self.expected_next[event.job_id] = next_slot(period_of(job.spec), event.scheduled_us)
+            self.deadlines.claimed(where, self.state, event.job_id, event.scheduled_us, event.status)
         if isinstance(command, cmds.TriggerRun):
             first = self.manual_requests.setdefault(command.request_id, key)
             if first != key:

@@ -4,11 +4,12 @@ that patches one core function the way a plausible regression would break it."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 from unittest import mock
 
 import msgspec
 
-from scheduler.core import dependencies, execution
+from scheduler.core import claims, deadlines, dependencies, execution
 from scheduler.core.commands import LeaseRef
 
 
@@ -95,6 +96,32 @@ def children_wait_for_a_failed_parent_forever():
         yield
 
 
+@contextlib.contextmanager
+def deadline_alerts_for_runs_that_succeeded():
+    """The deadline check forgets that a succeeded run met its deadline (only cancelled ones are spared)."""
+    with mock.patch.object(deadlines, "SUCCEEDED", "no status is this"):
+        yield
+
+
+@contextlib.contextmanager
+def deadlines_never_checked():
+    """Replicated time moves, and the heap of deadlines is never looked at."""
+    with mock.patch.object(importlib.import_module("scheduler.core.apply"), "check_deadlines", lambda state: None):
+        yield
+
+
+@contextlib.contextmanager
+def deadlines_count_from_the_nominal_slot():
+    """A deadline counts from the slot, not from its release (the slot plus its spread)."""
+    original = claims.watch_deadline
+
+    def planted(state, job, scheduled_us, owed_us):
+        original(state, job, scheduled_us, scheduled_us)
+
+    with mock.patch.object(claims, "watch_deadline", planted):
+        yield
+
+
 PLANTED = {
     "completions_ignore_the_token": completions_ignore_the_token,
     "grants_ignore_a_live_lease": grants_ignore_a_live_lease,
@@ -102,4 +129,7 @@ PLANTED = {
     "grants_ignore_the_budget": grants_ignore_the_budget,
     "children_run_after_a_failed_parent": children_run_after_a_failed_parent,
     "children_wait_for_a_failed_parent_forever": children_wait_for_a_failed_parent_forever,
+    "deadline_alerts_for_runs_that_succeeded": deadline_alerts_for_runs_that_succeeded,
+    "deadlines_never_checked": deadlines_never_checked,
+    "deadlines_count_from_the_nominal_slot": deadlines_count_from_the_nominal_slot,
 }

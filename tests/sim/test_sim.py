@@ -61,6 +61,10 @@ def test_faults_reach_every_kind_of_answer():
         "LeaseNotGranted:resource_busy:db",
         "follow_up:queued",  # a child claimed in the entry that ended its parents' runs
         "follow_up:skipped",  # ... or skipped, naming a parent that did not succeed
+        "ClusterVersionRaised:",  # the deadline seeds run at the current log format
+        "deadline:missed",  # a watched slot's run had not succeeded by its deadline
+        "deadline:succeeded",  # ... or had, and raised nothing
+        "deadline:cancelled",  # ... or was cancelled (a `replace` overlap, a kill switch)
     ]
     assert [key for key in wanted if not seen.get(key)] == [], seen
 
