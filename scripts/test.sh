@@ -19,6 +19,7 @@ if [ "$#" -gt 0 ]; then
     exec .venv/bin/python -m pytest -q -ra "$@"
 fi
 # The pure tests (unit, simulation) are CPU-bound: they run on every core. The tests that start
-# real processes run one at a time afterwards, since their timeouts assume the machine is theirs.
+# real processes follow, in two lanes side by side (tests/conftest.py): the chaos scenarios, each
+# in its own network namespace, and the loopback tests; each lane runs one test at a time.
 .venv/bin/python -m pytest -q -ra -n auto tests/unit tests/sim
-exec .venv/bin/python -m pytest -q -ra tests/chaos tests/e2e tests/integration tests/security
+exec .venv/bin/python -m pytest -q -ra -n 2 --dist loadgroup tests/chaos tests/e2e tests/integration tests/security
