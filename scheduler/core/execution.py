@@ -170,12 +170,8 @@ def _finish_attempt(state: State, run: Run, outcome: str, error: str = "", exit_
     run.error, run.exit_code = error, exit_code
 
 
-def _keep_attempt_output(run: Run, item: Completion) -> None:
-    """The completion's per-attempt output, on the attempt it ends. The proposer bounded each
-    field (node config `output_tail_bytes`) and left UNSET what was empty. A run keeps the streams
-    of its first attempt and of its last two only, so a run retried a hundred times holds three
-    attempts' output (docs/design/output-per-attempt.md); how each attempt ended stays."""
-    attempt = run.attempts[-1]
+def _copy_output(attempt: Attempt, item: Completion) -> None:
+    """What `item` says of the attempt's output; UNSET fields leave the attempt's as they are."""
     if item.stdout_tail is not UNSET:
         attempt.stdout_tail = item.stdout_tail
     if item.stderr_tail is not UNSET:
@@ -184,6 +180,14 @@ def _keep_attempt_output(run: Run, item: Completion) -> None:
         attempt.exception_type = item.exception_type
     if item.http_status is not UNSET:
         attempt.http_status = item.http_status
+
+
+def _keep_attempt_output(run: Run, item: Completion) -> None:
+    """The completion's per-attempt output, on the attempt it ends. The proposer bounded each
+    field (node config `output_tail_bytes`) and left UNSET what was empty. A run keeps the streams
+    of its first attempt and of its last two only, so a run retried a hundred times holds three
+    attempts' output (docs/design/output-per-attempt.md); how each attempt ended stays."""
+    _copy_output(run.attempts[-1], item)
     if len(run.attempts) > ATTEMPTS_WITH_STREAMS and (item.stdout_tail is not UNSET or item.stderr_tail is not UNSET):
         for older in run.attempts[1 : 1 - ATTEMPTS_WITH_STREAMS]:
             older.stdout_tail = older.stderr_tail = UNSET
@@ -213,12 +217,7 @@ def _keep_late_output(run: Run, item: Completion) -> None:
             and attempt.stderr_tail is UNSET
             and attempt.exception_type is UNSET
         ):
-            if item.stdout_tail is not UNSET:
-                attempt.stdout_tail = item.stdout_tail
-            if item.stderr_tail is not UNSET:
-                attempt.stderr_tail = item.stderr_tail
-            if item.exception_type is not UNSET:
-                attempt.exception_type = item.exception_type
+            _copy_output(attempt, item)
         return
 
 

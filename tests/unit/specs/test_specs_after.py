@@ -7,19 +7,9 @@ import yaml
 from msgspec import UNSET
 
 from scheduler.rpc.convert import spec_from_pb, spec_to_pb
-from scheduler.specs import SpecError, spec_to_document
+from scheduler.specs import spec_to_document
 from scheduler.specs.reader import parse_job_document
-
-
-def read(**fields):
-    document = {"jobs": [{"id": "j", "target": "demo.hello", **fields}]}
-    return parse_job_document(yaml.safe_dump(document, sort_keys=False), "jobs.yaml").jobs[0]
-
-
-def problems(**fields) -> list[tuple[str, str]]:
-    with pytest.raises(SpecError) as caught:
-        read(**fields)
-    return [(p.field, p.message) for p in caught.value.problems]
+from tests.unit.specs.one_job import problems, read
 
 
 def test_after_reads_a_name_or_a_list_and_renders_back() -> None:

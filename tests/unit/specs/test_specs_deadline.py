@@ -3,24 +3,12 @@
 from __future__ import annotations
 
 import pytest
-import yaml
 from msgspec import UNSET
 
 from scheduler.core.model import SECOND_US
 from scheduler.rpc.convert import spec_from_pb, spec_to_pb
-from scheduler.specs import SpecError, spec_to_document
-from scheduler.specs.reader import parse_job_document
-
-
-def read(**fields):
-    document = {"jobs": [{"id": "j", "target": "demo.hello", **fields}]}
-    return parse_job_document(yaml.safe_dump(document, sort_keys=False), "jobs.yaml").jobs[0]
-
-
-def problems(**fields) -> list[tuple[str, str]]:
-    with pytest.raises(SpecError) as caught:
-        read(**fields)
-    return [(p.field, p.message) for p in caught.value.problems]
+from scheduler.specs import spec_to_document
+from tests.unit.specs.one_job import problems, read
 
 
 def test_a_deadline_reads_renders_and_travels_over_grpc() -> None:

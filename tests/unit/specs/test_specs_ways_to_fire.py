@@ -11,17 +11,7 @@ from scheduler.core.model import ActiveWindow
 from scheduler.planning import parse_iso_to_us
 from scheduler.specs import SpecError, spec_to_document
 from scheduler.specs.reader import parse_job_document
-
-
-def read(**fields):
-    document = {"jobs": [{"id": "j", "target": "demo.hello", **fields}]}
-    return parse_job_document(yaml.safe_dump(document, sort_keys=False), "jobs.yaml").jobs[0]
-
-
-def problems(**fields) -> list[tuple[str, str]]:
-    with pytest.raises(SpecError) as caught:
-        read(**fields)
-    return [(p.field, p.message) for p in caught.value.problems]
+from tests.unit.specs.one_job import problems, read
 
 
 def test_each_way_to_fire_reads_and_renders_back() -> None:
