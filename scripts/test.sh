@@ -18,8 +18,20 @@ bash scripts/promtool-prereqs.sh  # promtool, to check a node's /metrics exposit
 if [ "$#" -gt 0 ]; then
     exec .venv/bin/python -m pytest -q -ra "$@"
 fi
-# The pure tests (unit, simulation) are CPU-bound: they run on every core. The tests that start
-# real processes follow, in two lanes side by side (tests/conftest.py): the chaos scenarios, each
-# in its own network namespace, and the loopback tests; each lane runs one test at a time.
+# The pure tests (unit, simulation) are CPU-bound: they run on every core.
 .venv/bin/python -m pytest -q -ra -n auto tests/unit tests/sim
-exec .venv/bin/python -m pytest -q -ra -n 2 --dist loadgroup tests/chaos tests/e2e tests/integration tests/security
+# The tests that start real processes follow in two lanes side by side, each one test at a time:
+# the chaos scenarios, each in its own network namespace (so no port of theirs meets the
+# loopback tests'), and the loopback tests. The chaos lane's report is printed after.
+chaos_log="$(mktemp)"
+.venv/bin/python -m pytest -q -ra -p no:cacheprovider tests/chaos >"$chaos_log" 2>&1 &
+chaos_pid=$!
+trap 'kill "$chaos_pid" 2>/dev/null || true; rm -f "$chaos_log"' EXIT
+loopback_status=0
+.venv/bin/python -m pytest -q -ra tests/e2e tests/integration tests/security || loopback_status=$?
+chaos_status=0
+wait "$chaos_pid" || chaos_status=$?
+echo "---- tests/chaos (ran beside the tests above) ----"
+cat "$chaos_log"
+if [ "$loopback_status" -ne 0 ]; then exit "$loopback_status"; fi
+exit "$chaos_status"
