@@ -8,6 +8,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 
+import msgspec
 from msgspec import UNSET
 
 from scheduler.core import commands as cmds
@@ -171,10 +172,23 @@ class Worker:
             jitter_ppm=rng.randrange(1_000_000),
         )
         node = rng.choice(world.nodes)
+        if outcome == "failure" and deadline_seed(world.seed) and node.state.cluster_version >= LOG_FORMAT:
+            completion = _maybe_final(world, completion)
         command = cmds.CompleteRuns(node.wall(world.t_us), (completion,))
         world.propose(command, max_delay=10)
         if rng.random() < 0.1:
             world.propose(command, max_delay=10)  # the worker retries: same token, same outcome
+
+
+def _maybe_final(world: World, completion: cmds.Completion) -> cmds.Completion:
+    """A failure the handler declares final (FinalFailure), or a shell job's exit code that may be
+    one of its job's `retry.final_exit_codes`, or an ordinary failure."""
+    kind = world.rng.choices(("final", "exit_code", "plain"), (0.25, 0.25, 0.5))[0]
+    if kind == "final":
+        return msgspec.structs.replace(completion, final=True)
+    if kind == "exit_code":
+        return msgspec.structs.replace(completion, exit_code=world.rng.choice(FINAL_EXIT_CODES + (1,)))
+    return completion
 
 
 # -- clients ---------------------------------------------------------------------
@@ -215,8 +229,23 @@ def _deadline(job_id: str, period: int) -> dict:
     return {"deadline_us": deadline_s * SECOND_US, "jitter": SPREAD if pick // 8 % 2 else "pinned"}
 
 
+# Operator settings of the format-3 seeds, from the job id and period like the deadline.
+PAUSE_AFTER_FAILURES = (0, 0, 2, 3)  # 0: none
+FINAL_EXIT_CODES = (3, 4)
+
+
+def _operations(job_id: str, period: int) -> tuple[dict, dict]:
+    """The spec's `pause_after_failures` and the retry policy's `final_exit_codes`, or neither."""
+    pick = zlib.crc32(f"{job_id}/{period}/operations".encode())
+    pause_after = PAUSE_AFTER_FAILURES[pick % len(PAUSE_AFTER_FAILURES)]
+    spec = {"pause_after_failures": pause_after} if pause_after else {}
+    retry = {"final_exit_codes": FINAL_EXIT_CODES} if pick // 4 % 2 else {}
+    return spec, retry
+
+
 def random_spec(world: World, job_id: str, period: int) -> JobSpec:
     rng = world.rng
+    spec_ops, retry_ops = _operations(job_id, period) if deadline_seed(world.seed) else ({}, {})
     return JobSpec(
         id=job_id,
         **_shape(job_id, period),
@@ -229,6 +258,7 @@ def random_spec(world: World, job_id: str, period: int) -> JobSpec:
             backoff_initial_us=rng.choice((0, 200_000, 1_000_000)),
             backoff_max_us=2 * SECOND_US,
             backoff_multiplier=2.0,
+            **retry_ops,
         ),
         misfire=MisfirePolicy(
             rng.choice(("fire_late", "skip", "catch_up")), rng.randrange(0, 20) * SECOND_US, rng.randint(0, 5)
@@ -237,6 +267,7 @@ def random_spec(world: World, job_id: str, period: int) -> JobSpec:
         payload_json=f'{{"v": {rng.randrange(100)}}}',
         uses=("db",) if rng.random() < 0.5 else (),
         **(_deadline(job_id, period) if deadline_seed(world.seed) else {"jitter": "pinned"}),
+        **spec_ops,
     )
 
 
@@ -320,12 +351,14 @@ def clients(world: World) -> None:
     elif roll < 0.06 and job is not None:
         command = cmds.SetJobPaused(issued_us, job_id, rng.random() < 0.5, "sim", "maintenance", request_id)
     elif roll < 0.12 and job is not None:
-        command = cmds.TriggerRun(issued_us, job_id, "sim", request_id)
+        command = cmds.TriggerRun(issued_us, job_id, "sim", request_id, **_own_run_fields(world, node))
     elif roll < 0.13 and job is not None and job.cursor_us:
         period = period_of(job.spec)
         slots = tuple(range(job.cursor_us - 5 * period * SECOND_US, job.cursor_us + 1, period * SECOND_US))
         slots = tuple(s for s in slots if s % (period * SECOND_US) == 0)
-        command = cmds.BackfillRuns(issued_us, job_id, "sim", request_id, slots, rng.randrange(0, SECOND_US))
+        interval_us = rng.randrange(0, SECOND_US)
+        own = _own_run_fields(world, node)
+        command = cmds.BackfillRuns(issued_us, job_id, "sim", request_id, slots, interval_us, **own)
     elif roll < 0.135 and hasattr(cmds, "KillClass"):
         job_class = rng.choice(CLASSES)
         if rng.random() < 0.5:
@@ -333,7 +366,35 @@ def clients(world: World) -> None:
             command = cmds.KillClass(issued_us, job_class, "drill", "sim", request_id, until_us, rng.random() < 0.5)
         else:
             command = cmds.ReviveClass(issued_us, job_class, "sim", request_id)
+    elif roll < 0.175 and job is not None and _operations_now(world, node):
+        command = _cancel(world, node, job_id, issued_us, request_id)
     if command is not None:
         world.propose(command)
         if rng.random() < 0.15:
             world.propose(command, max_delay=8)  # a client retry with the same request id
+
+
+def _operations_now(world: World, node) -> bool:
+    """A format-3 seed whose proposing node reads format 3 (the servicers refuse format-3
+    requests before the cluster version is raised)."""
+    return deadline_seed(world.seed) and node.state.cluster_version >= LOG_FORMAT
+
+
+def _own_run_fields(world: World, node) -> dict:
+    """A trigger's or backfill's own overlap (and payload) now and then, in the format-3 seeds."""
+    if not _operations_now(world, node) or world.rng.random() < 0.5:
+        return {}
+    overlap = world.rng.choice(("allow", "forbid", "queue", "replace"))
+    return {"overlap": overlap, "payload_json": f'{{"own": "{overlap}"}}'}
+
+
+def _cancel(world: World, node, job_id: str, issued_us: int, request_id: str) -> cmds.CancelRun | None:
+    """An operator cancels a run of the job as this node's replica shows it: mostly a live one,
+    now and then one that already ended (refused), as a stale dashboard would."""
+    runs = node.state.runs.get(job_id, [])
+    live = [r.scheduled_us for r in runs if r.status in ("queued", "leased")]
+    pool = live if live and world.rng.random() < 0.8 else [r.scheduled_us for r in runs[-5:]]
+    if not pool:
+        return None
+    scheduled_us = world.rng.choice(pool)
+    return cmds.CancelRun(issued_us, job_id, scheduled_us, "sim", "drill", request_id)

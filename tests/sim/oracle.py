@@ -16,6 +16,7 @@ from scheduler.core import State, apply
 from scheduler.core import commands as cmds
 from scheduler.core import results as ev
 from tests.sim.deadline_oracle import DeadlineViolation, DeadlineWatch
+from tests.sim.operations_oracle import OperationsViolation, OperationsWatch
 
 SECOND_US = 1_000_000
 ACCEPTING = (ev.RunSucceeded, ev.RunRetryScheduled, ev.RunEnded)
@@ -73,13 +74,14 @@ class Oracle:
         self.starts: dict[str, list[int]] = {}  # resource -> replicated instants of lease starts
         self.seen: Counter = Counter()  # event and rejection kinds, to show what a run exercised
         self.deadlines = DeadlineWatch(self.seen)
+        self.operations = OperationsWatch(self.seen)
 
     def apply(self, index: int, command) -> object:
         try:
             result = self._apply_checked(index, command)
             time_moved = isinstance(command, cmds.EPOCH_COMMANDS) and result.accepted
             self.deadlines.check(f"entry {index} ({type(command).__name__})", self.state, time_moved)
-        except DeadlineViolation as exc:
+        except (DeadlineViolation, OperationsViolation) as exc:
             raise Violation(str(exc)) from exc
         return result
 
@@ -91,6 +93,7 @@ class Oracle:
                 before[key] = (run.status, run.fencing_token, run.lease_expires_us, run.deadline_us)
         epoch, now_us = self.state.epoch, self.state.now_us
         parent_live = self._parent_live_keys()
+        operations_before = self.operations.before(self.state, command)
         result = apply(self.state, command, index)
         self.seen.update(f"{type(e).__name__}:{getattr(e, 'reason', '')}" for e in result.events)
         if not result.accepted:
@@ -109,6 +112,7 @@ class Oracle:
         self._check_events(where, index, command, result, before)
         if result.accepted:
             self._check_dependencies(where, result, parent_live)
+        self.operations.check(where, self.state, command, result, operations_before)
         return result
 
     # -- job dependencies (`after:`), from the oracle's own reading of the rule ---------------------
@@ -282,6 +286,10 @@ class Oracle:
     def check_state(self) -> None:
         """Whole-state invariants: the live index matches the runs; one live lease per run."""
         state = self.state
+        try:
+            self.operations.check_cancelled("whole-state check", state)
+        except OperationsViolation as exc:
+            raise Violation(str(exc)) from exc
         derived = {}
         for job_id in sorted(state.runs):
             live = [r.scheduled_us for r in state.runs[job_id] if r.status in ("queued", "leased")]

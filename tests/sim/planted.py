@@ -9,8 +9,10 @@ from unittest import mock
 
 import msgspec
 
-from scheduler.core import claims, deadlines, dependencies, execution
+from scheduler.core import claims, deadlines, dependencies, execution, retry
+from scheduler.core.alerts import note_failure
 from scheduler.core.commands import LeaseRef
+from scheduler.core.model import FailureStreak
 
 
 @contextlib.contextmanager
@@ -122,6 +124,54 @@ def deadlines_count_from_the_nominal_slot():
         yield
 
 
+@contextlib.contextmanager
+def cancelled_runs_accept_their_lease():
+    """A cancelled run's lease is not fenced: the holder's heartbeats and late completion count."""
+    original = execution._current_lease
+
+    def planted(state, lease):
+        run = state.get_run(lease.job_id, lease.scheduled_us)
+        if run is not None and run.status == "cancelled" and run.fencing_token == lease.fencing_token:
+            return run, None
+        return original(state, lease)
+
+    with mock.patch.object(execution, "_current_lease", planted):
+        yield
+
+
+@contextlib.contextmanager
+def final_failures_are_retried():
+    """`final` and `retry.final_exit_codes` are forgotten: a final failure is retried by policy."""
+    original = execution._complete_one
+
+    def planted(state, item):
+        return original(state, msgspec.structs.replace(item, final=msgspec.UNSET, exit_code=0))
+
+    with mock.patch.object(execution, "_complete_one", planted):
+        yield
+
+
+@contextlib.contextmanager
+def pause_one_failure_late():
+    """A failing streak's first run is not counted: `pause_after_failures: N` pauses at N + 1."""
+
+    def planted(state, job_id, scheduled_us):
+        fresh = state.failure_streaks is msgspec.UNSET or job_id not in state.failure_streaks
+        note_failure(state, job_id, scheduled_us)
+        if fresh and state.failure_streaks is not msgspec.UNSET and job_id in state.failure_streaks:
+            state.failure_streaks[job_id] = FailureStreak(scheduled_us, 0)
+
+    with mock.patch.object(retry, "note_failure", planted):
+        yield
+
+
+@contextlib.contextmanager
+def runs_own_overlap_ignored_at_grant():
+    """A trigger's or backfill's own overlap is kept on the run but the grant reads the job's."""
+    with mock.patch.object(execution, "run_overlap", lambda run, spec: spec.overlap):
+        yield
+
+
 PLANTED = {
     "completions_ignore_the_token": completions_ignore_the_token,
     "grants_ignore_a_live_lease": grants_ignore_a_live_lease,
@@ -132,4 +182,8 @@ PLANTED = {
     "deadline_alerts_for_runs_that_succeeded": deadline_alerts_for_runs_that_succeeded,
     "deadlines_never_checked": deadlines_never_checked,
     "deadlines_count_from_the_nominal_slot": deadlines_count_from_the_nominal_slot,
+    "cancelled_runs_accept_their_lease": cancelled_runs_accept_their_lease,
+    "final_failures_are_retried": final_failures_are_retried,
+    "pause_one_failure_late": pause_one_failure_late,
+    "runs_own_overlap_ignored_at_grant": runs_own_overlap_ignored_at_grant,
 }

@@ -65,6 +65,12 @@ def test_faults_reach_every_kind_of_answer():
         "deadline:missed",  # a watched slot's run had not succeeded by its deadline
         "deadline:succeeded",  # ... or had, and raised nothing
         "deadline:cancelled",  # ... or was cancelled (a `replace` overlap, a kill switch)
+        "cancel:accepted",  # an operator cancelled a live run (format-3 seeds)
+        "rejected:run_not_live",  # ... or one that had already ended
+        "cancelled_lease_fenced",  # a cancelled run's holder reported with its current token
+        "final_failure:ended",  # a final failure (declared, or a final exit code) ended its run
+        "paused_after_failures",  # a job paused itself at its Nth failed run in a row
+        "exclusive_grant:own",  # a trigger's own forbid/queue overlap decided a grant
     ]
     assert [key for key in wanted if not seen.get(key)] == [], seen
 
