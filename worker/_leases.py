@@ -57,10 +57,11 @@ class HeldLease:
     def key(self) -> tuple[str, int, int, int]:
         return (self.ref.job_id, self.ref.scheduled_at.seconds, self.ref.scheduled_at.nanos, self.ref.fencing_token)
 
-    def claim_report(self) -> bool:
-        """True for the one caller that may report this attempt's outcome."""
+    def claim_report(self, even_if_lost: bool = False) -> bool:
+        """True for the one caller that may report this attempt's outcome (a lost lease's only
+        with `even_if_lost`: its report is fenced, and sent for the output it carries)."""
         with self._lock:
-            if self._reported or self.lost is not None:
+            if self._reported or (self.lost is not None and not even_if_lost):
                 return False
             self._reported = True
             return True

@@ -545,13 +545,22 @@ class Worker:
 
     def _finish(self, lease: HeldLease, outcome: Outcome) -> None:
         self._table.handler_ended(lease)  # the next run may start while this outcome is reported
-        if lease.lost is not None or not outcome.reportable:
+        # Stopped at its deadline, the attempt was ended `timed_out` by the cluster at that same
+        # instant, so a heartbeat during the kill grace finds the lease fenced. Its outcome is
+        # still sent when it carries output: the cluster fences the outcome and keeps the output
+        # on the attempt it timed out (docs/design/output-of-killed-handlers.md).
+        late_output = (
+            lease.lost is not None
+            and outcome.cancel_reason == CancelReason.DEADLINE
+            and bool(outcome.stdout_tail or outcome.stderr_tail)
+        )
+        if (lease.lost is not None and not late_output) or not outcome.reportable:
             log.info(
                 "run %s: ended after its lease was %s: outcome not reported",
                 lease.run_key,
                 lease.lost or outcome.cancel_reason,
             )
-        elif lease.claim_report():
+        elif lease.claim_report(even_if_lost=late_output):
             # This thread goes back to the pool; the lease is held until the cluster answers.
             try:
                 report_in_background(

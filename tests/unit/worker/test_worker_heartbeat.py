@@ -219,3 +219,46 @@ def test_a_lease_added_while_the_heartbeater_plans_is_not_missed() -> None:
     assert not woken(table)
     table.plan_heartbeat(time.monotonic() + 5.0)  # too late for the new lease: look again at once
     assert woken(table)
+
+
+def test_a_run_stopped_at_its_deadline_reports_its_output_even_after_a_heartbeat_found_it_fenced() -> None:
+    """The cluster times the attempt out at the deadline the worker stops it at, so the heartbeat
+    during the handler's wind-down is answered FENCED; the report still goes, for its output."""
+    fenced = threading.Event()
+
+    def winds_down_slowly(ctx: RunContext) -> None:
+        print("was working on row 41")
+        ctx.cancelled.wait(5)
+        fenced.wait(5)  # ends only once the worker knows the lease is fenced
+
+    def quiet(ctx: RunContext) -> None:
+        ctx.cancelled.wait(5)
+        fenced.wait(5)
+
+    def keeper(ctx: RunContext) -> None:  # a live lease, so heartbeats go on after the fencing
+        fenced.wait(5)
+
+    with fake_cluster() as (service, address):
+        service.add(
+            make_grant("job", 1, ttl_s=0.9, deadline_s=0.3),
+            make_grant("quiet", 2, ttl_s=0.9, deadline_s=0.3),
+            make_grant("keeper", 3, ttl_s=0.9),
+        )
+        handlers = {"job": winds_down_slowly, "quiet": quiet, "keeper": keeper}
+        worker = Worker([address], worker_id="w1", handlers=handlers, lease_wait_s=WAIT_S)
+        worker.start()
+        try:
+            assert wait_until(lambda: worker.active_runs == 3)
+            service.fence(1)
+            service.fence(2)
+            beats = len(service.heartbeats)
+            # A heartbeat of the keeper alone: the worker has taken in that 1 and 2 are fenced.
+            assert service.wait_for(lambda: any(tokens(b) == {3} for b in service.heartbeats[beats:]))
+            fenced.set()
+            assert service.wait_for(lambda: service.completion(1) is not None)
+            assert service.wait_for(lambda: service.completion(3) is not None)
+        finally:
+            worker.stop()
+    report = service.completion(1)
+    assert report.kind == worker_pb2.FAILURE and "was working on row 41" in report.stdout_tail
+    assert service.completion(2) is None  # no output: nothing worth a fenced report
