@@ -15,6 +15,7 @@ def _sink() -> FencedSink:
 def ignores_deadline(ctx) -> None:
     """Sleeps far past its deadline, deaf to cancellation and to SIGTERM's HandlerTerminated."""
     _sink().mark("hung", {"key": ctx.run_key, "pid": os.getpid()})
+    print(f"deaf to {ctx.run_key}'s deadline", flush=True)
     stop_at = time.monotonic() + 120
     while time.monotonic() < stop_at:
         try:

@@ -110,4 +110,6 @@ def test_a_handler_ignoring_its_deadline_is_killed_and_the_worker_keeps_its_conc
     spans = {(m["key"], m["edge"]): m["at"] for m in sink.read("spans") if m["key"] in keys}
     a, b = keys
     assert max(spans[(a, "start")], spans[(b, "start")]) < min(spans[(a, "end")], spans[(b, "end")]), spans
+    # What it printed before it was killed is on the attempt the cluster timed out.
+    wait_until(lambda: "deadline" in run_of(cluster, hung_key).attempts[0].stdout_tail, 20, "the deaf run's output")
     assert worker.poll() is None
