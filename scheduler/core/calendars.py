@@ -9,6 +9,7 @@ and arrives inside ClaimRuns.
 from __future__ import annotations
 
 from scheduler.core.commands import ApplyJobs
+from scheduler.core.declarations import check_declarations
 from scheduler.core.model import Calendar
 from scheduler.core.results import Result, rejected
 from scheduler.core.state import State
@@ -43,16 +44,12 @@ def check_calendars(state: State, cmd: ApplyJobs, index: int) -> Result | None:
     decides what the job does without it.
     """
     calendars, removals = cmd.calendars or (), cmd.calendar_removals or ()
-    for calendar in calendars:
-        problem = calendar_problem(calendar)
-        if problem:
-            return rejected(index, RejectionCode.INVALID, problem)
-    names = [c.name for c in calendars]
-    if len(set(names)) != len(names) or set(names) & set(removals):
-        return rejected(index, RejectionCode.INVALID, "a calendar is declared twice, or declared and dropped")
-    declared = (set(state.calendars) | set(names)) - set(removals)
-    if len(declared) > MAX_CALENDARS:
-        return rejected(index, RejectionCode.INVALID, f"at most {MAX_CALENDARS} calendars per cluster")
+    refusal = check_declarations(
+        index, calendars, removals, state.calendars, calendar_problem, "calendar", MAX_CALENDARS
+    )
+    if refusal is not None:
+        return refusal
+    declared = (set(state.calendars) | {c.name for c in calendars}) - set(removals)
     for upsert in cmd.upserts:
         rule = upsert.spec.calendar
         if rule and rule.on_skip not in tuple(OnSkip):

@@ -10,10 +10,11 @@ from __future__ import annotations
 from msgspec import UNSET
 
 from scheduler.core.commands import ApplyJobs
+from scheduler.core.declarations import check_declarations
 from scheduler.core.model import SECOND_US, AlertRoute
-from scheduler.core.results import Result, rejected
+from scheduler.core.results import Result
 from scheduler.core.state import State
-from scheduler.core.vocabulary import AlertTemplate, RejectionCode
+from scheduler.core.vocabulary import AlertTemplate
 
 MAX_ROUTES = 100
 MAX_ROUTE_URL_CHARS = 2000
@@ -41,18 +42,9 @@ def route_problem(route: AlertRoute) -> str:
 
 
 def check_routes(state: State, cmd: ApplyJobs, index: int) -> Result | None:
-    routes, removals = cmd.routes or (), cmd.route_removals or ()
-    for route in routes:
-        problem = route_problem(route)
-        if problem:
-            return rejected(index, RejectionCode.INVALID, problem)
-    names = [r.name for r in routes]
-    if len(set(names)) != len(names) or set(names) & set(removals):
-        return rejected(index, RejectionCode.INVALID, "a route is declared twice, or declared and dropped")
     held = state.routes if state.routes is not UNSET else {}
-    if len((set(held) | set(names)) - set(removals)) > MAX_ROUTES:
-        return rejected(index, RejectionCode.INVALID, f"at most {MAX_ROUTES} routes per cluster")
-    return None
+    routes, removals = cmd.routes or (), cmd.route_removals or ()
+    return check_declarations(index, routes, removals, held, route_problem, "route", MAX_ROUTES)
 
 
 def apply_route_changes(state: State, cmd: ApplyJobs) -> None:
