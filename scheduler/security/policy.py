@@ -87,28 +87,26 @@ def job_change_denial(principal: Principal, job_id: str, owner: str) -> str | No
     return f"{principal.name} may change jobs of owners {list(principal.owners)}, not job {job_id!r} of owner {owner!r}"
 
 
-def resources_change_denial(principal: Principal, changed: Iterable[str]) -> str | None:
-    """Resource budgets are shared by every owner: only an admin changes them."""
+def _admin_only_denial(principal: Principal, changed: Iterable[str], what: str) -> str | None:
     names = sorted(changed)
     if not names or principal.role == ADMIN:
         return None
-    return f"{principal.name} may not change shared resources {names}: needs admin"
+    return f"{principal.name} may not change {what} {names}: needs admin"
+
+
+def resources_change_denial(principal: Principal, changed: Iterable[str]) -> str | None:
+    """Resource budgets are shared by every owner: only an admin changes them."""
+    return _admin_only_denial(principal, changed, "shared resources")
 
 
 def calendars_change_denial(principal: Principal, changed: Iterable[str]) -> str | None:
     """Calendars are shared by every owner, like resources: only an admin changes them."""
-    names = sorted(changed)
-    if not names or principal.role == ADMIN:
-        return None
-    return f"{principal.name} may not change shared calendars {names}: needs admin"
+    return _admin_only_denial(principal, changed, "shared calendars")
 
 
 def routes_change_denial(principal: Principal, changed: Iterable[str]) -> str | None:
     """Alert routes decide where every owner's alerts go (and hold secret urls): admin only."""
-    names = sorted(changed)
-    if not names or principal.role == ADMIN:
-        return None
-    return f"{principal.name} may not change alert routes {names}: needs admin"
+    return _admin_only_denial(principal, changed, "alert routes")
 
 
 def lease_denial(principal: Principal, targets: Iterable[str]) -> str | None:
