@@ -411,11 +411,13 @@ class RaftLog:
         holds its leadership); recording a rejection would diverge. pysyncobj is told to stop
         (its tick thread ends after this tick: no vote, no append, no leadership, no
         compaction of a state that is no longer its log's), and the node exits (node.py)."""
-        self.halted = str(why)
-        log.critical("%s", self.halted)
+        # The Raft handle moves before `halted` is set: a reader that sees `halted` (read without
+        # the lock) also sees the stopped handle.
         syncobj, self._syncobj, self._halted_syncobj = self._syncobj, None, self._syncobj
         if syncobj is not None:
             syncobj.destroy()  # with autoTick: only sets a flag, the tick thread stops itself
+        self.halted = str(why)
+        log.critical("%s", self.halted)
         self._applied.notify_all()
         for listener in self._halt_listeners:
             try:
