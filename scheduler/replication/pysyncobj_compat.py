@@ -34,6 +34,8 @@ SyncObj privates (mangled):
 - CURRENT_LOG_INDEX: whether a tick appended entries, and the next index of a held answer.
 - SEND_NEXT_NODE_IDX: every answer to an append; overridden to hold answers until the journal syncs.
 - ON_MESSAGE_RECEIVED: every message from a peer; overridden to read keepalives and rewrite appends.
+- APPLY_LOG_ENTRIES: applies every committed entry; overridden to apply them a time budget at a
+  time (COMMIT_INDEX lowered around the call), so a herd's entries never stall a tick.
 
 SyncObj and SyncObjConsumer internals (one underscore): `_onTick` (overridden: syncs, keepalives,
 stall watch), `_checkCommandsToApply` (overridden: eager append), `_poller` (the transport's poller,
@@ -106,6 +108,7 @@ ELECTION_DEADLINE = "_SyncObj__raftElectionDeadline"
 CURRENT_LOG_INDEX = "_SyncObj__getCurrentLogIndex"
 SEND_NEXT_NODE_IDX = "_SyncObj__sendNextNodeIdx"
 ON_MESSAGE_RECEIVED = "_SyncObj__onMessageReceived"
+APPLY_LOG_ENTRIES = "_SyncObj__applyLogEntries"
 
 # -- TcpConnection ---------------------------------------------------------------------------
 CONN_PROCESS_READ = "_TcpConnection__processRead"
@@ -142,6 +145,7 @@ PRIVATES: dict[type, tuple[str, ...]] = {
         CURRENT_LOG_INDEX,
         SEND_NEXT_NODE_IDX,
         ON_MESSAGE_RECEIVED,
+        APPLY_LOG_ENTRIES,
         "_onTick",
         "_checkCommandsToApply",
         "_poller",
@@ -222,6 +226,7 @@ class _Override:
 
 
 __all__ = [
+    "APPLY_LOG_ENTRIES",
     "CREATE_JOURNAL",
     "FAIL_REASON",
     "INSTALLED_VERSION",

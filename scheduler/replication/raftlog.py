@@ -23,6 +23,7 @@ from scheduler.core.codec import CodecError, NewerLogFormat, encode_snapshot
 from scheduler.core.log_format import LOG_FORMAT
 from scheduler.core.results import rejected
 from scheduler.core.vocabulary import RejectionCode
+from scheduler.replication.apply_budget import ApplyBudgetMixin
 from scheduler.replication.digest import CHILD_NICENESS, digest_at
 from scheduler.replication.errors import (
     EntryTooLarge,
@@ -222,13 +223,14 @@ _FAILURES: dict[int, type[ReplicationError]] = {
 KEEPALIVE_MESSAGE = keepalive_message(LOG_FORMAT)
 
 
-class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, SyncObj):
-    """pysyncobj's SyncObj with six changes: its journal is synced and checksummed, and an
+class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, ApplyBudgetMixin, SyncObj):
+    """pysyncobj's SyncObj with seven changes: its journal is synced and checksummed, and an
     append is answered only once its entries are synced (journal.py); every peer gets a
     keepalive once per period, which says the log format its sender reads (upgrades.py); the
     leader sends new entries in the tick that appended them (eager_append); a follower
-    truncates only entries that conflict (follower_append); and a follower reads its sockets
-    before it judges the leader silent."""
+    truncates only entries that conflict (follower_append); a tick applies committed entries
+    for a bounded time (apply_budget); and a follower reads its sockets before it judges the
+    leader silent."""
 
     def __init__(
         self, *args, keepalive_period_s: float, eager_append: bool = True, journal_sync: bool = True, **kwargs
@@ -296,7 +298,8 @@ class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, SyncObj):
         # The leader counts itself toward the commit of every entry it holds (pysyncobj's commit
         # loop, early in the tick): what it appended last tick must be on disk first.
         self._sync_then_answer()
-        super()._onTick(timeToWait)
+        # Entries left over by the apply budget (apply_budget.py): apply them without waiting.
+        super()._onTick(0.0 if self.apply_backlog > 0 else timeToWait)
         # After the poll that read this tick's appends: one sync, then their answers.
         self._sync_then_answer()
         now = time.monotonic()

@@ -21,6 +21,7 @@ from pysyncobj.transport import Transport
 
 from scheduler.replication import pysyncobj_compat as compat
 from scheduler.replication import raftlog
+from scheduler.replication.apply_budget import ApplyBudgetMixin
 from scheduler.replication.follower_append import FollowerAppendMixin
 from scheduler.replication.pysyncobj_compat import (
     PRIVATES,
@@ -45,6 +46,7 @@ ADAPTERS = {
     _RaftcronSyncObj: (SyncObj, {compat.SEND_NEXT_NODE_IDX, "_checkCommandsToApply", "_onTick"}),
     LogFormatMixin: (SyncObj, {compat.ON_MESSAGE_RECEIVED}),
     FollowerAppendMixin: (SyncObj, {compat.ON_MESSAGE_RECEIVED}),
+    ApplyBudgetMixin: (SyncObj, {compat.APPLY_LOG_ENTRIES}),
     _CoreConsumer: (SyncObjConsumer, {"_serialize", "_deserialize"}),
     BoundedTcpConnection: (
         TcpConnection,
@@ -60,6 +62,7 @@ SIGNATURES = {
     (SyncObj, compat.ON_MESSAGE_RECEIVED): "(self, node, message)",
     (SyncObj, compat.CURRENT_LOG_INDEX): "(self)",
     (SyncObj, compat.SEND_APPEND_ENTRIES): "(self)",
+    (SyncObj, compat.APPLY_LOG_ENTRIES): "(self)",
     (SyncObj, "_onTick"): "(self, timeToWait=0.0)",
     (SyncObj, "_checkCommandsToApply"): "(self)",
     (SyncObj, "_isLeader"): "(self)",
@@ -200,3 +203,12 @@ def test_no_other_module_spells_a_mangled_name_or_imports_pysyncobj():
             if MANGLED.search(line) or re.match(r"\s*(from|import)\s+pysyncobj\b", line):
                 offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not offenders, "take pysyncobj's internals from pysyncobj_compat.py:\n" + "\n".join(offenders)
+
+
+def test_pysyncobj_applies_up_to_the_commit_index_it_reads_at_the_call():
+    """The apply budget lowers the commit index around pysyncobj's apply (apply_budget.py): that
+    bounds the call only while the method reads no other bound than these two indexes."""
+    source = inspect.getsource(getattr(SyncObj, compat.APPLY_LOG_ENTRIES))
+    assert "count = self.__raftCommitIndex - self.__raftLastApplied" in source
+    assert "self.__getEntries(self.__raftLastApplied + 1, count)" in source
+    assert source.count("__raftCommitIndex") == 2
