@@ -54,6 +54,10 @@ class DueIndex:
             due.extend(sorted(bucket))
         return list(dict.fromkeys(due))
 
+    def due_at(self, instant_us: int) -> list[str]:
+        """The jobs with an entry at exactly `instant_us`, each once, by id (nothing is popped)."""
+        return sorted(set(self._buckets.get(instant_us, ())))
+
     def earliest_us(self) -> int | None:
         return self._instants[0] if self._instants else None
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from dataclasses import dataclass
 
 import msgspec
 from msgspec import UNSET
 
 from scheduler.core.commands import NO_SCHEDULE_INDEX, ApplyJobs, ClaimRuns, RunRef, SetJobPaused, SlotClaim
-from scheduler.core.model import SECOND_US
+from scheduler.core.model import SECOND_US, Job
 from scheduler.core.results import ClaimOutOfPlan
 from scheduler.core.vocabulary import OutOfPlan, RejectionCode
 from scheduler.leader.due_index import DueIndex
@@ -28,8 +29,22 @@ log = logging.getLogger("raftcron.trigger")
 
 # Upper bound of slots one job may account for in one pass (an every-second job after a long outage).
 MAX_SLOTS_PER_JOB_PASS = 10_000
-# Upper bound of claims in flight per pass: bounds memory and the time to notice deposition.
-MAX_CLAIMS_PER_PASS = 50_000
+# Upper bound of claims in flight per pass: bounds memory (about 10 MB of entries) and the time
+# to notice deposition. A herd above it takes more passes, each planned at its own time.
+MAX_CLAIMS_PER_PASS = 200_000
+# How long before a due instant the loop plans that instant's claims, so that at the instant it
+# only checks and proposes them: planning 100,000 pinned jobs takes about 0.5 s on one core,
+# which would otherwise come after the instant (docs/design/claims-planned-ahead.md).
+PLAN_AHEAD_US = 2 * SECOND_US
+
+
+@dataclass
+class _PlannedAhead:
+    """The claims of the jobs due at one instant, planned as if at that instant."""
+
+    instant_us: int
+    # job_id -> (claims, schedule indexes or None), the answer of plan_job_slots at the instant.
+    plans: dict[str, tuple[list[SlotClaim], list[int] | None]]
 
 
 class TriggerLoop:
@@ -55,6 +70,7 @@ class TriggerLoop:
         # Set when calendars change: every job's claim instant is looked at again.
         self._reload_all = False
         self._wake = threading.Event()
+        self._ahead: _PlannedAhead | None = None
 
     # -- apply notifications (tick thread: cheap, non-blocking) ----------
     def _on_apply(self, command, result, state) -> None:
@@ -131,9 +147,50 @@ class TriggerLoop:
         wait_s = self._max_sleep_s
         earliest_us = self._due.earliest_us()
         if earliest_us is not None:
+            if earliest_us - self._clock.now_us() <= PLAN_AHEAD_US:
+                self.plan_ahead(earliest_us)
             wait_s = min(wait_s, max(0.0, (earliest_us - self._clock.now_us()) / SECOND_US))
         self._wake.wait(wait_s)
         self._wake.clear()
+
+    def plan_ahead(self, instant_us: int) -> int:
+        """Plan the claims of the jobs due at `instant_us` now, before it; how many were planned.
+
+        They are a guess about replicated state at the instant: `_claim_due` uses a job's plan
+        only if the job's version and next due slot are still the ones planned from, and the core
+        checks every claim again anyway (a changed job's claim is out of plan, never wrong)."""
+        if self._ahead is not None and self._ahead.instant_us == instant_us:
+            return len(self._ahead.plans)
+        job_ids = self._due.due_at(instant_us)
+        with self._raftlog.read() as state:
+            jobs = [
+                msgspec.structs.replace(job)
+                for job_id in job_ids
+                if (job := state.jobs.get(job_id)) is not None
+                and job.next_due_us == instant_us
+                and not job.body.calendar  # a calendar's slot may move: planned at its time
+            ]
+        plans = {}
+        for job in jobs[:MAX_CLAIMS_PER_PASS]:
+            try:
+                plans[job.id] = plan_job_slots(job, instant_us, MAX_SLOTS_PER_JOB_PASS, self._herd_window_us)
+            except ScheduleError:
+                continue  # planned again at the instant, which logs it
+        self._ahead = _PlannedAhead(instant_us, plans)
+        return len(plans)
+
+    def _planned_ahead(self, job, now_us: int) -> tuple[list[SlotClaim], list[int] | None] | None:
+        """The claims planned ahead for `job`, if they still hold at `now_us`."""
+        ahead = self._ahead
+        if ahead is None or ahead.instant_us > now_us or (plan := ahead.plans.get(job.id)) is None:
+            return None
+        claims = plan[0]
+        if not claims or claims[0].spec_version != job.version or claims[0].scheduled_us != job.next_due_us:
+            return None
+        # Planned as on time: past the grace the misfire policy decides instead, so plan again.
+        if now_us - claims[0].scheduled_us > job.body.misfire.grace_us:
+            return None
+        return plan
 
     # -- claiming ------------------------------------------------------------
     def _claim_due(self) -> bool:
@@ -147,37 +204,43 @@ class TriggerLoop:
         due_ids = self._due.pop_due(now_us)
         if not due_ids:
             return False
+        # Each due job as the claims planned ahead for it, or as a copy of its record to plan now.
+        work: list[tuple[list[SlotClaim], list[int] | None] | Job] = []
         with self._raftlog.read() as state:
             # A stale entry (the job moved to a later instant, or is gone) plans nothing. A job with
             # a calendar may be due before its nominal instant (a slot moved to an earlier day).
-            jobs = [
-                msgspec.structs.replace(job)
-                for job_id in due_ids
-                if (job := state.jobs.get(job_id)) is not None
-                and 0 < job.next_due_us
-                and (job.next_due_us <= now_us or job.body.calendar)
-            ]
+            for job_id in due_ids:
+                job = state.jobs.get(job_id)
+                if job is None or not 0 < job.next_due_us or (job.next_due_us > now_us and not job.body.calendar):
+                    continue
+                work.append(self._planned_ahead(job, now_us) or msgspec.structs.replace(job))
             calendars = dict(state.calendars)  # records are replaced whole, never changed in place
+        if self._ahead is not None and self._ahead.instant_us <= now_us:
+            self._ahead = None  # used, or too old to use
         futures, batch, planned = [], [], 0
         # Which `schedules:` entry each claim of the batch comes from; kept only once a job with
         # several schedules is planned in this pass, so plain schedules cost nothing more.
         sources: list[int] | None = None
         decided: set[tuple[str, int]] = set()  # run keys a calendar decided
-        for job in jobs:
+        for item in work:
             if planned >= MAX_CLAIMS_PER_PASS:
                 break
-            try:
-                if job.body.calendar:  # a calendar goes with one plain `schedule:` (specs/rules.py)
-                    slots, by_calendar = plan_calendar_due_slots(
-                        job, calendars, now_us, MAX_SLOTS_PER_JOB_PASS, self._herd_window_us
-                    )
-                    decided.update((c.job_id, c.scheduled_us) for c in by_calendar)
-                    job_sources = None
-                else:
-                    slots, job_sources = plan_job_slots(job, now_us, MAX_SLOTS_PER_JOB_PASS, self._herd_window_us)
-            except ScheduleError as exc:  # validated at apply time, so a bug if it happens
-                log.error("job %s: cannot plan its schedule: %s", job.spec.id, exc)
-                continue
+            if isinstance(item, tuple):
+                slots, job_sources = item
+            else:
+                job = item
+                try:
+                    if job.body.calendar:  # a calendar goes with one plain `schedule:` (specs/rules.py)
+                        slots, by_calendar = plan_calendar_due_slots(
+                            job, calendars, now_us, MAX_SLOTS_PER_JOB_PASS, self._herd_window_us
+                        )
+                        decided.update((c.job_id, c.scheduled_us) for c in by_calendar)
+                        job_sources = None
+                    else:
+                        slots, job_sources = plan_job_slots(job, now_us, MAX_SLOTS_PER_JOB_PASS, self._herd_window_us)
+                except ScheduleError as exc:  # validated at apply time, so a bug if it happens
+                    log.error("job %s: cannot plan its schedule: %s", job.spec.id, exc)
+                    continue
             planned += len(slots)
             if job_sources is not None and sources is None:
                 sources = [NO_SCHEDULE_INDEX] * len(batch)

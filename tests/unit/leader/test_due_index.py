@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from scheduler.core.commands import ApplyJobs
-from scheduler.core.model import SECOND_US
+from scheduler.core.model import SECOND_US, MisfirePolicy
+from scheduler.leader import trigger
 from scheduler.leader.clock import LeaderClock
 from scheduler.leader.due_index import DueIndex
 from scheduler.leader.lifecycle import LeaderTerm
@@ -102,3 +103,67 @@ def test_reapplying_unchanged_jobs_keeps_the_index_bounded():
             leader.pass_at(t - 1)
             assert len(leader.loop._due) <= 2 * 100 + 1_024 + 100
         assert leader.pass_at(t) == {(s.id, t) for s in specs}
+
+
+def test_an_instant_is_planned_ahead_and_claimed_without_planning_at_the_instant(monkeypatch):
+    leader = Leader()
+    t = (leader.now_us // (10 * S) + 1) * 10 * S
+    leader.apply(*(upsert(spec(f"j{i}", jitter="pinned"), next_due_us=t) for i in range(5)))
+    with leader.loop.attached():
+        leader.now_us = t - S
+        assert leader.loop.plan_ahead(t) == 5
+        planned_at_instant = []
+        real = trigger.plan_job_slots
+        monkeypatch.setattr(
+            trigger, "plan_job_slots", lambda *a, **k: planned_at_instant.append(a[0].id) or real(*a, **k)
+        )
+        assert leader.pass_at(t) == {(f"j{i}", t) for i in range(5)}
+        assert planned_at_instant == []
+        # Each job's cursor moved on exactly as a claim planned at the instant moves it.
+        assert {job.next_due_us for job in leader.core.state.jobs.values()} == {t + 10 * S}
+
+
+def test_a_job_changed_deleted_or_paused_after_planning_ahead_is_claimed_as_it_is_at_the_instant():
+    leader = Leader()
+    t = (leader.now_us // (10 * S) + 1) * 10 * S
+    leader.apply(*(upsert(spec(name, jitter="pinned"), next_due_us=t) for name in ("same", "changed", "gone")))
+    with leader.loop.attached():
+        leader.now_us = t - S
+        assert leader.loop.plan_ahead(t) == 3
+        # After planning: one job gets a new spec (version 2) at the same instant, one is deleted.
+        leader.apply(
+            upsert(spec("changed", jitter="pinned", payload_json='{"v": 2}'), expected_version=1, next_due_us=t),
+            removals=("gone",),
+        )
+        assert leader.pass_at(t) == {("same", t), ("changed", t)}
+        runs = {job_id: runs[0] for job_id, runs in leader.core.state.runs.items()}
+        assert runs["changed"].spec_version == 2 and runs["same"].spec_version == 1
+
+
+def test_a_pass_later_than_the_grace_plans_again_so_the_misfire_policy_decides():
+    leader = Leader()
+    t = (leader.now_us // (10 * S) + 1) * 10 * S
+    late = spec("late", schedule="0 0 0 1 1 *", jitter="pinned", misfire=MisfirePolicy("skip", grace_us=S))
+    leader.apply(upsert(late, next_due_us=t))
+    with leader.loop.attached():
+        leader.now_us = t - S
+        assert leader.loop.plan_ahead(t) == 1
+        assert leader.pass_at(t + 5 * S) == {("late", t)}
+        run = leader.core.state.runs["late"][0]
+        assert run.status == "skipped" and "beyond the 1s grace; policy skip" in run.reason
+
+
+def test_the_loop_plans_ahead_while_it_sleeps_toward_a_near_instant():
+    leader = Leader()
+    t = (leader.now_us // (10 * S) + 1) * 10 * S
+    leader.apply(upsert(spec("soon", jitter="pinned"), next_due_us=t))
+    with leader.loop.attached():
+        leader.loop.step()
+        leader.now_us = t - trigger.PLAN_AHEAD_US - S
+        leader.loop._wake.set()  # each sleep below returns at once
+        leader.loop._sleep_until_due()  # too far ahead: nothing planned
+        assert leader.loop._ahead is None
+        leader.now_us = t - trigger.PLAN_AHEAD_US + 1
+        leader.loop._wake.set()
+        leader.loop._sleep_until_due()
+        assert leader.loop._ahead is not None and set(leader.loop._ahead.plans) == {"soon"}
