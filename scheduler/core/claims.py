@@ -9,7 +9,7 @@ from scheduler.core.alerts import LATE_ALERT_US, close_streaks, raise_alert
 from scheduler.core.commands import ClaimRuns, SlotClaim
 from scheduler.core.deadlines import watch_deadline
 from scheduler.core.execution import cancel_live_runs
-from scheduler.core.model import CLAIM_STATUSES, MISSED, QUEUED, SECOND_US, SKIPPED, Run, format_run_key
+from scheduler.core.model import CLAIM_STATUSES, MISSED, QUEUED, SECOND_US, SKIPPED, Job, Run, format_run_key
 from scheduler.core.results import Result, rejected
 from scheduler.core.retention import horizon_us, prune_history
 from scheduler.core.sharing import share_instant, share_last
@@ -17,9 +17,8 @@ from scheduler.core.state import State
 from scheduler.core.vocabulary import AlertKind, OutOfPlan, Overlap, RejectionCode, SkipReason
 
 
-def _out_of_plan(state: State, claim: SlotClaim, by_calendar: bool = False) -> str:
+def _out_of_plan(state: State, claim: SlotClaim, job: Job | None, by_calendar: bool = False) -> str:
     """Why this claim disagrees with replicated state, or '' when it is the job's next slot."""
-    job = state.jobs.get(claim.job_id)
     if job is None:
         return OutOfPlan.UNKNOWN_JOB
     if claim.spec_version != job.version:
@@ -83,7 +82,7 @@ def _claim_one(
     if claim.scheduled_us <= pruned_through_us:
         # Its run may have been pruned from history: the key counts as claimed.
         return ev.SlotAlreadyAccounted(claim.job_id, claim.scheduled_us, pruned_through_us)
-    reason = _out_of_plan(state, claim, by_calendar)
+    reason = _out_of_plan(state, claim, job, by_calendar)
     if reason:
         return ev.ClaimOutOfPlan(claim.job_id, claim.scheduled_us, reason)
     assert job is not None  # _out_of_plan answers unknown_job for a job that does not exist
@@ -112,7 +111,7 @@ def _claim_one(
     )
     if schedule_index >= 0:
         run.schedule_index = schedule_index
-    state.add_run(run)
+    state.add_run(run, job)
     if status == QUEUED and job.body.deadline_us is not UNSET:
         # Counted from when the slot is released (its herd spread, or where a calendar moved it).
         watch_deadline(state, job, claim.scheduled_us, claim.effective_us or claim.scheduled_us)

@@ -136,8 +136,10 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
             return job_runs[position]
         return None
 
-    def add_run(self, run: Run) -> None:
-        job = self.jobs.get(run.job_id)
+    def add_run(self, run: Run, job: Job | None = None) -> None:
+        """Keep a new run; `job` is its job's record when the caller holds it (None: looked up)."""
+        if job is None:
+            job = self.jobs.get(run.job_id)
         share_run(run, job.id if job is not None else run.job_id)
         if run.status in LIVE_STATUSES:
             _index(self.live_runs, run, add=True)
