@@ -131,8 +131,71 @@ def job_specs(n: int) -> list[JobSpec]:
     ]
 
 
+# The realistic mix: templates stamped per customer, from every minute to yearly (weights per
+# 1,000 jobs), a third in zones with DST, a tenth with a payload.
+TEMPLATES = (
+    ("* * * * *", 1), ("*/15 * * * *", 9), ("0 * * * *", 40), ("30 */6 * * *", 50), ("0 2 * * *", 300),
+    ("15 3 * * *", 200), ("0 9 * * 1-5", 150), ("0 6 * * 1", 100), ("0 4 1 * *", 100), ("0 5 L * *", 30),
+    ("0 0 1 1 *", 20),
+)  # fmt: skip
+DST_ZONES = ("Europe/Berlin", "America/New_York", "Australia/Sydney")
+PLAIN_ZONES = ("UTC", "Asia/Kolkata", "Asia/Tokyo")
+CUSTOMERS_PER_OWNER = 1_000
+
+
+def realistic_specs(n: int) -> list[JobSpec]:
+    """n jobs: customer k gets template k % len(cycle), so every template keeps its share."""
+    cycle = [expr for expr, weight in TEMPLATES for _ in range(weight)]
+    specs = []
+    for i in range(n):
+        customer = i // len(TEMPLATES)
+        zones = DST_ZONES if i % 3 == 0 else PLAIN_ZONES
+        specs.append(
+            JobSpec(
+                id=f"cust-{customer:07d}-{i % len(TEMPLATES)}",
+                schedule=cycle[(i * 7919) % len(cycle)],
+                timezone=zones[(i // 3) % len(zones)],
+                owner=f"team-{customer // CUSTOMERS_PER_OWNER:04d}",
+                target_kind="handler",
+                target="bench.noop",
+                payload_json=f'{{"customer": {customer}, "report": "monthly-usage"}}' if i % 10 == 0 else "",
+            )
+        )
+    return specs
+
+
+def time_queries(client, owner: str, job_id: str) -> dict:
+    """ListJobs of one owner (every page) and ListRuns of one job: median of 5 each, in ms."""
+
+    def list_owner() -> int:
+        count, token = 0, ""
+        while True:
+            response = client.list_jobs(owner=owner, page_token=token)
+            count += len(response.jobs)
+            token = response.next_page_token
+            if not token:
+                return count
+
+    timings: dict = {}
+    for name, call in (("list_jobs_owner", list_owner), ("list_runs_job", lambda: client.list_runs(job_id=job_id))):
+        samples = []
+        for _ in range(5):
+            started = time.perf_counter()
+            call()
+            samples.append((time.perf_counter() - started) * 1000)
+        timings[f"ms_{name}"] = median(samples)
+    timings["owner_jobs"] = list_owner()
+    return timings
+
+
 def run_cluster_phases(
-    root: Path, port_base: int, n_jobs: int, bf_jobs: int, quick: bool, finish_runs: bool = True
+    root: Path,
+    port_base: int,
+    n_jobs: int,
+    bf_jobs: int,
+    quick: bool,
+    finish_runs: bool = True,
+    mix: str = "daily",
 ) -> dict:
     out: dict = {"jobs": n_jobs, "backfill_jobs": bf_jobs, "problems": [], "load_before": load_average()}
     overrides = {"raft": {"compaction_min_entries": COMPACTION_MIN_ENTRIES}}
@@ -145,8 +208,13 @@ def run_cluster_phases(
             # 1. jobs
             out["terms_before_apply"] = terms(cluster)
             started = time.monotonic()
-            apply_specs(client, job_specs(n_jobs))
+            specs = realistic_specs(n_jobs) if mix == "realistic" else job_specs(n_jobs)
+            out["mix"] = mix
+            apply_specs(client, specs)
             out["apply_s"] = time.monotonic() - started
+            out["queries"] = time_queries(client, specs[-1].owner or "", specs[-1].id)
+            log(f"scale: queries {out['queries']}")
+            del specs
             time.sleep(2.0)
             out["rss_jobs_kib"] = node_rss(cluster)
             out["terms_after_apply"] = terms(cluster)
@@ -193,82 +261,85 @@ def run_cluster_phases(
             )
             if ready is None:
                 out["problems"].append(f"scale: restarted {follower} not ready within 180s")
-            # 4. runs
-            # Targets a worker serves (none runs before phase 5) and histories long enough to
-            # retain every backfilled run once it has finished.
-            bf = [
-                JobSpec(
-                    id=f"bf-{i:04d}",
-                    schedule="* * * * * *",
-                    target_kind="handler",
-                    target="bench.noop",
-                    jitter="pinned",
-                    history=HistoryPolicy(keep_runs=BACKFILL_RUNS_PER_JOB),
-                )
-                for i in range(bf_jobs)
-            ]
-            apply_specs(client, bf)
-            time.sleep(1.5)
-            now = datetime.now(timezone.utc).replace(microsecond=0)
-            started = time.monotonic()
-            created = 0
-            out["terms_before_backfill"] = terms(cluster)
-            out["backfill_retries"] = []
-            backfill_deadline = time.monotonic() + 120
-            for spec in bf:
-                if time.monotonic() > backfill_deadline or len(out["backfill_retries"]) >= 20:
-                    out["backfill_stopped"] = (
-                        f"stopped after {created:,} runs: {len(out['backfill_retries'])} calls "
-                        f"aborted by leader changes, {time.monotonic() - started:.0f}s spent"
+            if bf_jobs:  # 0: jobs only (a million-job run)
+                # 4. runs
+                # Targets a worker serves (none runs before phase 5) and histories long enough to
+                # retain every backfilled run once it has finished.
+                bf = [
+                    JobSpec(
+                        id=f"bf-{i:04d}",
+                        schedule="* * * * * *",
+                        target_kind="handler",
+                        target="bench.noop",
+                        jitter="pinned",
+                        history=HistoryPolicy(keep_runs=BACKFILL_RUNS_PER_JOB),
                     )
-                    log(f"scale: backfill {out['backfill_stopped']}")
-                    break
-                request_id = f"bench-backfill-{spec.id}-{now:%H%M%S}"
-                for attempt in range(5):  # a leader change aborts the call: retried with the same id
-                    try:
-                        response = client.backfill_job(
-                            job_id=spec.id,
-                            author="bench",
-                            max_runs=BACKFILL_RUNS_PER_JOB,
-                            rate_per_s=1000.0,
-                            to=ts(now - timedelta(seconds=1)),
-                            request_id=request_id,
-                            **{"from": ts(now - timedelta(seconds=BACKFILL_RUNS_PER_JOB))},
-                        )
-                        break
-                    except grpc.RpcError as exc:
-                        out["backfill_retries"].append(f"{spec.id}: {exc.code().name} at {time.time():.1f}")
-                        log(f"scale: backfill {spec.id} failed ({exc.code().name}); retrying with the same request id")
-                        time.sleep(2.0)
-                else:
-                    continue  # given up on this job; the loop's guard ends the phase
-                created += len(response.runs)
-            out["terms_after_backfill"] = terms(cluster)
-            out["backfill_s"] = time.monotonic() - started
-            out["runs_created"] = created
-            time.sleep(2.0)
-            leader = cluster.leader() or out["leader_at_start"]
-            status = cluster.status(leader)
-            out["run_count"] = status.run_count if status else None
-            out["rss_runs_kib"] = node_rss(cluster)
-            out["leader"] = leader
-            per_run = None
-            if out["run_count"]:
-                grown = [
-                    out["rss_runs_kib"][k] - out["rss_jobs_kib"][k]
-                    for k in out["rss_runs_kib"]
-                    if out["rss_runs_kib"][k] and out["rss_jobs_kib"].get(k)
+                    for i in range(bf_jobs)
                 ]
-                per_run = median(grown) * 1024 / created if grown and created else None
-            out["bytes_per_run"] = per_run
-            log(
-                f"scale: {created:,} runs backfilled in {out['backfill_s']:.1f}s; run_count {out['run_count']:,}; "
-                f"RSS per node {fmt(mib(out['rss_runs_kib']))} MiB (leader {fmt((out['rss_runs_kib'][leader] or 0) / 1024)} MiB); "
-                f"{fmt(per_run)} B per run"
-            )
-            # 5. the same runs executed: retained as finished runs, one attempt each
-            if finish_runs and created:
-                finish_backfilled_runs(cluster, root, port_base, created, out, quick)
+                apply_specs(client, bf)
+                time.sleep(1.5)
+                now = datetime.now(timezone.utc).replace(microsecond=0)
+                started = time.monotonic()
+                created = 0
+                out["terms_before_backfill"] = terms(cluster)
+                out["backfill_retries"] = []
+                backfill_deadline = time.monotonic() + 120
+                for spec in bf:
+                    if time.monotonic() > backfill_deadline or len(out["backfill_retries"]) >= 20:
+                        out["backfill_stopped"] = (
+                            f"stopped after {created:,} runs: {len(out['backfill_retries'])} calls "
+                            f"aborted by leader changes, {time.monotonic() - started:.0f}s spent"
+                        )
+                        log(f"scale: backfill {out['backfill_stopped']}")
+                        break
+                    request_id = f"bench-backfill-{spec.id}-{now:%H%M%S}"
+                    for attempt in range(5):  # a leader change aborts the call: retried with the same id
+                        try:
+                            response = client.backfill_job(
+                                job_id=spec.id,
+                                author="bench",
+                                max_runs=BACKFILL_RUNS_PER_JOB,
+                                rate_per_s=1000.0,
+                                to=ts(now - timedelta(seconds=1)),
+                                request_id=request_id,
+                                **{"from": ts(now - timedelta(seconds=BACKFILL_RUNS_PER_JOB))},
+                            )
+                            break
+                        except grpc.RpcError as exc:
+                            out["backfill_retries"].append(f"{spec.id}: {exc.code().name} at {time.time():.1f}")
+                            log(
+                                f"scale: backfill {spec.id} failed ({exc.code().name}); retrying with the same request id"
+                            )
+                            time.sleep(2.0)
+                    else:
+                        continue  # given up on this job; the loop's guard ends the phase
+                    created += len(response.runs)
+                out["terms_after_backfill"] = terms(cluster)
+                out["backfill_s"] = time.monotonic() - started
+                out["runs_created"] = created
+                time.sleep(2.0)
+                leader = cluster.leader() or out["leader_at_start"]
+                status = cluster.status(leader)
+                out["run_count"] = status.run_count if status else None
+                out["rss_runs_kib"] = node_rss(cluster)
+                out["leader"] = leader
+                per_run = None
+                if out["run_count"]:
+                    grown = [
+                        out["rss_runs_kib"][k] - out["rss_jobs_kib"][k]
+                        for k in out["rss_runs_kib"]
+                        if out["rss_runs_kib"][k] and out["rss_jobs_kib"].get(k)
+                    ]
+                    per_run = median(grown) * 1024 / created if grown and created else None
+                out["bytes_per_run"] = per_run
+                log(
+                    f"scale: {created:,} runs backfilled in {out['backfill_s']:.1f}s; run_count {out['run_count']:,}; "
+                    f"RSS per node {fmt(mib(out['rss_runs_kib']))} MiB (leader {fmt((out['rss_runs_kib'][leader] or 0) / 1024)} MiB); "
+                    f"{fmt(per_run)} B per run"
+                )
+                # 5. the same runs executed: retained as finished runs, one attempt each
+                if finish_runs and created:
+                    finish_backfilled_runs(cluster, root, port_base, created, out, quick)
         finally:
             watcher.stop()
             out["compactions"] = watcher.events
@@ -495,7 +566,15 @@ def summarize(report: dict) -> list[list]:
                 f"leader {c.get('leader_at_jobs_rss')}; the client writes through the first node that answers",
             ]
         )
-        rows.append([f"  apply {c['jobs']:,} jobs (s)", c.get("apply_s"), ""])
+        rows.append([f"  apply {c['jobs']:,} jobs (s)", c.get("apply_s"), c.get("mix", "daily")])
+        for key, label in (
+            ("ms_list_jobs_owner", "ListJobs of one owner, every page (ms)"),
+            ("ms_list_runs_job", "ListRuns of one job (ms)"),
+        ):
+            if (q := c.get("queries", {})).get(key) is not None:
+                rows.append(
+                    [f"  {label}", q[key], f"{q.get('owner_jobs', 0):,} jobs of that owner" if "owner" in key else ""]
+                )
     if c.get("rss_runs_kib"):
         rows.append(
             [
@@ -592,6 +671,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--phases", default="cluster,planning")
     parser.add_argument(
+        "--mix",
+        choices=("daily", "realistic"),
+        default="daily",
+        help="daily: yearly-apart daily schedules in 5 zones (the 100,000-job baseline); realistic: "
+        "per-customer templates from every minute to yearly, a third in DST zones, a tenth with payloads",
+    )
+    parser.add_argument(
         "--no-finish",
         action="store_true",
         help="leave the backfilled runs queued (skip phase 5, the workers executing them)",
@@ -616,7 +702,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if "cluster" in phases:
             report["cluster"] = run_cluster_phases(
-                root, ports.take(local_cluster_ports), n_jobs, bf_jobs, quick, finish_runs=not args.no_finish
+                root,
+                ports.take(local_cluster_ports),
+                n_jobs,
+                bf_jobs,
+                quick,
+                finish_runs=not args.no_finish,
+                mix=args.mix,
             )
             report["problems"] += report["cluster"]["problems"]
         if "planning" in phases:
