@@ -63,7 +63,9 @@ class HistoryMark(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     policy: HistoryPolicy | None = None
 
 
-class State(msgspec.Struct, forbid_unknown_fields=True):
+# weakref: read-side caches (scheduler/rpc/job_ids.py) tell a restored state from the one they
+# were built from without keeping the old one alive.
+class State(msgspec.Struct, forbid_unknown_fields=True, weakref=True):
     applied_index: int = 0
     # Replicated time: assigned by the epoch's leader, never backwards (see clock.py).
     now_us: int = 0

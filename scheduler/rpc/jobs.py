@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import uuid
@@ -31,6 +32,7 @@ from scheduler.rpc.convert import (
     timestamp_us,
 )
 from scheduler.rpc.errors import abort_rejected, abort_replication, submit_or_abort
+from scheduler.rpc.job_ids import JobIds
 from scheduler.rpc.quotas import Admission
 from scheduler.rpc.reads import Reader, scoped_job_pb
 from scheduler.security.interceptor import audited_author, current_principal, require
@@ -94,6 +96,8 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         self._timeout_s = timeout_s
         # Quotas per owner and the write rate per principal (scheduler/rpc/quotas.py).
         self._admission = admission if admission is not None else Admission(raftlog.read)
+        self._job_ids = JobIds()
+        raftlog.add_apply_listener(self._job_ids.on_apply)
 
     # -- writes ------------------------------------------------------------
     def _submit(self, command, context: grpc.ServicerContext) -> Result:
@@ -348,10 +352,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         limit = page_size(request.page_size)
         selected: list[model.Job] = []
         with self._raftlog.read() as state:
-            for job_id in sorted(state.jobs):
-                job = state.jobs[job_id]
-                if job_id <= request.page_token:
-                    continue
+            ids = self._job_ids.sorted_ids(state)
+            for position in range(bisect.bisect_right(ids, request.page_token), len(ids)):
+                job = state.jobs[ids[position]]
                 if request.owner and job.spec.owner != request.owner:
                     continue
                 if request.job_class and job.spec.job_class != request.job_class:
