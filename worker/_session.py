@@ -144,9 +144,18 @@ class WorkerSession:
             self._ledger.max_credits = first.opened.max_credits
 
     def _requests(self) -> Iterator[worker_pb2.SessionRequest]:
+        """The messages of one attempt to open the session. Each attempt has a queue of its own:
+        the messages of a refused attempt are still being read by gRPC, and would take the next
+        attempt's. The last attempt made is the one that opened."""
+        outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._outbox.put(_CLOSE)
+        self._outbox = outbox
+        return self._messages(outbox)
+
+    def _messages(self, outbox: queue.SimpleQueue) -> Iterator[worker_pb2.SessionRequest]:
         yield worker_pb2.SessionRequest(open=worker_pb2.SessionOpen(worker_id=self.worker_id, targets=self.targets))
         while True:
-            message = self._outbox.get()
+            message = outbox.get()
             if message is _CLOSE:
                 return
             yield message

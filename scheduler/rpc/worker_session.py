@@ -41,38 +41,47 @@ MAX_SESSION_CREDITS = 1000
 # stream's own flow control then holds the worker back).
 SESSION_CALLS_IN_FLIGHT = 4
 SESSION_QUEUED_CALLS = 16
-# How long one dispatcher lease of the granter waits for a run before looking at its session again.
+# How long one dispatcher lease of a granter waits for a run before looking at its session again.
 SESSION_LEASE_WAIT_S = 2.0
+# Leases of one session in flight at once: credits that arrive while one grant commits are
+# granted by the next at once, instead of after that commit (a commit is most of a grant's latency).
+SESSION_GRANTERS = 2
 # The open message must arrive within this of the call (as a unary call's request must).
 OPEN_TIMEOUT_S = 15.0
 
 
 class SessionCredits:
     """The runs a worker said it can start that no grant has used yet: the node never grants
-    more (pure; the session holds its lock)."""
+    more (pure; the session holds its lock). Each lease reserves every credit left, so that
+    leases in flight at once (SESSION_GRANTERS) never ask for the same credit twice."""
 
     def __init__(self, max_credits: int = MAX_SESSION_CREDITS) -> None:
         self.max_credits = max_credits
         self._left = 0
+        self._reserved = 0
 
     @property
     def available(self) -> int:
         return self._left
 
     def add(self, credits: int) -> None:
-        """More runs the worker can start; beyond `max_credits` in all they are dropped (the
-        worker announces them again once grants used the others)."""
+        """More runs the worker can start. Beyond `max_credits` in all (reserved ones included)
+        they are dropped: a worker that keeps the contract never announces more."""
         if credits > 0:
-            self._left = min(self.max_credits, self._left + credits)
+            self._left = min(self.max_credits - self._reserved, self._left + credits)
 
-    def ask(self) -> int:
-        """How many runs the next lease may ask for."""
-        return self._left
+    def reserve(self) -> int:
+        """Every credit left, for the next lease to ask for (0: wait for more)."""
+        taken, self._left = self._left, 0
+        self._reserved += taken
+        return taken
 
-    def used(self, granted: int) -> None:
-        if granted > self._left:
-            raise ValueError(f"{granted} runs granted against {self._left} credits")
-        self._left -= granted
+    def settle(self, reserved: int, granted: int) -> None:
+        """A lease that reserved `reserved` credits granted `granted` runs; the rest are left."""
+        if not 0 <= granted <= reserved <= self._reserved:
+            raise ValueError(f"{granted} runs granted against {reserved} credits reserved ({self._reserved} in all)")
+        self._reserved -= reserved
+        self._left += reserved - granted
 
 
 class _Refusal(Exception):
@@ -201,17 +210,23 @@ class _Session:
             while True:
                 self.wake.clear()
                 with self.lock:
-                    ask = self.credits.ask()
+                    ask = self.credits.reserve()
                 if self.stopping.is_set():
                     return
                 if ask == 0:
                     self.wake.wait()
                     continue
-                registry.leased(self.holder, targets, peer)
-                granted = self.dispatcher.lease(self.holder, targets, ask, SESSION_LEASE_WAIT_S)
-                if granted:
+                granted = []
+                try:
+                    registry.leased(self.holder, targets, peer)
+                    granted = self.dispatcher.lease(
+                        self.holder, targets, min(ask, MAX_SESSION_CREDITS), SESSION_LEASE_WAIT_S
+                    )
+                finally:
                     with self.lock:
-                        self.credits.used(len(granted))  # credits only grew since `ask`
+                        self.credits.settle(ask, len(granted))
+                    self.wake.set()  # the other granter may take what this one did not use
+                if granted:
                     self.outbox.put(wpb.SessionResponse(grants=self.servicer.grants_to_pb(granted)))
         except NotLeading as exc:
             self.end(self._not_leading(f"not leading: {exc}"))
@@ -258,10 +273,13 @@ def serve_session(servicer: WorkerServicer, requests, context):
         targets = list(session.open.targets)
         require(context, lease_denial, targets)
         session.holder = lease_holder(current_principal(), session.open.worker_id)
-        granter = threading.Thread(
-            target=contextvars.copy_context().run, args=(session.grant, targets), daemon=True, name="session-granter"
-        )
-        granter.start()
+        for _ in range(SESSION_GRANTERS):
+            threading.Thread(
+                target=contextvars.copy_context().run,
+                args=(session.grant, targets),
+                daemon=True,
+                name="session-granter",
+            ).start()
         yield wpb.SessionResponse(opened=wpb.SessionOpened(max_credits=session.credits.max_credits))
         while True:
             message = session.outbox.get()
