@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import grpc
+from google.protobuf.duration_pb2 import Duration
 
 from scheduler.leader.dispatch import NotLeading
 from scheduler.replication import ReplicationError
@@ -227,7 +228,13 @@ class _Session:
                         self.credits.settle(ask, len(granted))
                     self.wake.set()  # the other granter may take what this one did not use
                 if granted:
-                    self.outbox.put(wpb.SessionResponse(grants=self.servicer.grants_to_pb(granted)))
+                    pushed = self.servicer.grants_to_pb(granted)
+                    with self.lock:  # before the end's marker in the outbox, or handed back
+                        ended = self.stopping.is_set()
+                        if not ended:
+                            self.outbox.put(wpb.SessionResponse(grants=pushed))
+                    if ended:
+                        self._hand_back(pushed.leases)
         except NotLeading as exc:
             self.end(self._not_leading(f"not leading: {exc}"))
         except ReplicationError as exc:
@@ -235,6 +242,28 @@ class _Session:
         except Exception:  # noqa: BLE001
             log.exception("worker session: granting failed")
             self.end((grpc.StatusCode.INTERNAL, "the node failed granting runs"))
+
+    def _hand_back(self, grants) -> None:
+        """Runs granted while the worker went away: released at once, as the SDK hands back a
+        grant that crossed its stop, instead of held until their lease expires."""
+        worker_id = self.open.worker_id if self.open is not None else ""
+        request = wpb.CompleteManyRequest(
+            worker_id=worker_id,
+            completions=[
+                wpb.CompleteRequest(
+                    worker_id=worker_id,
+                    lease=wpb.LeaseRef(job_id=g.job_id, scheduled_at=g.scheduled_at, fencing_token=g.fencing_token),
+                    kind=wpb.RETRY_LATER,
+                    error="the worker session ended before this grant reached the worker",
+                    retry_after=Duration(),  # zero: at once (unset would mean the job's backoff)
+                )
+                for g in grants
+            ],
+        )
+        try:
+            self.servicer.CompleteMany(request, self._for_message())
+        except Exception as exc:  # noqa: BLE001 (the leases then expire: what the unary path does)
+            log.warning("worker session: %d runs granted after it ended not handed back: %r", len(grants), exc)
 
     def _not_leading(self, why: str) -> tuple[grpc.StatusCode, str]:
         address = self.servicer.leader_address()
