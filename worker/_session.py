@@ -24,7 +24,7 @@ from worker._client import ClusterClient
 from worker._leases import LeaseTable
 from worker.api.v1 import worker_pb2
 
-__all__ = ["CreditLedger", "SessionError", "WorkerCalls", "WorkerSession"]
+__all__ = ["CreditLedger", "SessionClosed", "SessionError", "WorkerCalls", "WorkerSession"]
 
 log = logging.getLogger("raftcron.worker.session")
 
@@ -86,6 +86,13 @@ class SessionError(grpc.RpcError, grpc.Call):
 
     def add_callback(self, callback) -> bool:
         return False
+
+
+class SessionClosed(SessionError):
+    """The session ended before the message was sent: it can go unary at once."""
+
+    def __init__(self) -> None:
+        super().__init__(grpc.StatusCode.UNAVAILABLE, "the worker session ended")
 
 
 class _Answer:
@@ -246,7 +253,7 @@ class WorkerSession:
         answer = _Answer()
         with self._lock:
             if self._ended.is_set():
-                raise SessionError(grpc.StatusCode.UNAVAILABLE, "the worker session ended")
+                raise SessionClosed()
             self._seq += 1
             seq = self._seq
             self._pending[seq] = answer
@@ -284,7 +291,10 @@ class WorkerCalls:
     ) -> worker_pb2.HeartbeatResponse:
         session = self.session
         if session is not None and session.usable:
-            return session.call("heartbeat", request or worker_pb2.HeartbeatRequest(**fields), timeout_s)
+            try:
+                return session.call("heartbeat", request or worker_pb2.HeartbeatRequest(**fields), timeout_s)
+            except SessionClosed:
+                pass  # ended just now: unary
         return self.client.heartbeat(request, timeout_s=timeout_s, **fields)
 
     def complete_many(
@@ -297,7 +307,10 @@ class WorkerCalls:
     ) -> worker_pb2.CompleteManyResponse:
         session = self.session
         if session is not None and session.usable:
-            return session.call("complete", request or worker_pb2.CompleteManyRequest(**fields), timeout_s)
+            try:
+                return session.call("complete", request or worker_pb2.CompleteManyRequest(**fields), timeout_s)
+            except SessionClosed:
+                pass  # ended just now: unary
         return self.client.complete_many(request, timeout_s=timeout_s, **fields)
 
     def complete(
