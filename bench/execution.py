@@ -9,13 +9,16 @@
    denominator.
 2. Cycles: N jobs `bench.noop` pinned to one near-future second T; 4 worker processes (the SDK's
    `worker.Worker`, concurrency 64 each, started before T) lease, run the no-op handler and
-   complete. Every run is then read back (ListRuns): one SUCCEEDED run per job, one attempt.
+   complete: once per transport (`--transports`: on a worker session, the SDK's default, where
+   the leader pushes grants against the workers' credits; and with unary calls), in the same run. Every run is then read back (ListRuns): one SUCCEEDED run per job, one attempt.
    From the run records (replicated time, the leader's clock): grant = attempt start, done =
    run finished_at (the `issued_at` of the CompleteRuns entry, the leader's clock when the batch
    was proposed). Cycles/s = N / (last done - first grant). The workers also count Complete
    answers OK per second on their own clocks. The leader's metrics give the propose -> apply
    delay of its GrantLeases and CompleteRuns entries (the median's histogram bucket): how much
-   of a cycle is commit latency.
+   of a cycle is commit latency. Unary: the workers' Lease round trip and runs per Lease call;
+   session: the grant latency (from the announce of the oldest credit a push used to the push)
+   and runs per push.
 3. Heartbeats: heartbeat driver processes (the SDK's ClusterClient) each lease H runs of
    `bench.hold` and hold them; then each sends Heartbeat for all its leases back to back for D
    seconds. Capacity = leases answered OK per second. The leader's applied_index before and after
@@ -58,6 +61,15 @@ from worker.api.v1 import common_pb2
 RAW_PROCS, RAW_THREADS = 4, 16
 # The leader's propose -> apply delay per command (its metrics), to tell commit latency from the rest.
 COMMIT_COMMANDS = ("GrantLeases", "CompleteRuns")
+# Report keys of the cycles phases: thread isolation on sessions ("cycles", as before sessions
+# existed: the SDK's default), thread isolation with unary calls, process isolation.
+CYCLE_PARTS = ("cycles", "cycles_unary", "cycles_process")
+
+
+def cycle_part(isolation: str, transport: str) -> str:
+    if isolation == "thread":
+        return "cycles" if transport == "stream" else f"cycles_{transport}"
+    return f"cycles_{isolation}"
 
 
 def specs(prefix: str, n: int, schedule: str, target: str, payload: str = "") -> list[JobSpec]:
@@ -91,10 +103,19 @@ def raw_unary(port: int, duration_s: float, reps: int) -> list[float]:
 
 # -- cycles ---------------------------------------------------------------------------------------
 def run_cycles(
-    root: Path, port_base: int, n: int, reps: int, procs: int, concurrency: int, cap_s: float, isolation: str = "thread"
+    root: Path,
+    port_base: int,
+    n: int,
+    reps: int,
+    procs: int,
+    concurrency: int,
+    cap_s: float,
+    isolation: str = "thread",
+    transport: str = "stream",
 ) -> dict:
     out: dict = {
         "isolation": isolation,
+        "transport": transport,
         "jobs": n,
         "workers": procs,
         "concurrency": concurrency,
@@ -102,11 +123,18 @@ def run_cycles(
         "problems": [],
         "load_before": load_average(),
     }
-    with bench_cluster(root, port_base, out=out, name=f"cycles-{isolation}", metrics=True) as cluster:
+    with bench_cluster(root, port_base, out=out, name=f"cycles-{isolation}-{transport}", metrics=True) as cluster:
         client = cluster.client(timeout_s=60.0)
         fleet = WorkerFleet(cluster, root / f"cycles-workers-{port_base}")
         try:
-            fleet.start(procs, concurrency, "bench.noop", max_life_s=cap_s * reps + 300, isolation=isolation)
+            fleet.start(
+                procs,
+                concurrency,
+                "bench.noop",
+                max_life_s=cap_s * reps + 300,
+                isolation=isolation,
+                transport=transport,
+            )
             fleet.wait_ready(60)
             done_before = 0
             for rep in range(reps):
@@ -159,7 +187,8 @@ def run_cycles(
 
 
 def lease_calls(stats: list[dict], start: float, end: float) -> dict:
-    """The workers' Lease calls answered inside [start, end]: round trip and runs per call."""
+    """The workers' Lease calls (or session pushes) answered inside [start, end]: round trip (or
+    grant latency) and runs per call (or push)."""
     calls = [c for s in stats for c in s.get("leases", []) if start <= c[1] <= end]
     answered = [c for c in calls if c[3]]
     return {
@@ -416,8 +445,10 @@ def cycle_rows(cyc: dict, add) -> None:
     if not reps:
         return
     w = f"{cyc['workers']} workers x {cyc['concurrency']}"
+    transport = cyc.get("transport", "unary")
     add(
-        f"completed runs/s, lease->noop->complete ({w}, {cyc.get('isolation', 'thread')} isolation, N={cyc['jobs']:,})",
+        f"completed runs/s, lease->noop->complete ({transport}, {w}, {cyc.get('isolation', 'thread')} isolation, "
+        f"N={cyc['jobs']:,})",
         [r["cycles_per_s"] for r in reps],
         True,
     )
@@ -434,8 +465,12 @@ def cycle_rows(cyc: dict, add) -> None:
     add("  grant -> completion ms p50", [r.get("grant_to_done_ms", {}).get("p50") for r in reps])
     add("  grant -> completion ms p99", [r.get("grant_to_done_ms", {}).get("p99") for r in reps])
     add("  Raft entries per completed run (all entries / N)", [r.get("entries_per_run") for r in reps])
-    add("  Lease call ms p50, at workers (calls that got runs)", [r.get("lease_call_ms_p50") for r in reps])
-    add("  runs granted per Lease call", [r.get("grants_per_lease_call") for r in reps])
+    if transport == "stream":
+        add("  grant latency ms p50, at workers (oldest credit -> push)", [r.get("lease_call_ms_p50") for r in reps])
+        add("  runs granted per push", [r.get("grants_per_lease_call") for r in reps])
+    else:
+        add("  Lease call ms p50, at workers (calls that got runs)", [r.get("lease_call_ms_p50") for r in reps])
+        add("  runs granted per Lease call", [r.get("grants_per_lease_call") for r in reps])
     for command in COMMIT_COMMANDS:
         add(
             f"  leader propose -> apply ms p50 (bucket bound), {command}",
@@ -455,7 +490,7 @@ def summarize(report: dict) -> list[list]:
         )
 
     add(f"raw unary gRPC calls/s ({RAW_PROCS} procs x {RAW_THREADS} threads, before+after)", report["raw_unary_per_s"])
-    for part in ("cycles", "cycles_process"):
+    for part in CYCLE_PARTS:
         cycle_rows(report.get(part, {}), add)
     hb = report.get("heartbeats", {})
     reps = hb.get("reps", [])
@@ -490,6 +525,11 @@ def main(argv: list[str] | None = None) -> int:
         default="thread,process",
         help="the cycles phase once per isolation of the workers' handlers (thread,process)",
     )
+    parser.add_argument(
+        "--transports",
+        default="stream,unary",
+        help="thread isolation's cycles once per transport: stream (worker sessions), unary (process: the first)",
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     n = args.jobs or (2_000 if quick else 20_000)
@@ -509,12 +549,16 @@ def main(argv: list[str] | None = None) -> int:
         report["raw_unary_per_s"] += raw_unary(raw_port, raw_s, 1 if quick else 2)
         if "cycles" in phases:
             with_metrics = ports.take(lambda base: local_cluster_ports(base) + [base + 200 + i for i in (1, 2, 3)])
+            transports = args.transports.split(",")
             for isolation in args.isolation.split(","):
-                part = "cycles" if isolation == "thread" else f"cycles_{isolation}"
-                report[part] = run_cycles(
-                    root, with_metrics, n, reps, args.workers, args.concurrency, args.cap, isolation
-                )
-                with_metrics = ports.take(lambda base: local_cluster_ports(base) + [base + 200 + i for i in (1, 2, 3)])
+                for transport in transports if isolation == "thread" else transports[:1]:
+                    part = cycle_part(isolation, transport)
+                    report[part] = run_cycles(
+                        root, with_metrics, n, reps, args.workers, args.concurrency, args.cap, isolation, transport
+                    )
+                    with_metrics = ports.take(
+                        lambda base: local_cluster_ports(base) + [base + 200 + i for i in (1, 2, 3)]
+                    )
         if "heartbeats" in phases:
             report["heartbeats"] = run_heartbeats(
                 root, ports.take(local_cluster_ports), drivers, hold, hb_s, 1 if quick else 2
@@ -526,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         report["problems"].append(f"execution: {exc!r}")
         log(traceback.format_exc())
-    for part in ("cycles", "cycles_process", "heartbeats"):
+    for part in (*CYCLE_PARTS, "heartbeats"):
         report["problems"] += report.get(part, {}).get("problems", [])
     rows = summarize(report)
     report["table"] = print_table(

@@ -165,6 +165,7 @@ class Node:
             timeout_s,
             self.config.max_lease_wait_s,
             output_tail_bytes=self.config.output_tail_bytes,
+            limits=LIMITS,
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.workers, server)
         ops_pb2_grpc.add_OpsServiceServicer_to_server(
@@ -185,7 +186,7 @@ class Node:
         """The per-method metrics outermost (they count refused calls too), then authentication
         (it refuses on metadata, before any body is read), then the request read (on a deadline, slow reads within a share per caller), then every argument's
         checks. Each thread-holding kind stays within a share of the pool: long polls half of
-        it, slow request reads a quarter; the rest answers everything else, Status included."""
+        it (a worker session counts as one), slow request reads a quarter; the rest answers everything else, Status included."""
         threads = self.config.grpc_threads
         interceptors: list[grpc.ServerInterceptor] = [self.grpc_metrics.interceptor()]
         if self.authenticator:

@@ -32,7 +32,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,7 @@ from worker.api.v1 import (
     worker_pb2,
     worker_pb2_grpc,
 )
-from worker.api.v1.metadata import OUTCOME_UNKNOWN
+from worker.api.v1.metadata import LEADER_ADDRESS, OUTCOME_UNKNOWN
 
 __all__ = ["ClusterClient", "Credentials", "PlaintextTokenRefused", "parse_cluster", "plaintext_decision"]
 
@@ -424,6 +424,51 @@ class ClusterClient:
         **fields: Any,
     ) -> worker_pb2.CompleteManyResponse:
         return self._call("WorkerService", "CompleteMany", request, fields, timeout_s=timeout_s)
+
+    def open_session(
+        self, requests: Callable[[], Iterator[worker_pb2.SessionRequest]], open_timeout_s: float | None = None
+    ) -> tuple[Any, worker_pb2.SessionResponse, str]:
+        """Open WorkerService.Session on the first node that accepts it, the preferred one first;
+        a node that is not leading names the leader (trailing metadata), which is tried next.
+        `requests()` makes the messages of one attempt. Returns the call (iterate it for the
+        node's messages, cancel it to end the session), its first message and the node's address;
+        raises the last grpc.RpcError when no node accepts (UNIMPLEMENTED at once: an older node)."""
+        timeout_s = self._timeout_s if open_timeout_s is None else open_timeout_s
+        with self._lock:
+            start = self._preferred
+        order = [self._addresses[(start + step) % len(self._addresses)] for step in range(len(self._addresses))]
+        failures: list[str] = []
+        last_error: grpc.RpcError | None = None
+        while order:
+            address = order.pop(0)
+            call = self._stub(address, "WorkerService").Session(requests(), metadata=self._metadata)
+            timer = threading.Timer(timeout_s, call.cancel)  # a node that never answers the open
+            timer.daemon = True
+            timer.start()
+            try:
+                first = next(call)
+            except grpc.RpcError as error:
+                code = error.code() if isinstance(error, grpc.Call) else None
+                if code != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                failures.append(f"{address}: {code.name}: {error.details()}")
+                last_error = error
+                leader = dict(error.trailing_metadata() or ()).get(LEADER_ADDRESS, "")
+                if leader in order:
+                    order.remove(leader)
+                    order.insert(0, leader)
+                continue
+            except StopIteration:
+                failures.append(f"{address}: the session ended at once")
+                continue
+            finally:
+                timer.cancel()
+            with self._lock:
+                self._preferred = self._addresses.index(address)
+            return call, first, address
+        failure = last_error or grpc.RpcError("no node opened a session")
+        failure.add_note("WorkerService.Session: no node opened it:\n  " + "\n  ".join(failures))
+        raise failure
 
     def close(self) -> None:
         """Close every channel. Idempotent; calls after close raise ValueError."""

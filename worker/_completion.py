@@ -27,6 +27,7 @@ from worker._backoff import Backoff, describe_rpc_error
 from worker._client import ClusterClient
 from worker._execution import Outcome
 from worker._leases import HeldLease
+from worker._session import WorkerCalls
 from worker.api.v1 import worker_pb2
 
 __all__ = ["CompletionBatcher", "complete_request", "report_in_background", "report_outcome"]
@@ -89,7 +90,12 @@ class CompletionBatcher:
     """
 
     def __init__(
-        self, client: ClusterClient, worker_id: str, call_timeout_s: float, max_batch: int = 500, senders: int = 2
+        self,
+        client: ClusterClient | WorkerCalls,
+        worker_id: str,
+        call_timeout_s: float,
+        max_batch: int = 500,
+        senders: int = 2,
     ) -> None:
         self._client = client
         self._worker_id = worker_id

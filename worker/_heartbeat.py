@@ -21,6 +21,7 @@ from worker._backoff import FailureLog
 from worker._client import ClusterClient
 from worker._context import CancelReason
 from worker._leases import HeldLease, LeaseTable
+from worker._session import WorkerCalls
 from worker.api.v1 import worker_pb2
 
 __all__ = ["Heartbeater"]
@@ -37,7 +38,7 @@ _STOP_REASONS = {
 class Heartbeater:
     """Keeps the live leases of `table` alive (see the module docstring)."""
 
-    def __init__(self, client: ClusterClient, worker_id: str, table: LeaseTable) -> None:
+    def __init__(self, client: ClusterClient | WorkerCalls, worker_id: str, table: LeaseTable) -> None:
         self._client = client
         self._worker_id = worker_id
         self._table = table

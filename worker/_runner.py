@@ -8,7 +8,9 @@
                                  # raise anything else = FAILURE
     worker.run()                 # blocks; SIGTERM/SIGINT drain it gracefully
 
-Threads: one lease loop (long-polls WorkerService.Lease for at most the free slots), one
+Threads: one lease loop (a session with the leader, see _session.py: it announces the free slots
+as credits and the leader pushes grants for at most those; or, on a cluster without sessions or
+while none can be opened, long-polls WorkerService.Lease for at most the free slots), one
 heartbeater (one Heartbeat call for all leases, see _heartbeat.py), one thread per running attempt
 (reused from attempt to attempt, see _threads.py; it hands the outcome to the completion sender
 and goes back to the pool, see _completion.py), one asyncio loop for `async def` handlers, and one
@@ -44,7 +46,7 @@ from typing import Any
 
 import grpc
 
-from worker._backoff import Backoff, FailureLog
+from worker._backoff import Backoff, FailureLog, describe_rpc_error
 from worker._client import ClusterClient, Credentials, parse_cluster
 from worker._completion import CompletionBatcher, report_in_background, report_outcome
 from worker._context import CancelReason
@@ -53,6 +55,7 @@ from worker._heartbeat import Heartbeater
 from worker._http import HTTP_TARGET, HttpAllowList, HttpCall, HttpRequest
 from worker._isolation import PROCESS, THREAD, HandlerRef, ProcessPool, check_isolation, handler_ref, in_handler_process
 from worker._leases import SHELL_TARGET, HeldLease, LeaseTable, lease_from_grant
+from worker._session import WorkerCalls, WorkerSession
 from worker._shell import DEFAULT_GRACE_S, ShellCommand, check_env_names
 from worker._shell import shell_user as shell_user_named
 from worker._threads import HandlerThreads
@@ -116,6 +119,9 @@ class Worker:
             cancellation keeps its slot until it returns) or "process" (in a pool of child
             processes, one per slot, killed `shell_grace_s` after SIGTERM at the deadline or a
             lost lease; see _isolation.py). A handler may override it at registration.
+        stream: lease, heartbeat and report on one long-lived session with the leader when the
+            cluster offers it (unary calls otherwise, and while no session can be opened);
+            False: unary calls only.
     """
 
     def __init__(
@@ -140,6 +146,7 @@ class Worker:
         metadata: Mapping[str, str] | None = None,
         credentials: Credentials | None = None,
         isolation: str = THREAD,
+        stream: bool = True,
     ) -> None:
         if cluster is None:
             cluster = os.environ.get("RAFTCRON_CLUSTER", "")
@@ -161,6 +168,9 @@ class Worker:
         if call_timeout_s <= 0:
             raise ValueError(f"call_timeout_s must be positive, got {call_timeout_s!r}")
         self.isolation = check_isolation(isolation)
+        self.stream = bool(stream)
+        # Observes each session push (oldest credit's announce time, arrival, credits, granted).
+        self._on_session_grants: Callable[[float, float, int, int], None] | None = None
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.concurrency = concurrency
         self.lease_wait_s = float(lease_wait_s)
@@ -204,6 +214,7 @@ class Worker:
         self._lease_client: ClusterClient
         self._client: ClusterClient
         self._heartbeater: Heartbeater
+        self._calls: WorkerCalls
         self._completions: CompletionBatcher
         self._lease_thread: threading.Thread
 
@@ -293,9 +304,11 @@ class Worker:
         self._client = ClusterClient(
             self._addresses, timeout_s=self.call_timeout_s, metadata=self._metadata, credentials=self._credentials
         )
-        self._heartbeater = Heartbeater(self._client, self.worker_id, self._table)
+        # Heartbeats and outcomes go on the session while one is open, unary calls otherwise.
+        self._calls = WorkerCalls(self._client)
+        self._heartbeater = Heartbeater(self._calls, self.worker_id, self._table)
         self._heartbeater.start()
-        self._completions = CompletionBatcher(self._client, self.worker_id, self.call_timeout_s)
+        self._completions = CompletionBatcher(self._calls, self.worker_id, self.call_timeout_s)
         self._lease_thread = threading.Thread(target=self._lease_loop, daemon=True, name="raftcron-lease")
         self._lease_thread.start()
         log.info(
@@ -434,8 +447,13 @@ class Worker:
     def _lease_loop(self) -> None:
         backoff = Backoff(initial_s=0.2, max_s=10.0)
         failures = FailureLog(log, "lease")
+        sessions = _SessionTries(self.stream)
         while not self._leasing_stopped.is_set():
             try:
+                if sessions.due():
+                    if not self._session_once(sessions):
+                        break
+                    continue
                 if not self._lease_once(backoff, failures):
                     break
             except Exception:  # noqa: BLE001 (a bug here must not silently end all leasing)
@@ -477,6 +495,40 @@ class Worker:
             self._leasing_stopped.wait(random.uniform(0.5, 1.0))
         return True
 
+    def _session_once(self, tries: _SessionTries) -> bool:
+        """Open a session and serve it until it ends; False once stopping or refused for good."""
+        session = WorkerSession(
+            self.worker_id,
+            self._targets,
+            self._table,
+            lambda grant: self._accept(grant, background=True),
+            self.call_timeout_s,
+            on_grants=self._on_session_grants,
+        )
+        try:
+            session.open(self._lease_client)
+        except ValueError:  # closed by stop()
+            return False
+        except grpc.RpcError as error:
+            if self._leasing_stopped.is_set():
+                return False
+            if isinstance(error, grpc.Call) and error.code() in _REFUSED_CODES:
+                self._refuse(LeaseRefused(error.code().name, error.details() or "", self._targets))
+                return False
+            tries.failed(error)
+            return True
+        log.info("worker %s: session open on %s", self.worker_id, session.address)
+        self._client.prefer(session.address)  # the leader: unary calls go there too while no session is open
+        self._calls.session = session
+        try:
+            ended_by = session.serve(self._leasing_stopped)
+        finally:
+            self._calls.session = None
+        if self._leasing_stopped.is_set():
+            return False
+        tries.ended(ended_by)
+        return True
+
     def _refuse(self, refusal: LeaseRefused) -> None:
         """Stop leasing for good: retrying a refused token only fills the node's logs. Runs
         already held go on and report; run() stops the worker and raises the refusal."""
@@ -492,18 +544,23 @@ class Worker:
         if self._lease_client.prefer(address) and self._client.prefer(address):
             log.debug("worker %s: the leader is %s: calling it directly", self.worker_id, address)
 
-    def _accept(self, grant: worker_pb2.LeaseGrant) -> None:
+    def _accept(self, grant: worker_pb2.LeaseGrant, background: bool = False) -> None:
+        """Hold and start `grant`'s run; a hand-back is reported on another thread when
+        `background` (the session's reader must not wait for an answer it reads itself)."""
         lease, bad_payload = lease_from_grant(grant, self.worker_id)
         ctx = lease.ctx
+        hand_back = None
         if self._leasing_stopped.is_set():
-            # The answer to a Lease call crossed our stop: hand the run back at once.
-            outcome = Outcome(OutcomeKind.RETRY_LATER, "worker shutting down", retry_after_s=0.0)
-            self._report(lease, outcome, retry_for_s=self.call_timeout_s)
-            return
-        if not self._table.add(lease):
+            # The answer to a Lease call (a push) crossed our stop: hand the run back at once.
+            hand_back = Outcome(OutcomeKind.RETRY_LATER, "worker shutting down", retry_after_s=0.0)
+        elif not self._table.add(lease):
             log.warning("run %s: the cluster granted more runs than asked; handing it back", lease.run_key)
-            outcome = Outcome(OutcomeKind.RETRY_LATER, "worker at capacity", retry_after_s=0.0)
-            self._report(lease, outcome, retry_for_s=self.call_timeout_s)
+            hand_back = Outcome(OutcomeKind.RETRY_LATER, "worker at capacity", retry_after_s=0.0)
+        if hand_back is not None:
+            if background:
+                self._threads.submit(self._report, lease, hand_back, self.call_timeout_s)
+            else:
+                self._report(lease, hand_back, retry_for_s=self.call_timeout_s)
             return
         handler = self._handler_for(grant.target)
         if bad_payload:
@@ -588,6 +645,35 @@ class Worker:
             retry_for_s=self.complete_retry_s if retry_for_s is None else retry_for_s,
             give_up=self._give_up,
         )
+
+
+class _SessionTries:
+    """When the lease loop tries a session (the rest of the time it leases with unary calls):
+    at once after one ended, after a growing pause after a failed open, never again once the
+    cluster answers that it has no sessions (UNIMPLEMENTED: an older cluster)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._next_at = 0.0
+        self._backoff = Backoff(initial_s=0.5, max_s=30.0)
+        self._failures = FailureLog(log, "opening a worker session")
+
+    def due(self) -> bool:
+        return self.enabled and time.monotonic() >= self._next_at
+
+    def failed(self, error: grpc.RpcError) -> None:
+        if isinstance(error, grpc.Call) and error.code() == grpc.StatusCode.UNIMPLEMENTED:
+            self.enabled = False
+            log.info("the cluster has no worker sessions: leasing with unary calls")
+            return
+        self._failures.failed(error)
+        self._next_at = time.monotonic() + self._backoff.next_delay_s()
+
+    def ended(self, error: grpc.RpcError | None) -> None:
+        self._failures.succeeded()
+        self._backoff.reset()
+        if error is not None:
+            log.info("worker session ended (%s); opening another", describe_rpc_error(error))
 
 
 def _http_allow_list(http: bool, entries: Iterable[str]) -> HttpAllowList:

@@ -107,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
         "for a handler that cannot run in a child process (a closure, or one that starts multiprocessing "
         "children of its own)",
     )
+    parser.add_argument(
+        "--no-stream",
+        dest="stream",
+        action="store_false",
+        help="lease, heartbeat and report with unary calls only, never on a session with the leader "
+        "(by default the worker uses one when the cluster offers it)",
+    )
     parser.add_argument("--worker-id", help="stable id of this worker (default <hostname>-<pid>)")
     parser.add_argument(
         "--lease-wait",
@@ -223,6 +230,7 @@ def build_worker(args: argparse.Namespace) -> Worker:
         shell_env=args.shell_env,
         shell_user=args.shell_user,
         isolation=args.isolation,
+        stream=args.stream,
         http=args.http,
         http_allow=args.http_allow,
     )

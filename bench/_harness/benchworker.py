@@ -6,8 +6,9 @@
 Handlers: `bench.noop` returns at once; `bench.sleep` waits `payload.sleep_s` (cooperatively);
 `bench.hold` waits `payload.hold_s` or until cancelled (a long-running run that is heartbeated).
 It records, with wall-clock times, each handler start, each Complete the cluster answered OK, and
-each Heartbeat answer (leases extended), by wrapping the SDK client's methods; the stats file is
-rewritten every second and at exit. It stops by itself after --max-life seconds; SIGTERM drains.
+each Heartbeat answer (leases extended), by wrapping the SDK's calls (on its session, or unary),
+and each Lease call, or, on a session, each push of grants (from the oldest credit it used). The
+stats file is rewritten every second and at exit. It stops by itself after --max-life seconds; SIGTERM drains.
 Logging is at WARNING (the SDK logs every completion at INFO).
 """
 
@@ -66,6 +67,7 @@ def main() -> int:
     parser.add_argument("--stats", required=True)
     parser.add_argument("--max-life", type=float, default=600.0)
     parser.add_argument("--lease-wait", type=float, default=2.0)
+    parser.add_argument("--transport", default="stream", help="stream (a session when offered) or unary")
     parser.add_argument(
         "--isolation", default="thread", help="thread, or process: bench.noop runs in handler processes"
     )
@@ -98,6 +100,7 @@ def main() -> int:
         drain_timeout_s=5.0,
         complete_retry_s=30.0,
         isolation=args.isolation,
+        stream=args.transport == "stream",
     )
     for target in targets:
         if target == "bench.noop" and args.isolation == "process":
@@ -107,9 +110,15 @@ def main() -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
+
+    def pushed(oldest_credit_at: float, now: float, credits: int, granted: int) -> None:
+        with stats.lock:
+            stats.leases.append((oldest_credit_at, now, credits, granted))
+
+    worker._on_session_grants = pushed
     worker.start()
 
-    client = worker._client  # the SDK's client for heartbeats and completions
+    client = worker._calls  # the SDK's heartbeats and completions (on its session, or unary)
     real_complete, real_complete_many, real_heartbeat = client.complete, client.complete_many, client.heartbeat
 
     def counted(call, results_of):

@@ -34,6 +34,7 @@ class WorkerFleet:
         lease_wait_s: float = 2.0,
         cluster_arg: str | None = None,
         isolation: str = "thread",
+        transport: str = "stream",
     ) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         for i in range(count):
@@ -61,6 +62,8 @@ class WorkerFleet:
                         str(lease_wait_s),
                         "--isolation",
                         isolation,
+                        "--transport",
+                        transport,
                     ],
                     env=env,
                     stdout=log_file,

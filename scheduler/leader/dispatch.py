@@ -12,6 +12,7 @@ import heapq
 import itertools
 import threading
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import msgspec
@@ -315,6 +316,22 @@ class Dispatcher:
             with self._changed:
                 self._changed.wait(max(0, wake_us - now_us) / SECOND_US)
         raise NotLeading("leadership ended while waiting")
+
+    def watch_depose(self, event: threading.Event) -> Callable[[], None]:
+        """Set `event` when this epoch ends (at once if it has ended): a worker session waiting
+        for credits, outside any `lease` call, ends with the epoch. Returns the unwatch."""
+        wakes = self._term.wakes_on_depose
+        wakes.append(event)
+        if self._term.stopping.is_set():
+            event.set()
+
+        def unwatch() -> None:
+            try:
+                wakes.remove(event)
+            except ValueError:
+                pass
+
+        return unwatch
 
     def _without_retargeted(self, picked: list[_Entry]) -> list[_Entry]:
         """The picked runs whose job still runs the target they were queued under; the others go

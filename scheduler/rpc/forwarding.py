@@ -77,6 +77,10 @@ class LeaderForwarder:
         self._credentials = credentials
         self._peers = PeerChannels(credentials)
 
+    def known_leader(self) -> str:
+        """The leader's gRPC address now; "" when none is known or it is this node."""
+        return self._leader_address()
+
     def leader(
         self, context: grpc.ServicerContext, wait_s: float = 0.0, unknown: str = "no leader known; retry shortly"
     ) -> str:

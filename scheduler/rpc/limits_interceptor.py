@@ -22,6 +22,7 @@ __all__ = ["LimitsInterceptor"]
 
 _LEASE_METHOD = "/raftcron.v1.WorkerService/Lease"
 _STATUS_METHOD = "/raftcron.v1.ClusterService/Status"
+_SESSION_METHOD = "/raftcron.v1.WorkerService/Session"
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class LimitsInterceptor(grpc.ServerInterceptor):
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
         method = handler_call_details.method
+        if handler is not None and method == _SESSION_METHOD and handler.stream_stream is not None:
+            return self._session(handler)
         if handler is None or handler.unary_unary is None or not method.startswith("/" + _PACKAGE):
             return handler
         behavior, parse = handler.unary_unary, handler.request_deserializer
@@ -77,6 +80,26 @@ class LimitsInterceptor(grpc.ServerInterceptor):
             checked,
             request_deserializer=parsed if parse is not None else None,
             response_serializer=handler.response_serializer,
+        )
+
+    def _session(self, handler):
+        """A worker session holds a server thread for as long as it lasts, as a long poll holds
+        one while it waits: it takes one of the same places (its messages are checked one by one
+        by the session, which refuses a bad one as the unary call would)."""
+        behavior = handler.stream_stream
+
+        def gated(requests, context):
+            if not self._lease_waits.acquire(blocking=False):
+                context.abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED, "too many worker sessions and Lease calls wait on this node"
+                )
+            try:
+                yield from behavior(requests, context)
+            finally:
+                self._lease_waits.release()
+
+        return grpc.stream_stream_rpc_method_handler(
+            gated, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
         )
 
     def _fit_wait(self, request: wpb.LeaseRequest, context) -> None:

@@ -92,6 +92,8 @@ def clean_free_text(request: Message) -> None:
     newlines and tabs, never the controls that forge log lines or drive a terminal (the other
     text fields refuse any control character)."""
     name = request.DESCRIPTOR.name
+    if name == "SessionRequest":
+        request, name = request.complete, "CompleteManyRequest"  # a session's outcomes, as CompleteMany's
     items = [request] if name == "CompleteRequest" else request.completions if name == "CompleteManyRequest" else ()
     for item in items:
         for field in ("error", "output_tail", "stdout_tail", "stderr_tail", "exception_type"):
@@ -426,6 +428,21 @@ def _complete_many(found: _Found, request) -> None:
             return
 
 
+def _session(found: _Found, request) -> None:
+    """One message of a worker session: what it carries is checked as the unary call's request."""
+    kind = request.WhichOneof("kind")
+    if kind is None:
+        found.add("kind", "one of open, credits, heartbeat or complete is required")
+    elif kind == "open":
+        _lease(found, wpb.LeaseRequest(worker_id=request.open.worker_id, targets=request.open.targets))
+    elif kind == "credits":
+        found.whole("credits", request.credits, 0, found.limits.max_runs_asked_per_lease)
+    elif kind == "heartbeat":
+        _heartbeat(found, request.heartbeat)
+    else:
+        _complete_many(found, request.complete)
+
+
 def _kill_class(found: _Found, request) -> None:
     found.name("job_class", request.job_class)
     found.text("reason", request.reason, found.limits.max_reason_chars)
@@ -510,6 +527,7 @@ _CHECKERS: dict[str, Callable[[_Found, Message], None]] = {
     "HeartbeatRequest": _heartbeat,
     "CompleteRequest": _complete,
     "CompleteManyRequest": _complete_many,
+    "SessionRequest": _session,
     "KillClassRequest": _kill_class,
     "ReviveClassRequest": _revive_class,
     "ListKillsRequest": _nothing,

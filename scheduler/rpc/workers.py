@@ -35,6 +35,8 @@ from scheduler.rpc.convert import (
 )
 from scheduler.rpc.errors import abort_replication
 from scheduler.rpc.forwarding import LeaderForwarder, forward_timeout_s
+from scheduler.rpc.limits import DEFAULT_LIMITS, RpcLimits
+from scheduler.rpc.worker_session import serve_session
 from scheduler.security.interceptor import current_principal, require
 from scheduler.security.policy import held_by, holder_denial, holder_of_token, lease_denial, lease_holder, run_denial
 from worker.api.v1 import worker_pb2 as wpb
@@ -85,8 +87,10 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         max_lease_wait_s: float,
         registry: WorkerRegistry | None = None,
         output_tail_bytes: int = DEFAULT_OUTPUT_TAIL_BYTES,
+        limits: RpcLimits = DEFAULT_LIMITS,
     ) -> None:
         self._raftlog = raftlog
+        self.limits = limits
         self._output_tail_bytes = output_tail_bytes
         # What the dashboard's workers page shows: the calls this node heard while leading.
         self.registry = registry if registry is not None else WorkerRegistry()
@@ -115,6 +119,21 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     def _cluster_version(self) -> int:
         with self._raftlog.read() as state:
             return state.cluster_version
+
+    # -- Session: the leader's long-lived stream per worker (worker_session.py) ---
+    def Session(self, request_iterator, context):
+        return serve_session(self, request_iterator, context)
+
+    def dispatcher_now(self) -> Dispatcher | None:
+        return self._dispatcher_now()
+
+    def leader_address(self) -> str:
+        """The leader's gRPC address as this node knows it; "" if none is known or it is this node."""
+        return self._forwarder.known_leader()
+
+    @staticmethod
+    def grants_to_pb(granted: list[Granted]) -> wpb.LeaseResponse:
+        return wpb.LeaseResponse(leases=[_grant_to_pb(g) for g in granted])
 
     # -- Lease: only the leader's dispatcher grants; other nodes forward ----------
     def Lease(self, request: wpb.LeaseRequest, context):

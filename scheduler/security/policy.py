@@ -59,6 +59,7 @@ METHOD_ROLES: dict[str, frozenset[str]] = {
     _V1 + "WorkerService/Heartbeat": WORKERS,
     _V1 + "WorkerService/Complete": WORKERS,
     _V1 + "WorkerService/CompleteMany": WORKERS,
+    _V1 + "WorkerService/Session": WORKERS,
     _V1 + "OpsService/KillClass": ADMIN_ONLY,
     _V1 + "OpsService/ReviveClass": ADMIN_ONLY,
     _V1 + "OpsService/ListKills": READERS,

@@ -104,3 +104,8 @@ def test_a_closure_under_process_isolation_names_the_flags_that_keep_it_in_a_thr
 def test_a_thread_handlers_pattern_that_names_no_handler_is_refused(capsys) -> None:
     assert main(["--demo", "--thread-handlers", "demo.nope"]) == 2
     assert "--thread-handlers 'demo.nope' names no handler" in capsys.readouterr().err
+
+
+def test_no_stream_keeps_the_worker_on_unary_calls() -> None:
+    assert worker_for("--demo").stream is True
+    assert worker_for("--demo", "--no-stream").stream is False

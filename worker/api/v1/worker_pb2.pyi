@@ -159,3 +159,55 @@ class CompleteManyResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[CompleteResponse]
     def __init__(self, results: _Optional[_Iterable[_Union[CompleteResponse, _Mapping]]] = ...) -> None: ...
+
+class SessionOpen(_message.Message):
+    __slots__ = ("worker_id", "targets")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    targets: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, worker_id: _Optional[str] = ..., targets: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SessionRequest(_message.Message):
+    __slots__ = ("open", "credits", "heartbeat", "complete", "seq")
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    CREDITS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    open: SessionOpen
+    credits: int
+    heartbeat: HeartbeatRequest
+    complete: CompleteManyRequest
+    seq: int
+    def __init__(self, open: _Optional[_Union[SessionOpen, _Mapping]] = ..., credits: _Optional[int] = ..., heartbeat: _Optional[_Union[HeartbeatRequest, _Mapping]] = ..., complete: _Optional[_Union[CompleteManyRequest, _Mapping]] = ..., seq: _Optional[int] = ...) -> None: ...
+
+class SessionRefusal(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class SessionResponse(_message.Message):
+    __slots__ = ("opened", "grants", "heartbeat", "complete", "refused", "seq")
+    OPENED_FIELD_NUMBER: _ClassVar[int]
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    opened: SessionOpened
+    grants: LeaseResponse
+    heartbeat: HeartbeatResponse
+    complete: CompleteManyResponse
+    refused: SessionRefusal
+    seq: int
+    def __init__(self, opened: _Optional[_Union[SessionOpened, _Mapping]] = ..., grants: _Optional[_Union[LeaseResponse, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatResponse, _Mapping]] = ..., complete: _Optional[_Union[CompleteManyResponse, _Mapping]] = ..., refused: _Optional[_Union[SessionRefusal, _Mapping]] = ..., seq: _Optional[int] = ...) -> None: ...
+
+class SessionOpened(_message.Message):
+    __slots__ = ("max_credits",)
+    MAX_CREDITS_FIELD_NUMBER: _ClassVar[int]
+    max_credits: int
+    def __init__(self, max_credits: _Optional[int] = ...) -> None: ...

@@ -55,6 +55,11 @@ class WorkerServiceStub:
                 request_serializer=worker_dot_api_dot_v1_dot_worker__pb2.CompleteManyRequest.SerializeToString,
                 response_deserializer=worker_dot_api_dot_v1_dot_worker__pb2.CompleteManyResponse.FromString,
                 _registered_method=True)
+        self.Session = channel.stream_stream(
+                '/raftcron.v1.WorkerService/Session',
+                request_serializer=worker_dot_api_dot_v1_dot_worker__pb2.SessionRequest.SerializeToString,
+                response_deserializer=worker_dot_api_dot_v1_dot_worker__pb2.SessionResponse.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -90,6 +95,18 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Session(self, request_iterator, context):
+        """One long-lived stream per worker, on the leader only: the worker opens it, announces the
+        runs it can start (credits), and sends heartbeats and outcomes on it; the node pushes grants,
+        never more than the credits not yet used, and answers each heartbeat and outcome as the
+        unary calls do. A node that is not leading ends it UNAVAILABLE (trailing metadata
+        `raftcron-leader` names the leader when known); so does a leader whose term ends. The unary
+        calls above stay: a worker uses them while it has no session.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -112,6 +129,11 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.CompleteMany,
                     request_deserializer=worker_dot_api_dot_v1_dot_worker__pb2.CompleteManyRequest.FromString,
                     response_serializer=worker_dot_api_dot_v1_dot_worker__pb2.CompleteManyResponse.SerializeToString,
+            ),
+            'Session': grpc.stream_stream_rpc_method_handler(
+                    servicer.Session,
+                    request_deserializer=worker_dot_api_dot_v1_dot_worker__pb2.SessionRequest.FromString,
+                    response_serializer=worker_dot_api_dot_v1_dot_worker__pb2.SessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -223,6 +245,33 @@ class WorkerService:
             '/raftcron.v1.WorkerService/CompleteMany',
             worker_dot_api_dot_v1_dot_worker__pb2.CompleteManyRequest.SerializeToString,
             worker_dot_api_dot_v1_dot_worker__pb2.CompleteManyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Session(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/raftcron.v1.WorkerService/Session',
+            worker_dot_api_dot_v1_dot_worker__pb2.SessionRequest.SerializeToString,
+            worker_dot_api_dot_v1_dot_worker__pb2.SessionResponse.FromString,
             options,
             channel_credentials,
             insecure,
