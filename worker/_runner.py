@@ -120,8 +120,8 @@ class Worker:
             processes, one per slot, killed `shell_grace_s` after SIGTERM at the deadline or a
             lost lease; see _isolation.py). A handler may override it at registration.
         stream: lease, heartbeat and report on one long-lived session with the leader when the
-            cluster offers it (unary calls otherwise, and while no session can be opened);
-            False: unary calls only.
+            cluster offers it (unary calls otherwise, and while no session can be opened).
+            Off by default: it measured no faster than unary calls (docs/design/worker-stream.md).
     """
 
     def __init__(
@@ -146,7 +146,7 @@ class Worker:
         metadata: Mapping[str, str] | None = None,
         credentials: Credentials | None = None,
         isolation: str = THREAD,
-        stream: bool = True,
+        stream: bool = False,
     ) -> None:
         if cluster is None:
             cluster = os.environ.get("RAFTCRON_CLUSTER", "")

@@ -108,11 +108,18 @@ def build_parser() -> argparse.ArgumentParser:
         "children of its own)",
     )
     parser.add_argument(
+        "--stream",
+        dest="stream",
+        action="store_true",
+        default=False,
+        help="lease, heartbeat and report on one long-lived session with the leader when the cluster "
+        "offers it (experimental: it measured no faster than unary calls; see docs/design/worker-stream.md)",
+    )
+    parser.add_argument(
         "--no-stream",
         dest="stream",
         action="store_false",
-        help="lease, heartbeat and report with unary calls only, never on a session with the leader "
-        "(by default the worker uses one when the cluster offers it)",
+        help="unary calls only (the default)",
     )
     parser.add_argument("--worker-id", help="stable id of this worker (default <hostname>-<pid>)")
     parser.add_argument(

@@ -106,6 +106,7 @@ def test_a_thread_handlers_pattern_that_names_no_handler_is_refused(capsys) -> N
     assert "--thread-handlers 'demo.nope' names no handler" in capsys.readouterr().err
 
 
-def test_no_stream_keeps_the_worker_on_unary_calls() -> None:
-    assert worker_for("--demo").stream is True
-    assert worker_for("--demo", "--no-stream").stream is False
+def test_the_worker_streams_only_when_asked() -> None:
+    assert worker_for("--demo").stream is False
+    assert worker_for("--demo", "--stream").stream is True
+    assert worker_for("--demo", "--stream", "--no-stream").stream is False
