@@ -475,10 +475,7 @@ class Worker:
         except ValueError:  # closed by stop()
             return False
         except grpc.RpcError as error:
-            if self._leasing_stopped.is_set():
-                return False
-            if isinstance(error, grpc.Call) and error.code() in _REFUSED_CODES:
-                self._refuse(LeaseRefused(error.code().name, error.details() or "", self._targets))
+            if self._stopped_or_refused(error):
                 return False
             failures.failed(error)
             self._leasing_stopped.wait(backoff.next_delay_s())
@@ -495,6 +492,15 @@ class Worker:
             self._leasing_stopped.wait(random.uniform(0.5, 1.0))
         return True
 
+    def _stopped_or_refused(self, error: grpc.RpcError) -> bool:
+        """After a failed Lease or session: True when leasing ends (stopping, or refused for good)."""
+        if self._leasing_stopped.is_set():
+            return True
+        if isinstance(error, grpc.Call) and error.code() in _REFUSED_CODES:
+            self._refuse(LeaseRefused(error.code().name, error.details() or "", self._targets))
+            return True
+        return False
+
     def _session_once(self, tries: _SessionTries) -> bool:
         """Open a session and serve it until it ends; False once stopping or refused for good."""
         session = WorkerSession(
@@ -510,10 +516,7 @@ class Worker:
         except ValueError:  # closed by stop()
             return False
         except grpc.RpcError as error:
-            if self._leasing_stopped.is_set():
-                return False
-            if isinstance(error, grpc.Call) and error.code() in _REFUSED_CODES:
-                self._refuse(LeaseRefused(error.code().name, error.details() or "", self._targets))
+            if self._stopped_or_refused(error):
                 return False
             tries.failed(error)
             return True
