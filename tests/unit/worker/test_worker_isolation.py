@@ -36,8 +36,11 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     # A zombie is gone for our purpose, and reaped by the pool soon after.
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(") ")[1][0] != "Z"
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1][0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):  # reaped between the kill and the read
+        return False
 
 
 def child_pid(outcome) -> int:

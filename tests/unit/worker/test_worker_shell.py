@@ -23,7 +23,7 @@ def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before the open, or between open and read
         return False
     return stat[stat.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
 
