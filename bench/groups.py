@@ -12,7 +12,9 @@ its own loopback ports. Two layouts of G groups on three nodes:
   G tick threads, one GIL);
 - split: one process per replica, 3 x G processes.
 
-One group is the same in both layouts: it is the baseline. The leaders are spread first (group
+One group is the same in both layouts: it is the baseline, measured first and (in a full run)
+again last, since other work on the machine may change in between; ratios are to the median of
+the two. The leaders are spread first (group
 g is led from node g mod 3, moved there with pysyncobj's leadership transfer), as a deployment
 of several groups would place them. Then the leader of each group opens an epoch, applies 1,000
 jobs, and proposes real `ClaimRuns` commands for them from inside its process (what the
@@ -564,13 +566,15 @@ def run_config(root: Path, groups: int, layout: str, port_base: int, quick: bool
 
 # -- the report ------------------------------------------------------------------------------------------
 def summarize(configs: list[dict]) -> tuple[list[list], dict]:
-    baseline = next((c for c in configs if c["groups"] == 1 and c["phases"]), None)
+    baselines = [c for c in configs if c["groups"] == 1 and c["phases"]]
     rows, summary = [], {}
     for phase in ("single", "batched", "paced"):
-        base_aggregate = None
-        if baseline and phase in baseline["phases"]:
-            base = baseline["phases"][phase]
-            base_aggregate = sum(r["claims"] for r in base["groups"].values()) / base["seconds"]
+        # The median of the baseline runs (first and last of a full run: the load may drift between).
+        base_aggregate = median(
+            sum(r["claims"] for r in c["phases"][phase]["groups"].values()) / c["phases"][phase]["seconds"]
+            for c in baselines
+            if phase in c["phases"]
+        )
         for c in configs:
             figures = c["phases"].get(phase)
             if not figures:
@@ -580,10 +584,11 @@ def summarize(configs: list[dict]) -> tuple[list[list], dict]:
             per_group = [r["claims"] / seconds for r in groups]
             entries = [r["entries"] / seconds for r in groups]
             aggregate = sum(per_group)
+            run = f" (run {baselines.index(c) + 1})" if len(baselines) > 1 and c in baselines else ""
             label = f"{phase}: {c['groups']} group{'s' if c['groups'] > 1 else ''}, " + (
-                "baseline" if c["groups"] == 1 else f"{c['layout']} ({c['processes']} processes)"
+                f"baseline{run}" if c["groups"] == 1 else f"{c['layout']} ({c['processes']} processes)"
             )
-            key = f"{phase}_{c['groups']}g_{c['layout']}"
+            key = f"{phase}_{c['groups']}g_{c['layout']}" + run.replace(" (run ", "_run").rstrip(")")
             summary[key] = {
                 "claims_per_s_per_group": per_group,
                 "entries_per_s_per_group": entries,
@@ -636,6 +641,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     plan = [(1, "shared")] if 1 in counts else []
     plan += [(g, layout) for g in sorted(set(counts) - {1}) for layout in layouts]
+    if 1 in counts and len(plan) > 1 and not args.quick:
+        plan.append((1, "shared"))  # the baseline again at the end: how far the machine's load drifted
     interrupted = False
     try:
         log(f"groups: {plan}, journal sync {raft_sync_mode()}, data under {root}")

@@ -49,3 +49,26 @@ def test_a_lost_entry_shows_as_claims_not_queued() -> None:
     stream.next_command(2, now_us + 1000, 5_001_000)  # proposed, never committed
     result = _applied(state, stream.next_command(2, now_us + 2000, 5_002_000), 3)
     assert result.accepted and groups.queued_claims(result) == 0
+
+
+def _config(groups_: int, layout: str, claims_per_group: list[int], seconds: float = 2.0) -> dict:
+    per_group = {
+        g: {"claims": c, "entries": c, "latency_p50_ms": 1.0, "latency_p99_ms": 2.0, "stopped_after_s": None}
+        for g, c in enumerate(claims_per_group)
+    }
+    phase = {"groups": per_group, "cpu_cores": [0.5] * 3, "seconds": seconds}
+    return {"groups": groups_, "layout": layout, "processes": 3, "phases": {"single": phase}}
+
+
+def test_ratios_are_to_the_median_of_the_baseline_runs() -> None:
+    configs = [
+        _config(1, "shared", [2_000]),
+        _config(3, "shared", [1_000, 1_000, 1_000]),
+        _config(1, "shared", [4_000]),
+    ]
+    rows, summary = groups.summarize(configs)
+    aggregates = {row[0]: (row[3], row[4]) for row in rows}
+    # baselines: 1,000/s and 2,000/s; their median 1,500/s; three groups: 1,500/s
+    assert aggregates["single: 3 groups, shared (3 processes)"] == (1_500.0, "1.00x")
+    assert aggregates["single: 1 group, baseline (run 1)"] == (1_000.0, "0.67x")
+    assert summary["single_1g_shared_run2"]["aggregate_claims_per_s"] == 2_000.0
