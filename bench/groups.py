@@ -502,7 +502,7 @@ def run_config(root: Path, groups: int, layout: str, port_base: int, quick: bool
     out: dict = {"groups": groups, "layout": layout, "port_base": port_base, "phases": {}, "problems": []}
     warm_s = 0.5 if quick else 1.0
     name = f"{groups}g-{layout}"
-    cluster = GroupCluster(root / name, groups, layout, port_base)
+    cluster = GroupCluster(root / f"{name}-{port_base}", groups, layout, port_base)  # fresh: a baseline runs twice
     out["processes"] = len(cluster.placement)
     started = time.monotonic()
     try:
