@@ -20,6 +20,7 @@ BENCHMARKS = {
     "listing": "bench.listing",
     "journal": "bench.journal",
     "planning": "bench.planning",
+    "groups": "bench.groups",
 }
 
 
