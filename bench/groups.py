@@ -62,6 +62,7 @@ from bench._harness.common import (
     raise_on_sigterm,
     scan_logs,
 )
+from bench._harness.rawraft import stop_processes
 from bench._harness.report import bench_parser, finish, log, new_report
 from scheduler.core.commands import ApplyJobs, ClaimLeadership, ClaimRuns, JobUpsert, SlotClaim
 from scheduler.core.model import QUEUED, JobSpec
@@ -478,17 +479,7 @@ class GroupCluster:
         return scan_logs(self.proc_dir(i) / NODE_LOG for i in range(len(self.placement)))
 
     def stop(self) -> None:
-        for conn in self._conns:
-            with contextlib.suppress(OSError, ValueError):
-                conn.send(("stop", ()))
-        deadline = time.monotonic() + 15
-        for process in self._processes:
-            process.join(max(0.1, deadline - time.monotonic()))
-            if process.is_alive():
-                process.kill()
-                process.join(5)
-        for conn in self._conns:
-            conn.close()
+        stop_processes(self._processes, self._conns, timeout_s=15)
         self._processes, self._conns = [], []
 
     def __enter__(self) -> GroupCluster:

@@ -163,6 +163,23 @@ def _member_main(index: int, addresses: list[str], password: str, data_dir: str,
 
 
 # -- the parent ---------------------------------------------------------------------------------
+def stop_processes(processes, conns, timeout_s: float) -> None:
+    """Ask each child to stop over its pipe, wait for them together, kill what is left, close the pipes."""
+    for conn in conns:
+        try:
+            conn.send(("stop", ()))
+        except (OSError, ValueError):
+            pass
+    deadline = time.monotonic() + timeout_s
+    for process in processes:
+        process.join(max(0.1, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join(5)
+    for conn in conns:
+        conn.close()
+
+
 class RawCluster:
     """Three bare pysyncobj members on loopback. Use as a context manager: stop() always runs."""
 
@@ -243,19 +260,7 @@ class RawCluster:
         return scan_logs(self.member_dir(i) / RAW_LOG for i in range(len(self.addresses)))
 
     def stop(self) -> None:
-        for conn in self._conns:
-            try:
-                conn.send(("stop", ()))
-            except (OSError, ValueError):
-                pass
-        deadline = time.monotonic() + 10
-        for process in self._processes:
-            process.join(max(0.1, deadline - time.monotonic()))
-            if process.is_alive():
-                process.kill()
-                process.join(5)
-        for conn in self._conns:
-            conn.close()
+        stop_processes(self._processes, self._conns, timeout_s=10)
         self._processes, self._conns = [], []
 
     def __enter__(self) -> RawCluster:
