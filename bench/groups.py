@@ -1,7 +1,7 @@
 """Per-group ceilings of several Raft groups on the same three nodes, next to one group, in one run.
 
-    python -m bench groups            # 1, 2 and 3 groups, both layouts (about 3 minutes)
-    python -m bench groups --quick    # 1 and 3 groups, shorter phases (about 40 s)
+    python -m bench groups            # 1, 2 and 3 groups, both layouts (about 3.5 minutes)
+    python -m bench groups --quick    # 1 and 3 groups, shorter phases (under a minute)
 
 Each group is three replicas of raftcron's own replicated log (`RaftLog` with `RaftSettings`
 defaults and a password of its own: the durable journal, synced unless
@@ -611,7 +611,9 @@ def summarize(configs: list[dict]) -> tuple[list[list], dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = bench_parser("groups", __doc__, port_base=8400, quick_help="1 and 3 groups, shorter phases (~40 s)")
+    parser = bench_parser(
+        "groups", __doc__, port_base=8400, quick_help="1 and 3 groups, shorter phases (under a minute)"
+    )
     parser.add_argument("--groups", help="comma-separated group counts (default 1,2,3; 1,3 with --quick)")
     parser.add_argument("--layouts", default="shared,split", help="comma-separated: shared, split")
     args = parser.parse_args(argv)
