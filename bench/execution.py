@@ -9,7 +9,7 @@
    denominator.
 2. Cycles: N jobs `bench.noop` pinned to one near-future second T; 4 worker processes (the SDK's
    `worker.Worker`, concurrency 64 each, started before T) lease, run the no-op handler and
-   complete: once per transport (`--transports`: on a worker session, the SDK's default, where
+   complete: once per transport (`--transports`: on a worker session (opt-in in the SDK), where
    the leader pushes grants against the workers' credits; and with unary calls), in the same run. Every run is then read back (ListRuns): one SUCCEEDED run per job, one attempt.
    From the run records (replicated time, the leader's clock): grant = attempt start, done =
    run finished_at (the `issued_at` of the CompleteRuns entry, the leader's clock when the batch

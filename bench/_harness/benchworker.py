@@ -67,7 +67,9 @@ def main() -> int:
     parser.add_argument("--stats", required=True)
     parser.add_argument("--max-life", type=float, default=600.0)
     parser.add_argument("--lease-wait", type=float, default=2.0)
-    parser.add_argument("--transport", default="stream", help="stream (a session when offered) or unary")
+    parser.add_argument(
+        "--transport", default="unary", help="unary (the worker's default), or stream (a session when offered)"
+    )
     parser.add_argument(
         "--isolation", default="thread", help="thread, or process: bench.noop runs in handler processes"
     )

@@ -34,7 +34,7 @@ class WorkerFleet:
         lease_wait_s: float = 2.0,
         cluster_arg: str | None = None,
         isolation: str = "thread",
-        transport: str = "stream",
+        transport: str = "unary",  # as the worker's default; `execution` measures both
     ) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         for i in range(count):
