@@ -286,16 +286,21 @@ class WorkerCalls:
         self.client = client
         self.session: WorkerSession | None = None
 
+    def _on_session(self, kind: str, request: Callable[[], Any], timeout_s: float | None) -> Any:
+        """The answer on the open session, or None: no session, or it ended just now (go unary)."""
+        session = self.session
+        if session is None or not session.usable:
+            return None
+        try:
+            return session.call(kind, request(), timeout_s)
+        except SessionClosed:
+            return None
+
     def heartbeat(
         self, request: worker_pb2.HeartbeatRequest | None = None, /, *, timeout_s: float | None = None, **fields: Any
     ) -> worker_pb2.HeartbeatResponse:
-        session = self.session
-        if session is not None and session.usable:
-            try:
-                return session.call("heartbeat", request or worker_pb2.HeartbeatRequest(**fields), timeout_s)
-            except SessionClosed:
-                pass  # ended just now: unary
-        return self.client.heartbeat(request, timeout_s=timeout_s, **fields)
+        answer = self._on_session("heartbeat", lambda: request or worker_pb2.HeartbeatRequest(**fields), timeout_s)
+        return answer if answer is not None else self.client.heartbeat(request, timeout_s=timeout_s, **fields)
 
     def complete_many(
         self,
@@ -305,13 +310,8 @@ class WorkerCalls:
         timeout_s: float | None = None,
         **fields: Any,
     ) -> worker_pb2.CompleteManyResponse:
-        session = self.session
-        if session is not None and session.usable:
-            try:
-                return session.call("complete", request or worker_pb2.CompleteManyRequest(**fields), timeout_s)
-            except SessionClosed:
-                pass  # ended just now: unary
-        return self.client.complete_many(request, timeout_s=timeout_s, **fields)
+        answer = self._on_session("complete", lambda: request or worker_pb2.CompleteManyRequest(**fields), timeout_s)
+        return answer if answer is not None else self.client.complete_many(request, timeout_s=timeout_s, **fields)
 
     def complete(
         self, request: worker_pb2.CompleteRequest | None = None, /, *, timeout_s: float | None = None, **fields: Any

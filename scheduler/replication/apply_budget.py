@@ -5,9 +5,9 @@ does nothing else: it neither reads nor sends. A 100,000-run herd is about a hun
 of 1,000 claims, 10-15 ms of apply each on this project's reference machine, committed together:
 the leader's tick stalled 0.7 s and the followers' 0.9-1.2 s, above the 0.5 s election timeout,
 and the herd cost three elections (docs/design/apply-budget.md). `ApplyBudgetMixin` applies
-entries in chunks sized by what the last one cost until `APPLY_BUDGET_S` is spent and leaves the rest to the next tick,
-which then does not wait in its poll. Commit and replication go on meanwhile; only the applied
-index trails, which every reader already waits on.
+entries in chunks sized by what the last one cost until `APPLY_BUDGET_S` is spent, and leaves
+the rest to the next tick, which then does not wait in its poll. Commit and replication go on
+meanwhile; only the applied index trails, which every reader already waits on.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ class JobIds:
 
     def on_apply(self, command, result, state) -> None:
         """An apply listener (tick thread): remember the ids an accepted ApplyJobs named."""
-        if isinstance(command, ApplyJobs) and result.rejection is None:
+        if isinstance(command, ApplyJobs) and result.accepted:
             with self._lock:
                 self._named.update(upsert.spec.id for upsert in command.upserts)
                 self._named.update(command.removals)
