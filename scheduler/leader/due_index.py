@@ -26,13 +26,20 @@ class DueIndex:
 
     def rebuild(self, due_by_job: Iterable[tuple[str, int]]) -> int:
         """Replace every entry with `(job_id, next_due_us)` pairs (0: no next slot); the count kept."""
-        self._buckets.clear()
-        self._instants.clear()
-        self._entries = 0
+        buckets: dict[int, list[str]] = {}
+        entries = 0
+        # `add` inlined, and the heap made once: a new leader builds this for every job.
         for job_id, due_us in due_by_job:
-            self.add(job_id, due_us)
-        self._built_for = self._entries
-        return self._entries
+            if due_us:
+                bucket = buckets.get(due_us)
+                if bucket is None:
+                    bucket = buckets[due_us] = []
+                bucket.append(job_id)
+                entries += 1
+        instants = list(buckets)
+        heapq.heapify(instants)
+        self._buckets, self._instants, self._entries, self._built_for = buckets, instants, entries, entries
+        return entries
 
     def add(self, job_id: str, due_us: int) -> None:
         if not due_us:

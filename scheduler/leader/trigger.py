@@ -123,9 +123,15 @@ class TriggerLoop:
 
     def _load_all(self) -> None:
         self._reload_all = False
+        # Only the copy holds the state lock (the tick thread applies under it): 10-20 ms for a
+        # million jobs, where building the index under it took 0.3 s, a stalled Raft tick on
+        # every new leader. A record read after the copy is at least as new as at the copy, and
+        # every change after the copy is in `_changed` (the listener came first).
         with self._raftlog.read() as state:
-            calendars = state.calendars
-            scheduled = self._due.rebuild((job_id, self._due_at(job, calendars)) for job_id, job in state.jobs.items())
+            jobs = list(state.jobs.values())  # no (id, record) tuples: 10x cheaper
+            calendars = dict(state.calendars)
+        scheduled = self._due.rebuild((job.id, self._due_at(job, calendars)) for job in jobs)
+        del jobs
         log.info("trigger loop ready with %d scheduled jobs", scheduled)
 
     def _refresh_changed(self) -> None:

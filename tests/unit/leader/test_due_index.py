@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from scheduler.core.commands import ApplyJobs
 from scheduler.core.model import SECOND_US, MisfirePolicy
 from scheduler.leader import trigger
@@ -167,3 +169,49 @@ def test_the_loop_plans_ahead_while_it_sleeps_toward_a_near_instant():
         leader.loop._wake.set()
         leader.loop._sleep_until_due()
         assert leader.loop._ahead is not None and set(leader.loop._ahead.plans) == {"soon"}
+
+
+def test_a_new_leader_builds_its_index_outside_the_state_lock(monkeypatch):
+    """The tick thread applies under the state lock: building the index for a million jobs
+    under it stalled Raft on every new leader. Only the copy of the records may hold it."""
+    leader = Leader()
+    t = (leader.now_us // (10 * S) + 1) * 10 * S
+    leader.apply(*(upsert(spec(f"j{i}", jitter="pinned"), next_due_us=t) for i in range(3)))
+    lock = leader.raftlog._lock
+    held_while_built = []
+    real_rebuild = DueIndex.rebuild
+
+    def rebuild(index, pairs):
+        # Another thread tries the lock: an RLock held by this thread would let this one in.
+        probe = threading.Thread(target=lambda: held_while_built.append(not _try(lock)))
+        probe.start()
+        probe.join()
+        return real_rebuild(index, pairs)
+
+    monkeypatch.setattr(DueIndex, "rebuild", rebuild)
+    with leader.loop.attached():
+        assert held_while_built == [False]
+        assert leader.pass_at(t) == {(f"j{i}", t) for i in range(3)}
+
+
+def test_a_job_applied_while_the_index_is_built_is_claimed(monkeypatch):
+    leader = Leader()
+    t = (leader.now_us // (10 * S) + 1) * 10 * S
+    leader.apply(upsert(spec("a", jitter="pinned"), next_due_us=t))
+    real_rebuild = DueIndex.rebuild
+
+    def rebuild(index, pairs):
+        pairs = list(pairs)  # the copy was taken: a job applied now is not in it
+        leader.apply(upsert(spec("late", jitter="pinned"), next_due_us=t))
+        return real_rebuild(index, pairs)
+
+    monkeypatch.setattr(DueIndex, "rebuild", rebuild)
+    with leader.loop.attached():
+        assert leader.pass_at(t) == {("a", t), ("late", t)}
+
+
+def _try(lock) -> bool:
+    if lock.acquire(blocking=False):
+        lock.release()
+        return True
+    return False
