@@ -352,12 +352,13 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         limit = page_size(request.page_size)
         selected: list[model.Job] = []
         with self._raftlog.read() as state:
-            ids = self._job_ids.sorted_ids(state)
+            ids = self._job_ids.sorted_ids(state, request.owner)
             for position in range(bisect.bisect_right(ids, request.page_token), len(ids)):
                 job = state.jobs[ids[position]]
-                if request.owner and job.spec.owner != request.owner:
-                    continue
-                if request.job_class and job.spec.job_class != request.job_class:
+                # `body`, not `spec`: a spec is a copy made per read.
+                if request.owner and job.body.owner != request.owner:
+                    continue  # it moved to another owner since the owner's list was built
+                if request.job_class and job.body.job_class != request.job_class:
                     continue
                 selected.append(job)
                 if len(selected) > limit:

@@ -57,3 +57,45 @@ def test_updates_of_existing_jobs_reuse_the_list():
     first = index.sorted_ids(state)
     applied(state, index, upserts=["j5", "j7"])  # changed specs, same ids
     assert index.sorted_ids(state) is first
+
+
+class _Record:
+    """A job record as far as the owner lists read it."""
+
+    def __init__(self, owner: str) -> None:
+        self.body = spec("x", owner=owner)
+
+
+def test_owner_lists_hold_every_job_of_the_owner_under_random_changes_and_owner_moves():
+    rng = random.Random(11)
+    state, index = State(), JobIds()
+    owners = ["alice", "bob", "carol"]
+
+    def change(upserts=(), removals=()):
+        for job_id in upserts:
+            state.jobs[job_id] = _Record(rng.choice(owners))  # an update may move the job to another owner
+        for job_id in removals:
+            state.jobs.pop(job_id, None)
+        command = ApplyJobs(0, "a", "", tuple(JobUpsert(spec(i), 0, 0) for i in upserts), tuple(removals))
+        index.on_apply(command, ACCEPTED, state)
+
+    change(upserts=[f"j{n:04d}" for n in range(300)])
+    for step in range(200):
+        pool = [f"j{rng.randrange(500):04d}" for _ in range(rng.randrange(1, 12))]
+        change(upserts=pool[::2], removals=pool[1::2] if step % 3 else ())
+        for owner in owners:
+            listed = index.sorted_ids(state, owner)
+            assert listed == sorted(listed) and len(set(listed)) == len(listed)
+            truth = sorted(i for i, job in state.jobs.items() if job.body.owner == owner)
+            # Every job of the owner, each once; the rest are jobs that moved (the caller checks).
+            assert [i for i in listed if i in state.jobs and state.jobs[i].body.owner == owner] == truth
+            assert all(i in state.jobs for i in listed), "a deleted job is never listed"
+        assert index.sorted_ids(state) == sorted(state.jobs)
+
+
+def test_an_owners_list_holds_only_that_owners_jobs_without_moves():
+    state, index = State(), JobIds()
+    for n in range(1_000):
+        state.jobs[f"j{n:04d}"] = _Record(f"team-{n % 10}")
+    assert index.sorted_ids(state, "team-3") == [f"j{n:04d}" for n in range(3, 1_000, 10)]
+    assert index.sorted_ids(state, "nobody") == []
