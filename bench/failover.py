@@ -2,11 +2,14 @@
 
     python -m bench failover            # 10 kills, 200 every-second jobs, 2 workers x 64
     python -m bench failover --quick    # 3 kills, 100 jobs
+    python -m bench failover --state-jobs 1000000 --kills 5   # among a million jobs
 
 Load: L jobs `* * * * * *` (every second) with an explicit `jitter: 1s` window, so their runs
 become due spread over each second (fires are then a near-continuous stream and a gap stands
 out), handler `bench.noop`, run by 2 worker processes (the SDK's Worker, concurrency 64).
-The node settings are the defaults (election timeout 0.5-1.5 s).
+The node settings are the defaults (election timeout 0.5-1.5 s). With `--state-jobs N`, N jobs
+of `bench scale`'s realistic mix are applied first, so each new leader opens its epoch and builds
+its due index over a large state before it can claim.
 
 Each repetition: both other nodes are polled (Status every 10 ms); the leader is SIGKILLed at
 K; then, measured from K:
@@ -52,6 +55,7 @@ from bench._harness.common import (
 from bench._harness.fleet import WorkerFleet
 from bench._harness.poller import StatusPoller, index_times
 from bench._harness.report import bench_parser, finish, log, new_report
+from bench.scale import APPLY_CALLERS, realistic_specs
 from scheduler.core.model import JobSpec
 from worker.api.v1 import common_pb2
 
@@ -65,12 +69,24 @@ def longest_gap(times: list[float], start: float, end: float) -> tuple[float, fl
     return best, at
 
 
-def run(root: Path, port_base: int, jobs: int, kills: int, workers: int, concurrency: int) -> dict:
-    out: dict = {"jobs": jobs, "kills": kills, "reps": [], "problems": [], "load_before": load_average()}
+def run(root: Path, port_base: int, jobs: int, kills: int, workers: int, concurrency: int, state_jobs: int = 0) -> dict:
+    out: dict = {
+        "jobs": jobs,
+        "kills": kills,
+        "state_jobs": state_jobs,
+        "reps": [],
+        "problems": [],
+        "load_before": load_average(),
+    }
     with bench_cluster(root, port_base, out=out, name="failover") as cluster:
-        client = cluster.client(timeout_s=30.0)
+        client = cluster.client(timeout_s=120.0 if state_jobs else 30.0)
         fleet = WorkerFleet(cluster, root / f"failover-workers-{port_base}")
         try:
+            if state_jobs:  # the state a new leader takes over: every job is in its due index
+                started = time.monotonic()
+                apply_specs(client, realistic_specs(state_jobs), callers=APPLY_CALLERS)
+                out["state_apply_s"] = time.monotonic() - started
+                log(f"failover: {state_jobs:,} realistic jobs applied in {out['state_apply_s']:.1f}s")
             specs = [
                 JobSpec(
                     id=f"fo-{i:04d}", schedule="* * * * * *", target_kind="handler", target="bench.noop", jitter="1s"
@@ -220,6 +236,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = bench_parser("failover", __doc__, port_base=7900)
     parser.add_argument("--kills", type=int, help="repetitions (10; 3 with --quick)")
     parser.add_argument("--jobs", type=int, help="every-second jobs (200; 100 with --quick)")
+    parser.add_argument(
+        "--state-jobs",
+        type=int,
+        default=0,
+        help="first apply this many jobs of the realistic mix (bench scale --mix realistic), so every "
+        "new leader takes over a large state (1000000 for the million-job target; default 0)",
+    )
     args = parser.parse_args(argv)
     kills = args.kills or (3 if args.quick else 10)
     jobs = args.jobs or (100 if args.quick else 200)
@@ -229,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     report = new_report("failover", args.quick)
     interrupted = False
     try:
-        report["result"] = run(root, ports.take(local_cluster_ports), jobs, kills, 2, 64)
+        report["result"] = run(root, ports.take(local_cluster_ports), jobs, kills, 2, 64, args.state_jobs)
         report["problems"] += report["result"]["problems"]
     except KeyboardInterrupt:
         interrupted = True
@@ -241,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     report["table"] = print_table(
         ["figure", "median", "max", "runs"],
         rows,
-        title=f"failover: SIGKILL the leader x{kills}, {jobs} every-second jobs, 2 workers x 64",
+        title=f"failover: SIGKILL the leader x{kills}, {jobs} every-second jobs"
+        + (f" among {args.state_jobs:,} jobs" if args.state_jobs else "")
+        + ", 2 workers x 64",
     )
     report["summary"] = {r[0]: {"median": r[1], "max": r[2]} for r in rows}
     res = report.get("result", {})

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import grpc
 
-from bench._harness.cluster import apply_specs, bench_cluster, ts
+from bench._harness.cluster import JOBS_PER_APPLY, apply_specs, bench_cluster, ts
 from bench._harness.common import (
     PortAllocator,
     fmt,
@@ -65,6 +65,8 @@ ZONES = ["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata", "Australia/S
 COMPACTION_MIN_ENTRIES = 1_000
 BACKFILL_RUNS_PER_JOB = 10_000  # the most one BackfillJob call takes
 FINISH_WORKERS, FINISH_CONCURRENCY = 4, 128
+# ApplyJobs calls in flight: one waits a commit per call and leaves a core idle (RESULTS.md).
+APPLY_CALLERS = 2
 
 
 class DumpWatcher:
@@ -196,8 +198,15 @@ def run_cluster_phases(
     quick: bool,
     finish_runs: bool = True,
     mix: str = "daily",
+    callers: int = APPLY_CALLERS,
 ) -> dict:
-    out: dict = {"jobs": n_jobs, "backfill_jobs": bf_jobs, "problems": [], "load_before": load_average()}
+    out: dict = {
+        "jobs": n_jobs,
+        "apply_callers": callers,
+        "backfill_jobs": bf_jobs,
+        "problems": [],
+        "load_before": load_average(),
+    }
     overrides = {"raft": {"compaction_min_entries": COMPACTION_MIN_ENTRIES}}
     with bench_cluster(root, port_base, overrides=overrides, out=out, name="scale") as cluster:
         client = cluster.client(timeout_s=120.0)
@@ -210,7 +219,7 @@ def run_cluster_phases(
             started = time.monotonic()
             specs = realistic_specs(n_jobs) if mix == "realistic" else job_specs(n_jobs)
             out["mix"] = mix
-            apply_specs(client, specs)
+            apply_specs(client, specs, callers=callers)
             out["apply_s"] = time.monotonic() - started
             out["queries"] = time_queries(client, specs[-1].owner or "", specs[-1].id)
             log(f"scale: queries {out['queries']}")
@@ -566,7 +575,15 @@ def summarize(report: dict) -> list[list]:
                 f"leader {c.get('leader_at_jobs_rss')}; the client writes through the first node that answers",
             ]
         )
-        rows.append([f"  apply {c['jobs']:,} jobs (s)", c.get("apply_s"), c.get("mix", "daily")])
+        apply_s = c.get("apply_s")
+        rate = f", {c['jobs'] / apply_s:,.0f} jobs/s" if apply_s else ""
+        rows.append(
+            [
+                f"  apply {c['jobs']:,} jobs (s)",
+                apply_s,
+                f"{c.get('mix', 'daily')} mix, {c.get('apply_callers', 1)} calls in flight{rate}",
+            ]
+        )
         for key, label in (
             ("ms_list_jobs_owner", "ListJobs of one owner, every page (ms)"),
             ("ms_list_runs_job", "ListRuns of one job (ms)"),
@@ -682,6 +699,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leave the backfilled runs queued (skip phase 5, the workers executing them)",
     )
+    parser.add_argument(
+        "--callers",
+        type=int,
+        default=APPLY_CALLERS,
+        help=f"ApplyJobs calls of {JOBS_PER_APPLY:,} jobs in flight at once (default {APPLY_CALLERS})",
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     n_jobs = args.jobs or (20_000 if quick else 100_000)
@@ -709,6 +732,7 @@ def main(argv: list[str] | None = None) -> int:
                 quick,
                 finish_runs=not args.no_finish,
                 mix=args.mix,
+                callers=args.callers,
             )
             report["problems"] += report["cluster"]["problems"]
         if "planning" in phases:
