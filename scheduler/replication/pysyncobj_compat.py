@@ -36,6 +36,12 @@ SyncObj privates (mangled):
 - ON_MESSAGE_RECEIVED: every message from a peer; overridden to read keepalives and rewrite appends.
 - APPLY_LOG_ENTRIES: applies every committed entry; overridden to apply them a time budget at a
   time (COMMIT_INDEX lowered around the call), so a herd's entries never stall a tick.
+- SERIALIZER: writes dumps (in a forked child) and installs the leader's snapshots.
+
+Serializer (compaction_child.py says why):
+- SERIALIZER_PID: the compaction child's pid (0: none), stopped before an installed snapshot lands.
+- `setTransmissionData`: receives a snapshot's chunks and renames it into place on the last one;
+  wrapped on the instance to stop the child first. `checkSerializing`: reaps the child.
 
 SyncObj and SyncObjConsumer internals (one underscore): `_onTick` (overridden: syncs, keepalives,
 stall watch), `_checkCommandsToApply` (overridden: eager append), `_poller` (the transport's poller,
@@ -83,6 +89,7 @@ from pysyncobj.journal import FileJournal, Journal
 from pysyncobj.monotonic import monotonic
 from pysyncobj.pickle import to_bytes
 from pysyncobj.poller import POLL_EVENT_TYPE
+from pysyncobj.serializer import Serializer
 from pysyncobj.tcp_connection import TcpConnection
 from pysyncobj.tcp_server import TcpServer
 from pysyncobj.transport import TCPTransport
@@ -109,6 +116,10 @@ CURRENT_LOG_INDEX = "_SyncObj__getCurrentLogIndex"
 SEND_NEXT_NODE_IDX = "_SyncObj__sendNextNodeIdx"
 ON_MESSAGE_RECEIVED = "_SyncObj__onMessageReceived"
 APPLY_LOG_ENTRIES = "_SyncObj__applyLogEntries"
+SERIALIZER = "_SyncObj__serializer"
+
+# -- Serializer ------------------------------------------------------------------------------
+SERIALIZER_PID = "_Serializer__pid"
 
 # -- TcpConnection ---------------------------------------------------------------------------
 CONN_PROCESS_READ = "_TcpConnection__processRead"
@@ -146,6 +157,7 @@ PRIVATES: dict[type, tuple[str, ...]] = {
         SEND_NEXT_NODE_IDX,
         ON_MESSAGE_RECEIVED,
         APPLY_LOG_ENTRIES,
+        SERIALIZER,
         "_onTick",
         "_checkCommandsToApply",
         "_poller",
@@ -153,6 +165,7 @@ PRIVATES: dict[type, tuple[str, ...]] = {
         "_getLeader",
     ),
     SyncObjConsumer: ("_serialize", "_deserialize"),
+    Serializer: (SERIALIZER_PID, "setTransmissionData", "checkSerializing"),
     TcpConnection: (
         CONN_PROCESS_READ,
         CONN_PARSE_MESSAGE,
@@ -228,6 +241,8 @@ class _Override:
 __all__ = [
     "APPLY_LOG_ENTRIES",
     "CREATE_JOURNAL",
+    "SERIALIZER",
+    "SERIALIZER_PID",
     "FAIL_REASON",
     "INSTALLED_VERSION",
     "POLL_EVENT_TYPE",
@@ -237,6 +252,7 @@ __all__ = [
     "FileJournal",
     "Journal",
     "RaftState",
+    "Serializer",
     "SyncObj",
     "SyncObjConf",
     "SyncObjConsumer",

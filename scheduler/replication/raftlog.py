@@ -24,6 +24,7 @@ from scheduler.core.log_format import LOG_FORMAT
 from scheduler.core.results import rejected
 from scheduler.core.vocabulary import RejectionCode
 from scheduler.replication.apply_budget import ApplyBudgetMixin
+from scheduler.replication.compaction_child import die_with_parent, guard_snapshot_installs
 from scheduler.replication.digest import CHILD_NICENESS, digest_at
 from scheduler.replication.errors import (
     EntryTooLarge,
@@ -166,6 +167,7 @@ class _LazySnapshot:
 
     def __reduce__(self):
         if os.getpid() != self._owner_pid:  # in the forked child: yield the CPU to the nodes
+            die_with_parent(self._owner_pid)
             os.nice(CHILD_NICENESS)
         return (bytes, (encode_snapshot(self._state),))
 
@@ -363,6 +365,7 @@ class RaftLog:
             eager_append=self.settings.tuning.eager_append,
             journal_sync=self.settings.tuning.sync,
         )
+        guard_snapshot_installs(self._syncobj)
         with self._lock:
             if self.halted and self._syncobj is not None:  # halted before the constructor returned
                 self._syncobj, self._halted_syncobj = None, self._syncobj

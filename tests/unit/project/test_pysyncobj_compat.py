@@ -25,6 +25,7 @@ from scheduler.replication.apply_budget import ApplyBudgetMixin
 from scheduler.replication.follower_append import FollowerAppendMixin
 from scheduler.replication.pysyncobj_compat import (
     PRIVATES,
+    Serializer,
     SyncObj,
     SyncObjConf,
     SyncObjConsumer,
@@ -83,9 +84,13 @@ SIGNATURES = {
     (TCPTransport, "_onMessageReceived"): "(self, node, message)",
     (TCPTransport, "_onDisconnected"): "(self, conn)",
     (TCPTransport, "_shouldConnect"): "(self, node)",
+    (Serializer, "setTransmissionData"): "(self, data)",
+    (Serializer, "checkSerializing"): "(self)",
 }
 
-MANGLED = re.compile(r"_(?:SyncObj|SyncObjConsumer|TcpConnection|TcpServer|TCPTransport|Transport)__[A-Za-z]")
+MANGLED = re.compile(
+    r"_(?:SyncObj|SyncObjConsumer|TcpConnection|TcpServer|TCPTransport|Transport|Serializer)__[A-Za-z]"
+)
 
 
 @pytest.fixture
@@ -122,6 +127,7 @@ def test_every_private_name_exists_on_a_constructed_object(syncobj):
         TcpConnection: TcpConnection(poller=None, timeout=3.5),
         TcpServer: TcpServer(None, "127.0.0.1", 0, onNewConnection=lambda conn: None),
         TCPTransport: TCPTransport(syncobj, TCPNode(SELF), [TCPNode(PEER)]),
+        Serializer: getattr(syncobj, compat.SERIALIZER),
     }
     assert set(PRIVATES) == set(instances)
     for cls, names in PRIVATES.items():
@@ -212,3 +218,12 @@ def test_pysyncobj_applies_up_to_the_commit_index_it_reads_at_the_call():
     assert "count = self.__raftCommitIndex - self.__raftLastApplied" in source
     assert "self.__getEntries(self.__raftLastApplied + 1, count)" in source
     assert source.count("__raftCommitIndex") == 2
+
+
+def test_an_installed_snapshot_is_renamed_in_the_last_chunks_call_and_a_child_is_reaped_by_its_pid():
+    """compaction_child.py stops the child in front of the call that renames the installed dump,
+    and pysyncobj must then see no child: it finds one only through the pid attribute."""
+    set_data = inspect.getsource(Serializer.setTransmissionData)
+    assert "data, isFirst, isLast = data" in set_data and "atomicReplace(tmpFile, self.__fileName)" in set_data
+    check = inspect.getsource(Serializer.checkSerializing)
+    assert "pid = self.__pid" in check and "if pid == 0:" in check
