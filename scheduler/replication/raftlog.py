@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -202,6 +203,22 @@ class _CoreConsumer(SyncObjConsumer):
 
     def _deserialize(self, data: dict) -> None:
         self._owner._restore(data["snapshot"])
+        if self._syncObj is not None:
+            restart_election_timeout(self._syncObj)
+
+
+def restart_election_timeout(syncobj: SyncObj) -> None:
+    """A follower waits a full election timeout from now, as a node that just started does.
+
+    pysyncobj restores a snapshot (a dump at start, or one the leader sent) inside the tick that
+    then checks the election deadline, set before it. A million jobs take seconds to restore, so
+    the deadline had always passed: the restarted follower stood for election before it had read
+    a single append, and its higher term deposed a healthy leader (bench scale, a million jobs)."""
+    if getattr(syncobj, RAFT_STATE) == RaftState.LEADER:
+        return
+    conf = syncobj.conf
+    timeout_s = conf.raftMinTimeout + (conf.raftMaxTimeout - conf.raftMinTimeout) * random.random()
+    setattr(syncobj, ELECTION_DEADLINE, pysyncobj_monotonic() + timeout_s)
 
 
 _FAILURES: dict[int, type[ReplicationError]] = {
