@@ -41,6 +41,14 @@ class DueIndex:
         self._buckets, self._instants, self._entries, self._built_for = buckets, instants, entries, entries
         return entries
 
+    def extend(self, due_by_job: Iterable[tuple[str, int]]) -> int:
+        """Add jobs the last rebuild left out (they count as built for); how many were added."""
+        before = self._entries
+        for job_id, due_us in due_by_job:
+            self.add(job_id, due_us)
+        self._built_for += self._entries - before
+        return self._entries - before
+
     def add(self, job_id: str, due_us: int) -> None:
         if not due_us:
             return

@@ -215,3 +215,35 @@ def _try(lock) -> bool:
         lock.release()
         return True
     return False
+
+
+def test_a_new_leader_claims_what_is_due_before_it_indexes_the_jobs_due_later(monkeypatch):
+    """Indexing a million jobs took 0.2-0.5 s before the first claim of every failover."""
+    leader = Leader()
+    t = (leader.now_us // (10 * S) + 1) * 10 * S
+    leader.apply(
+        upsert(spec("due", jitter="pinned"), next_due_us=t),
+        *(upsert(spec(f"later{i}", jitter="pinned"), next_due_us=t + 3600 * S) for i in range(50)),
+    )
+    events = []
+    real_rebuild, real_extend, real_propose = DueIndex.rebuild, DueIndex.extend, leader.raftlog.propose
+
+    def indexed(real):
+        def record(index, pairs):
+            pairs = list(pairs)
+            events.extend(job_id for job_id, _ in pairs)
+            return real(index, pairs)
+
+        return record
+
+    monkeypatch.setattr(DueIndex, "rebuild", indexed(real_rebuild))
+    monkeypatch.setattr(DueIndex, "extend", indexed(real_extend))
+    monkeypatch.setattr(
+        leader.raftlog, "propose", lambda command: events.append(type(command).__name__) or real_propose(command)
+    )
+    leader.now_us = t
+    with leader.loop.attached():
+        assert leader.pass_at(t) == {("due", t)}
+        assert events.index("ClaimRuns") < min(events.index(f"later{i}") for i in range(50))
+        assert len(leader.loop._due) >= 50  # indexed by the end of the pass, before any sleep
+        assert {(f"later{i}", t + 3600 * S) for i in range(50)} <= leader.pass_at(t + 3600 * S)
