@@ -102,6 +102,10 @@ def decode_command(data: bytes, max_log_format: int = LOG_FORMAT) -> Command:
         raise CodecError(f"undecodable command: {exc}") from None
     except msgspec.DecodeError as exc:
         raise CodecError(f"undecodable command: {exc}") from None
+    # Walking every field of a large entry cost 13 % of a follower's apply (a million jobs): only
+    # a node capped below this code's format can find a field it must refuse; this code knows all.
+    if max_log_format >= LOG_FORMAT:
+        return command
     needed = required_log_format(command)
     if needed > max_log_format:
         raise NewerLogFormat(

@@ -163,3 +163,10 @@ def test_carriers_name_only_the_fields_that_can_reach_a_later_field() -> None:
 def test_a_later_field_set_anywhere_inside_a_command_raises_the_format_it_needs(value, needed) -> None:
     carriers = field_carriers(_TABLE, [_Outer])
     assert later_fields_format(value, _TABLE, carriers, 1) == needed
+
+
+def test_no_command_or_field_needs_a_format_above_the_newest_this_code_reads():
+    """decode_command skips the walk of an entry's fields on a node that reads LOG_FORMAT: it
+    holds only while nothing this code decodes needs more."""
+    assert max(COMMAND_LOG_FORMATS.values()) <= LOG_FORMAT
+    assert max(FIELD_LOG_FORMATS.values()) <= LOG_FORMAT
