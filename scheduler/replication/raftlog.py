@@ -48,6 +48,7 @@ from scheduler.replication.journal import (
 )
 from scheduler.replication.journal_seam import building
 from scheduler.replication.pysyncobj_compat import (
+    COMMIT_INDEX,
     CURRENT_LOG_INDEX,
     ELECTION_DEADLINE,
     FAIL_REASON,
@@ -207,6 +208,22 @@ class _CoreConsumer(SyncObjConsumer):
             restart_election_timeout(self._syncObj)
 
 
+def hold_election_while_replaying(syncobj: SyncObj, replay_until: int) -> int:
+    """Until a restarted node has applied what it had committed when it stopped, it does not stand
+    for election; the `replay_until` still to reach (0: reached).
+
+    Replaying a million jobs from its own journal takes a restarted follower many seconds of
+    long ticks. Each time its election deadline passed in one, it stood for election, and its
+    higher term deposed the healthy leader, which then won again with the longer log: five
+    elections in 25 s (bench scale, a million jobs). Raft's pre-vote solves this in general;
+    pysyncobj has none. The node still votes, and a commit index clamped below `replay_until`
+    (a journal that lost its tail) ends the wait at the clamped index."""
+    if not replay_until or syncobj.raftLastApplied >= min(replay_until, getattr(syncobj, COMMIT_INDEX)):
+        return 0
+    restart_election_timeout(syncobj)
+    return replay_until
+
+
 def restart_election_timeout(syncobj: SyncObj) -> None:
     """A follower waits a full election timeout from now, as a node that just started does.
 
@@ -260,6 +277,8 @@ class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, ApplyBudgetMixin, Sy
         self._eager_append = eager_append
         self._journal_sync = journal_sync
         self._journal: DurableJournal | None = None
+        # The commit index this node had acknowledged when it stopped: replayed before it stands.
+        self._replay_until = 0
         self._held_answers: list[tuple] = []
         self.tick_watch = TickWatch()
         with building(self._open_journal):
@@ -277,6 +296,7 @@ class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, ApplyBudgetMixin, Sy
                 "wipe it and let the leader send it a snapshot",
                 EXIT_JOURNAL_CORRUPT,
             )
+        self._replay_until = self._journal.getRaftCommitIndex()
         return self._journal
 
     @overrides(SEND_NEXT_NODE_IDX)
@@ -336,6 +356,7 @@ class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, ApplyBudgetMixin, Sy
         deposed a healthy leader whose appends sat unread (a million queued runs: elections
         every 3-5 s, each new leader busy rebuilding its queue). Read first: an append from
         the leader pushes the deadline back."""
+        self._replay_until = hold_election_while_replaying(self, self._replay_until)
         if (
             getattr(self, RAFT_STATE) != RaftState.LEADER
             and getattr(self, ELECTION_DEADLINE) < pysyncobj_monotonic()
