@@ -669,12 +669,53 @@ def summarize(report: dict) -> list[list]:
                 " ".join(f"{node}:{v['longest_s']:.2f}" for node, v in stalls.items()),
             ]
         )
+    rows += million_job_targets(c)
     for p in report.get("planning", []):
         rows.append(
             [
                 f"next fire x{p['jobs']:,}: {p['kind']}, {p['zone']} (s)",
                 p["raftcron_s"],
                 f"croniter {fmt(p['croniter_s_scaled'])} s ({p['croniter_s_scaled'] / p['raftcron_s']:.0f}x)",
+            ]
+        )
+    return rows
+
+
+# The "ten times the work" targets for a million jobs (bench/RESULTS.md): (label, key, limit).
+MILLION_JOB_TARGETS = (
+    ("apply 1,000,000 jobs through the API (s)", ("apply_s",), 120.0),
+    ("the largest node's RSS with them (MiB)", ("rss_jobs_max_mib",), 450.0),
+    ("a restarted follower caught up (s)", ("restart", "s_to_applied"), 20.0),
+    ("ListJobs of one owner, every page (s)", ("queries", "ms_list_jobs_owner"), 1.0),
+    ("ListRuns of one job (s)", ("queries", "ms_list_runs_job"), 1.0),
+)
+
+
+def million_job_targets(c: dict) -> list[list]:
+    """Each target with the figure over its limit (1.00 or less: met); only for a million jobs."""
+    if c.get("jobs", 0) < 1_000_000 or not c.get("rss_jobs_kib"):
+        return []
+    c = dict(c, rss_jobs_max_mib=max_mib(c["rss_jobs_kib"]))
+    rows = []
+    for label, path, limit in MILLION_JOB_TARGETS:
+        value = c
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None and path[-1].startswith("ms_"):
+            value = value / 1000
+        verdict = (
+            "not measured"
+            if value is None
+            else f"{value / limit:.2f} of the limit: " + ("met" if value <= limit else "NOT met")
+        )
+        rows.append([f"target: {label} <= {limit:g}", value, verdict])
+    comp = c.get("compaction") or {}
+    if comp:
+        rows.append(
+            [
+                "target: no election during the compaction",
+                "yes" if comp.get("election") else "no",
+                "met" if not comp.get("election") else "NOT met",
             ]
         )
     return rows
