@@ -16,7 +16,7 @@ import yaml
 from scheduler.core.commands import ReadBarrier
 from scheduler.core.model import SECOND_US, JobSpec
 from scheduler.local import LocalCluster, wait_until
-from scheduler.replication import RaftLog
+from scheduler.replication import RaftLog, ReplicationError
 from scheduler.rpc.convert import spec_to_pb, timestamp_us
 from scheduler.security.devcerts import ensure_dev_credentials
 from scheduler.security.principals import principals_document
@@ -208,7 +208,7 @@ def test_voters_survive_compaction_and_a_restart_with_the_original_partners(tmp_
     try:
         for node in running:
             node.start()
-        leader = leader_of(nodes)
+        leader = leader_with_a_committed_entry(nodes)
         leader.change_membership(True, joiner, timeout_s=10)
         gone = next(node for node in nodes if node is not leader)
         leader.change_membership(False, gone.settings.self_address, timeout_s=10)
@@ -243,6 +243,20 @@ def test_voters_survive_compaction_and_a_restart_with_the_original_partners(tmp_
     finally:
         for node in running:
             node.close()
+
+
+def leader_with_a_committed_entry(nodes: list[RaftLog]) -> RaftLog:
+    """The leader, once an entry of its term has committed: pysyncobj refuses a membership change
+    until the new leader's first entry commits (a CI run under load called it too early)."""
+
+    def committed() -> RaftLog | None:
+        leader = leader_of(nodes)
+        try:
+            return leader if leader.submit(ReadBarrier(issued_at_us=1), timeout_s=5).accepted else None
+        except ReplicationError:
+            return None  # leadership moved meanwhile: ask again
+
+    return wait_until(committed, 30, "a leader whose term has a committed entry")
 
 
 def _all_connected(cluster: LocalCluster, node_id: str) -> bool:
