@@ -235,9 +235,10 @@ class TriggerLoop:
     def _claim_due(self) -> bool:
         """Claim everything due now; False when nothing was due.
 
-        Job records are copied under the state lock (cheap); planning runs outside it, and
-        each batch is proposed as soon as it is planned, so applies and reads never wait
-        for the planning of a large herd and the first keys commit early.
+        Job records are copied under the state lock (cheap); planning runs outside it, and a
+        batch is proposed as soon as a job must be planned after it, so applies and reads never
+        wait for the planning of a large herd and its first keys commit early. Batches of claims
+        planned ahead are proposed together once all are batched (herd-proposed-together.md).
         """
         now_us, mono_us = self._clock.read()
         due_ids = self._due.pop_due(now_us)
@@ -257,6 +258,10 @@ class TriggerLoop:
         if self._ahead is not None and self._ahead.instant_us <= now_us:
             self._ahead = None  # used, or too old to use
         futures, batch, planned = [], [], 0
+        # Batches of claims planned ahead wait until the pass has batched them all: proposed one
+        # by one, the first committed early and the leader's applying them starved the rest of
+        # the pass, which then took twice as long (docs/design/herd-proposed-together.md).
+        held: list[ClaimRuns] = []
         # Which `schedules:` entry each claim of the batch comes from; kept only once a job with
         # several schedules is planned in this pass, so plain schedules cost nothing more.
         sources: list[int] | None = None
@@ -268,6 +273,9 @@ class TriggerLoop:
                 slots, job_sources = item
             else:
                 job = item
+                # Planning takes time: what is batched already goes out first.
+                futures.extend(self._raftlog.propose(command) for command in held)
+                held.clear()
                 try:
                     if job.body.calendar:  # a calendar goes with one plain `schedule:` (specs/rules.py)
                         slots, by_calendar = plan_calendar_due_slots(
@@ -288,18 +296,19 @@ class TriggerLoop:
             batch.extend(slots)
             while len(batch) >= self._batch_size:
                 head = sources[: self._batch_size] if sources is not None else None
-                futures.append(self._propose(batch[: self._batch_size], now_us, mono_us, head, decided))
+                held.append(self._command(batch[: self._batch_size], now_us, mono_us, head, decided))
                 batch = batch[self._batch_size :]
                 sources = sources[self._batch_size :] if sources is not None else None
         if batch:
-            futures.append(self._propose(batch, now_us, mono_us, sources, decided))
+            held.append(self._command(batch, now_us, mono_us, sources, decided))
+        futures.extend(self._raftlog.propose(command) for command in held)
         self._await(futures)
         # Re-read every touched job: its next due now comes from replicated state, whatever happened.
         with self._changed_lock:
             self._changed.update(due_ids)
         return True
 
-    def _propose(
+    def _command(
         self,
         claims: list[SlotClaim],
         now_us: int,
@@ -313,7 +322,7 @@ class TriggerLoop:
             keys = tuple(RunRef(c.job_id, c.scheduled_us) for c in claims if (c.job_id, c.scheduled_us) in decided)
             if keys:
                 command = msgspec.structs.replace(command, calendar_keys=keys)
-        return self._raftlog.propose(command)
+        return command
 
     def _await(self, futures) -> None:
         not_due = 0

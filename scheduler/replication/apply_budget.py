@@ -28,6 +28,10 @@ class ApplyBudgetMixin:
 
     # The clock the budget is kept on (a test replaces it with one that its apply advances).
     apply_clock: Callable[[], float] = staticmethod(time.monotonic)
+    # The commit index as it was before an apply lowered it: other threads (Status, metrics) read
+    # the commit index while a chunk applies, and must not see it go back. Never reset: a commit
+    # index only grows, so the larger of the two is the true one at any moment.
+    commit_index_held: int = 0
 
     @property
     def apply_backlog(self) -> int:
@@ -38,6 +42,7 @@ class ApplyBudgetMixin:
     def _apply_within_budget(self) -> bool:
         apply_some = getattr(super(), APPLY_LOG_ENTRIES)
         commit_index = getattr(self, COMMIT_INDEX)
+        self.commit_index_held = commit_index
         clock = self.apply_clock
         deadline = clock() + APPLY_BUDGET_S
         chunk, send_appends = 1, False  # one entry first: its cost sizes the next chunk

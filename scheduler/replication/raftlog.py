@@ -621,7 +621,11 @@ class RaftLog:
 
     @property
     def commit_index(self) -> int:
-        return self._syncobj.raftCommitIndex if self._syncobj else 0
+        syncobj = self._syncobj
+        if syncobj is None:
+            return 0
+        # Lowered for the length of each apply chunk (apply_budget.py): read the one held aside too.
+        return max(syncobj.raftCommitIndex, syncobj.commit_index_held)
 
     @property
     def applied_index(self) -> int:

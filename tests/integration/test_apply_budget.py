@@ -64,3 +64,35 @@ def test_no_tick_applies_more_committed_entries_than_the_budget_holds(tmp_path: 
         assert sum(1 for n in per_tick if n) >= ENTRIES // fits
     finally:
         stop(node)
+
+
+def test_the_commit_index_does_not_read_lower_while_a_chunk_applies(tmp_path: Path) -> None:
+    """The budget lowers pysyncobj's commit index for the length of each chunk; what RaftLog
+    reports (Status, metrics, the herd benchmark's "committed") must stay the true one."""
+    address = f"127.0.0.1:{free_ports(1)[0]}"
+    node = RaftLog(settings_for(address, [address], tmp_path / "n1"))
+    node.start()
+    try:
+        wait_until(lambda: node.is_leader(), "the single node to lead")
+        syncobj = node._syncobj
+        seen: list[tuple[int, int]] = []  # (index being applied, commit index read meanwhile)
+        node.add_apply_listener(lambda command, result, state: seen.append((result.index, node.commit_index)))
+        held, release = threading.Event(), threading.Event()
+
+        def on_tick() -> None:
+            if not release.is_set():
+                held.set()
+                release.wait(10)
+
+        syncobj.addOnTickCallback(on_tick)
+        assert held.wait(10), "the tick thread never reached the hold"
+        futures = [node.propose(ReadBarrier(n)) for n in range(ENTRIES)]
+        seen.clear()
+        release.set()
+        last = [f.result(timeout=30) for f in futures][-1].index
+
+        during = [commit for index, commit in seen if index < last]
+        assert during, seen
+        assert min(during) >= last, seen
+    finally:
+        stop(node)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import zlib
 
+import msgspec
 import pytest
 
 from scheduler.core.codec import (
@@ -15,7 +16,7 @@ from scheduler.core.codec import (
     decode_command,
     encode_command,
 )
-from scheduler.core.commands import ApplyJobs, JobUpsert, ReadBarrier
+from scheduler.core.commands import ApplyJobs, ClaimRuns, JobUpsert, ReadBarrier, SlotClaim
 from tests.fakes import spec
 
 
@@ -28,8 +29,18 @@ def test_a_large_apply_is_compressed_about_tenfold_and_reads_back_equal() -> Non
     command = _apply(5_000)
     data = encode_command(command)
     assert data[0] == COMPRESSED_COMMAND_FORMAT_VERSION
-    plain = len(encode_command(_apply(100))) * 50  # what 5,000 jobs take uncompressed, near enough
-    assert len(data) * 5 < plain
+    assert len(data) * 5 < len(msgspec.msgpack.encode(command))
+    assert decode_command(data) == command
+
+
+def test_a_herds_claim_batch_is_compressed() -> None:
+    """1,000 claims, the trigger loop's batch: each entry is journaled and sent by every node."""
+    at_us, next_us = 1_796_457_996_000_000, 1_796_544_396_000_000
+    claims = tuple(SlotClaim(f"team-{n % 40}/report-{n * 7919 % 100_003}", at_us, next_us, 1) for n in range(1_000))
+    command = ClaimRuns(issued_at_us=at_us, epoch=3, claims=claims, monotonic_us=12)
+    data = encode_command(command)
+    assert data[0] == COMPRESSED_COMMAND_FORMAT_VERSION
+    assert len(data) * 3 < len(msgspec.msgpack.encode(command))
     assert decode_command(data) == command
 
 

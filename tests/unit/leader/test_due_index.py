@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from scheduler.core.commands import ApplyJobs
+from scheduler.core.commands import ApplyJobs, ClaimRuns
 from scheduler.core.model import SECOND_US, MisfirePolicy
 from scheduler.leader import trigger
 from scheduler.leader.clock import LeaderClock
@@ -43,7 +43,7 @@ def test_stale_entries_ask_for_a_rebuild_once_they_outnumber_the_jobs():
 class Leader:
     """A core led by n1, a TriggerLoop on it, and the leader's clock under the test's hand."""
 
-    def __init__(self) -> None:
+    def __init__(self, batch_size: int = 1_000) -> None:
         self.core = Core()
         self.core.lead()
         self.now_us = self.core.state.now_us
@@ -56,7 +56,7 @@ class Leader:
             lambda: (state.clock_anchor_now_us, state.clock_anchor_mono_us),
         )
         self.raftlog = ImmediateRaftLog(state, self.core.index)
-        self.loop = TriggerLoop(LeaderTerm(state.epoch, 1, clock), self.raftlog, 1_000, 1.0, 1.0)
+        self.loop = TriggerLoop(LeaderTerm(state.epoch, 1, clock), self.raftlog, batch_size, 1.0, 1.0)
 
     def apply(self, *upserts, removals=()) -> None:
         # Through the fake Raft log, so the loop hears of it as it would of a committed entry.
@@ -247,3 +247,42 @@ def test_a_new_leader_claims_what_is_due_before_it_indexes_the_jobs_due_later(mo
         assert events.index("ClaimRuns") < min(events.index(f"later{i}") for i in range(50))
         assert len(leader.loop._due) >= 50  # indexed by the end of the pass, before any sleep
         assert {(f"later{i}", t + 3600 * S) for i in range(50)} <= leader.pass_at(t + 3600 * S)
+
+
+def test_batches_planned_ahead_are_proposed_together_and_batches_planned_at_the_instant_at_once(monkeypatch):
+    leader = Leader(batch_size=2)
+    t = (leader.now_us // (10 * S) + 1) * 10 * S
+    leader.apply(*(upsert(spec(f"a{i}", jitter="pinned"), next_due_us=t) for i in range(4)))
+    events: list[str] = []
+    propose = leader.raftlog.propose
+
+    def proposing(command):
+        if isinstance(command, ClaimRuns):
+            events.append("propose " + ",".join(c.job_id for c in command.claims))
+        return propose(command)
+
+    leader.raftlog.propose = proposing
+    real_plan, real_claims = trigger.plan_job_slots, trigger.ClaimRuns
+    monkeypatch.setattr(
+        trigger, "plan_job_slots", lambda job, *a, **k: events.append(f"plan {job.id}") or real_plan(job, *a, **k)
+    )
+    monkeypatch.setattr(trigger, "ClaimRuns", lambda *a, **k: events.append("batch") or real_claims(*a, **k))
+    with leader.loop.attached():
+        leader.now_us = t - S
+        assert leader.loop.plan_ahead(t) == 4
+        # Two jobs join the instant after the planning: they are planned at it, after the others.
+        leader.apply(*(upsert(spec(f"b{i}", jitter="pinned"), next_due_us=t) for i in range(2)))
+        events.clear()
+        assert len(leader.pass_at(t)) == 6
+    # The planned-ahead batches are all made before the first is proposed; a batch of jobs
+    # planned at the instant goes out as soon as it is full.
+    assert events == [
+        "batch",
+        "batch",
+        "propose a0,a1",
+        "propose a2,a3",
+        "plan b0",
+        "plan b1",
+        "batch",
+        "propose b0,b1",
+    ], events
