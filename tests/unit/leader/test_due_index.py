@@ -249,6 +249,53 @@ def test_a_new_leader_claims_what_is_due_before_it_indexes_the_jobs_due_later(mo
         assert {(f"later{i}", t + 3600 * S) for i in range(50)} <= leader.pass_at(t + 3600 * S)
 
 
+def test_a_job_due_within_the_first_pass_horizon_is_claimed_while_the_rest_is_still_indexed(monkeypatch):
+    """A new leader ready 0.2-0.5 s before the next every-second instant indexed its million
+    deferred jobs (0.3-0.4 s) before it looked at the clock again, and claimed that instant
+    0.3-0.45 s late (`bench failover --state-jobs 1000000`). Indexing here takes 20 ms a job on
+    the leader's clock; the rest is indexed a chunk at a time, between passes."""
+    leader = Leader()
+    t = (leader.now_us // (10 * S) + 1) * 10 * S
+    leader.apply(
+        upsert(spec("soon", jitter="pinned"), next_due_us=t + S // 2),
+        *(upsert(spec(f"later{i}", jitter="pinned"), next_due_us=t + 3600 * S) for i in range(50)),
+    )
+    per_job_us, chunk_jobs = 20_000, 10
+    monkeypatch.setattr(trigger, "DEFERRED_CHUNK_JOBS", chunk_jobs)
+    real_extend, real_propose = DueIndex.extend, leader.raftlog.propose
+    later_indexed, claimed_at = [], []
+
+    def slow_extend(index, pairs):
+        def timed():
+            for pair in pairs:
+                leader.now_us += per_job_us
+                later_indexed.append(pair[0])
+                yield pair
+
+        return real_extend(index, timed())
+
+    def propose(command):
+        if isinstance(command, ClaimRuns):
+            claimed_at.append((leader.now_us, len(later_indexed)))
+        return real_propose(command)
+
+    monkeypatch.setattr(DueIndex, "extend", slow_extend)
+    monkeypatch.setattr(leader.raftlog, "propose", propose)
+    leader.now_us = t
+    with leader.loop.attached():
+        for _ in range(100):  # each pass as the loop runs them; one that had nothing to do is a sleep
+            more = leader.loop.step()
+            if claimed_at and not more:
+                break
+        else:
+            raise AssertionError("the job due within the first pass's horizon was never claimed")
+        (claimed_us, indexed_then), *_ = claimed_at
+        assert t + S // 2 <= claimed_us <= t + S // 2 + chunk_jobs * per_job_us
+        assert indexed_then < 50
+        assert sorted(later_indexed) == sorted(f"later{i}" for i in range(50))  # every one, once
+        assert {(f"later{i}", t + 3600 * S) for i in range(50)} <= leader.pass_at(t + 3600 * S)
+
+
 def test_batches_planned_ahead_are_proposed_together_and_batches_planned_at_the_instant_at_once(monkeypatch):
     leader = Leader(batch_size=2)
     t = (leader.now_us // (10 * S) + 1) * 10 * S
