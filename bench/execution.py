@@ -10,7 +10,10 @@
 2. Cycles: N jobs `bench.noop` pinned to one near-future second T; 4 worker processes (the SDK's
    `worker.Worker`, concurrency 64 each, started before T) lease, run the no-op handler and
    complete: once per transport (`--transports`: on a worker session (opt-in in the SDK), where
-   the leader pushes grants against the workers' credits; and with unary calls), in the same run. Every run is then read back (ListRuns): one SUCCEEDED run per job, one attempt.
+   the leader pushes grants against the workers' credits; and with unary calls), in the same run;
+   then once more on sessions with `--saturated-concurrency` slots per worker (512), enough to
+   keep the cluster busy: with 64 each slot mostly waits on a grant's commit. Every run is then
+   read back (ListRuns): one SUCCEEDED run per job, one attempt.
    From the run records (replicated time, the leader's clock): grant = attempt start, done =
    run finished_at (the `issued_at` of the CompleteRuns entry, the leader's clock when the batch
    was proposed). Cycles/s = N / (last done - first grant). The workers also count Complete
@@ -62,8 +65,12 @@ RAW_PROCS, RAW_THREADS = 4, 16
 # The leader's propose -> apply delay per command (its metrics), to tell commit latency from the rest.
 COMMIT_COMMANDS = ("GrantLeases", "CompleteRuns")
 # Report keys of the cycles phases: thread isolation on sessions ("cycles", as before sessions
-# existed: the SDK's default), thread isolation with unary calls, process isolation.
-CYCLE_PARTS = ("cycles", "cycles_unary", "cycles_process")
+# existed: the SDK's default), thread isolation with unary calls, process isolation, and sessions
+# with enough slots to keep the cluster busy ("cycles_saturated").
+CYCLE_PARTS = ("cycles", "cycles_unary", "cycles_process", "cycles_saturated")
+# Slots per worker of the saturated part. With 64 the cycle is bound by its latency, not by the
+# cluster: 256 slots wait on a grant's commit (Little's law; docs/design/completions-by-concurrency.md).
+SATURATED_CONCURRENCY = 512
 
 
 def cycle_part(isolation: str, transport: str) -> str:
@@ -446,9 +453,10 @@ def cycle_rows(cyc: dict, add) -> None:
         return
     w = f"{cyc['workers']} workers x {cyc['concurrency']}"
     transport = cyc.get("transport", "unary")
+    busy = ", slots to keep the cluster busy" if cyc.get("saturated") else ""
     add(
         f"completed runs/s, lease->noop->complete ({transport}, {w}, {cyc.get('isolation', 'thread')} isolation, "
-        f"N={cyc['jobs']:,})",
+        f"N={cyc['jobs']:,}{busy})",
         [r["cycles_per_s"] for r in reps],
         True,
     )
@@ -514,7 +522,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, help="runs due at once (20,000; 2,000 with --quick)")
     parser.add_argument("--reps", type=int, help="repetitions (3; 1 with --quick)")
     parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--concurrency", type=int, default=64, help="slots per worker (64)")
+    parser.add_argument(
+        "--saturated-concurrency",
+        type=int,
+        default=SATURATED_CONCURRENCY,
+        help=f"slots per worker of one more session cycles phase that keeps the cluster busy "
+        f"({SATURATED_CONCURRENCY}; 0: skip it)",
+    )
     parser.add_argument("--drivers", type=int, help="heartbeat driver processes (4; 2 with --quick)")
     parser.add_argument("--hold", type=int, help="leases per driver (2,500; 500 with --quick)")
     parser.add_argument("--hb-duration", type=float, help="seconds of heartbeating (10; 4 with --quick)")
@@ -559,6 +574,11 @@ def main(argv: list[str] | None = None) -> int:
                     with_metrics = ports.take(
                         lambda base: local_cluster_ports(base) + [base + 200 + i for i in (1, 2, 3)]
                     )
+            if args.saturated_concurrency > 0 and "thread" in args.isolation.split(","):
+                report["cycles_saturated"] = run_cycles(
+                    root, with_metrics, n, reps, args.workers, args.saturated_concurrency, args.cap, "thread", "stream"
+                )
+                report["cycles_saturated"]["saturated"] = True
         if "heartbeats" in phases:
             report["heartbeats"] = run_heartbeats(
                 root, ports.take(local_cluster_ports), drivers, hold, hb_s, 1 if quick else 2
