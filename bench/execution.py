@@ -69,7 +69,7 @@ COMMIT_COMMANDS = ("GrantLeases", "CompleteRuns")
 # with enough slots to keep the cluster busy ("cycles_saturated").
 CYCLE_PARTS = ("cycles", "cycles_unary", "cycles_process", "cycles_saturated")
 # Slots per worker of the saturated part. With 64 the cycle is bound by its latency, not by the
-# cluster: 256 slots wait on a grant's commit (Little's law; docs/design/completions-by-concurrency.md).
+# cluster: its slots wait on a grant's commit (Little's law; docs/design/completions-by-concurrency.md).
 SATURATED_CONCURRENCY = 512
 
 
