@@ -250,10 +250,10 @@ def test_a_new_leader_claims_what_is_due_before_it_indexes_the_jobs_due_later(mo
 
 
 def test_a_job_due_within_the_first_pass_horizon_is_claimed_while_the_rest_is_still_indexed(monkeypatch):
-    """A new leader ready 0.2-0.5 s before the next every-second instant indexed its million
+    """A new leader ready shortly before the next every-second instant indexed its million
     deferred jobs (0.3-0.4 s) before it looked at the clock again, and claimed that instant
-    0.3-0.45 s late (`bench failover --state-jobs 1000000`). Indexing here takes 20 ms a job on
-    the leader's clock; the rest is indexed a chunk at a time, between passes."""
+    0.42-0.45 s after it was ready (`bench failover --state-jobs 1000000`). Indexing here takes
+    20 ms a job on the leader's clock; the rest is indexed a chunk at a time, between passes."""
     leader = Leader()
     t = (leader.now_us // (10 * S) + 1) * 10 * S
     leader.apply(
