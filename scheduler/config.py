@@ -258,6 +258,8 @@ def _validate(config: NodeConfig) -> None:
         )
     if not isinstance(tuning.eager_append, bool):
         raise ConfigError(f"raft.eager_append must be true or false, got {tuning.eager_append!r}")
+    if not isinstance(tuning.elect_when_leader_exits, bool):
+        raise ConfigError(f"raft.elect_when_leader_exits must be true or false, got {tuning.elect_when_leader_exits!r}")
     if not isinstance(tuning.sync, bool):
         raise ConfigError(
             f"raft.sync must be true or false, got {tuning.sync!r} (false: acknowledged writes "

@@ -22,6 +22,8 @@ Module internals:
 SyncObj privates (mangled):
 - RAFT_STATE: this node's role, for the read index, eager append, reading before electing, stall logs.
 - CURRENT_TERM: the term a read index is decided in, and the one a follower's append is checked against.
+- VOTED_FOR: whom a follower voted for in its term; one that voted does not stand early when its
+  leader exited (leader_exit.py).
 - COMMIT_INDEX: the index a confirmed read index is served at.
 - NOOP_INDEX: the new leader's first entry of its term, committed before a read index is served.
 - LAST_RESPONSE_TIME: node -> when the leader last handled a `next_node_idx` answer from it (read index).
@@ -30,7 +32,8 @@ SyncObj privates (mangled):
   append, reads waiting for confirmation).
 - RAFT_LOG: the follower's log, to find which entries of an append it already holds.
 - TRANSPORT: the keepalive is sent on it, and a follower reads before it elects only once it is ready.
-- ELECTION_DEADLINE: a follower past it reads its sockets before pysyncobj starts an election.
+- ELECTION_DEADLINE: a follower past it reads its sockets before pysyncobj starts an election; one
+  whose leader exited brings it forward (leader_exit.py).
 - CURRENT_LOG_INDEX: whether a tick appended entries, and the next index of a held answer.
 - SEND_NEXT_NODE_IDX: every answer to an append; overridden to hold answers until the journal syncs.
 - ON_MESSAGE_RECEIVED: every message from a peer; overridden to read keepalives and rewrite appends.
@@ -70,6 +73,8 @@ TcpServer:
 TCPTransport (one underscore):
 - `_createServer`, `addNode`: overridden, to build our server and our links as pysyncobj builds its own.
 - `_onTick`: overridden, to sweep incoming links that never identified themselves.
+- `_onNodeDisconnected`: overridden, to tell the SyncObj a peer's link closed (a follower then
+  checks whether its leader exited, leader_exit.py).
 - `_syncObj`, `_server`, `_selfNode`, `_nodes`, `_nodeAddrToNode`, `_connections`, `_unknownConnections`:
   the state those overrides read and fill, as pysyncobj's own do.
 - `_shouldConnect`, `_onOutgoingConnected`, `_onMessageReceived`, `_onDisconnected`,
@@ -104,6 +109,7 @@ CREATE_JOURNAL = "createJournal"
 # -- SyncObj ---------------------------------------------------------------------------------
 RAFT_STATE = "_SyncObj__raftState"
 CURRENT_TERM = "_SyncObj__raftCurrentTerm"
+VOTED_FOR = "_SyncObj__votedForNodeId"
 COMMIT_INDEX = "_SyncObj__raftCommitIndex"
 NOOP_INDEX = "_SyncObj__noopIDx"
 LAST_RESPONSE_TIME = "_SyncObj__lastResponseTime"
@@ -145,6 +151,7 @@ PRIVATES: dict[type, tuple[str, ...]] = {
     SyncObj: (
         RAFT_STATE,
         CURRENT_TERM,
+        VOTED_FOR,
         COMMIT_INDEX,
         NOOP_INDEX,
         LAST_RESPONSE_TIME,
@@ -198,6 +205,7 @@ PRIVATES: dict[type, tuple[str, ...]] = {
         "_createServer",
         "addNode",
         "_onTick",
+        "_onNodeDisconnected",
         "_syncObj",
         "_server",
         "_selfNode",
@@ -269,6 +277,7 @@ __all__ = [
     # SyncObj
     "RAFT_STATE",
     "CURRENT_TERM",
+    "VOTED_FOR",
     "COMMIT_INDEX",
     "NOOP_INDEX",
     "LAST_RESPONSE_TIME",

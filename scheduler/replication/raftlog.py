@@ -47,6 +47,7 @@ from scheduler.replication.journal import (
     stop_node,
 )
 from scheduler.replication.journal_seam import building
+from scheduler.replication.leader_exit import LeaderExitMixin, LeaderExitWatch
 from scheduler.replication.pysyncobj_compat import (
     COMMIT_INDEX,
     CURRENT_LOG_INDEX,
@@ -110,6 +111,9 @@ class RaftTuning:
     # itself toward their commit. Off: the same checksummed journal, written but never synced:
     # it survives killed processes, not a power loss of a majority.
     sync: bool = True
+    # A follower whose link to the leader closed dials the leader's Raft port; refused, it stands
+    # for election at its turn (0.2 s apart) instead of after its timeout (leader_exit.py).
+    elect_when_leader_exits: bool = True
     compaction_min_entries: int = 50_000
     compaction_min_time_s: float = 600.0
 
@@ -259,19 +263,27 @@ _FAILURES: dict[int, type[ReplicationError]] = {
 KEEPALIVE_MESSAGE = keepalive_message(LOG_FORMAT)
 
 
-class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, ApplyBudgetMixin, SyncObj):
-    """pysyncobj's SyncObj with seven changes: its journal is synced and checksummed, and an
+class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, ApplyBudgetMixin, LeaderExitMixin, SyncObj):
+    """pysyncobj's SyncObj with eight changes: its journal is synced and checksummed, and an
     append is answered only once its entries are synced (journal.py); every peer gets a
     keepalive once per period, which says the log format its sender reads (upgrades.py); the
     leader sends new entries in the tick that appended them (eager_append); a follower
     truncates only entries that conflict (follower_append); a tick applies committed entries
-    for a bounded time (apply_budget); and a follower reads its sockets before it judges the
-    leader silent."""
+    for a bounded time (apply_budget); a follower reads its sockets before it judges the
+    leader silent; and a follower whose leader's process exited stands without waiting out
+    its timeout (leader_exit)."""
 
     def __init__(
-        self, *args, keepalive_period_s: float, eager_append: bool = True, journal_sync: bool = True, **kwargs
+        self,
+        *args,
+        keepalive_period_s: float,
+        eager_append: bool = True,
+        journal_sync: bool = True,
+        elect_when_leader_exits: bool = True,
+        **kwargs,
     ) -> None:
         # Set before SyncObj starts its tick thread, which calls _onTick.
+        self.leader_exit_watch = LeaderExitWatch() if elect_when_leader_exits else None
         self._keepalive_period_s = keepalive_period_s
         self._next_keepalive = 0.0
         self._eager_append = eager_append
@@ -333,6 +345,7 @@ class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, ApplyBudgetMixin, Sy
 
     def _onTick(self, timeToWait=0.0):  # noqa: N802, N803 (pysyncobj's names)
         self.tick_watch.tick_started(ROLE_NAMES.get(getattr(self, RAFT_STATE), "unknown"))
+        self._stand_if_leader_exited()
         self._read_before_electing()
         # The leader counts itself toward the commit of every entry it holds (pysyncobj's commit
         # loop, early in the tick): what it appended last tick must be on disk first.
@@ -402,6 +415,7 @@ class RaftLog:
             keepalive_period_s=self.settings.tuning.keepalive_period_s,
             eager_append=self.settings.tuning.eager_append,
             journal_sync=self.settings.tuning.sync,
+            elect_when_leader_exits=self.settings.tuning.elect_when_leader_exits,
         )
         guard_snapshot_installs(self._syncobj)
         with self._lock:

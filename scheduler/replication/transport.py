@@ -387,6 +387,13 @@ class RaftcronTransport(TCPTransport):
         conn.setOnDisconnectedCallback(lambda: self._onDisconnected(conn))
         self._connections[node] = conn
 
+    def _onNodeDisconnected(self, node) -> None:  # noqa: N802 (pysyncobj's name)
+        super()._onNodeDisconnected(node)
+        # A follower that lost its leader's link checks whether the leader exited (leader_exit.py).
+        link_closed = getattr(self._syncObj, "peer_link_closed", None)
+        if link_closed is not None:
+            link_closed(node)
+
     def _onTick(self) -> None:  # noqa: N802 (pysyncobj's name)
         super()._onTick()
         now = monotonic()

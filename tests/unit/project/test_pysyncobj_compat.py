@@ -23,6 +23,7 @@ from scheduler.replication import pysyncobj_compat as compat
 from scheduler.replication import raftlog
 from scheduler.replication.apply_budget import ApplyBudgetMixin
 from scheduler.replication.follower_append import FollowerAppendMixin
+from scheduler.replication.leader_exit import LeaderExitMixin
 from scheduler.replication.pysyncobj_compat import (
     PRIVATES,
     Serializer,
@@ -48,13 +49,14 @@ ADAPTERS = {
     LogFormatMixin: (SyncObj, {compat.ON_MESSAGE_RECEIVED}),
     FollowerAppendMixin: (SyncObj, {compat.ON_MESSAGE_RECEIVED}),
     ApplyBudgetMixin: (SyncObj, {compat.APPLY_LOG_ENTRIES}),
+    LeaderExitMixin: (SyncObj, set()),
     _CoreConsumer: (SyncObjConsumer, {"_serialize", "_deserialize"}),
     BoundedTcpConnection: (
         TcpConnection,
         {compat.CONN_PROCESS_READ, compat.CONN_PARSE_MESSAGE, "connect", "disconnect"},
     ),
     BoundedTcpServer: (TcpServer, {compat.SERVER_ON_NEW_CONNECTION, "bind", "unbind"}),
-    RaftcronTransport: (TCPTransport, {"_createServer", "addNode", "_onTick"}),
+    RaftcronTransport: (TCPTransport, {"_createServer", "addNode", "_onTick", "_onNodeDisconnected"}),
 }
 
 # pysyncobj methods raftcron overrides or calls, with the parameters it is written against.
@@ -78,6 +80,7 @@ SIGNATURES = {
     (TcpServer, "bind"): "(self)",
     (TCPTransport, "_createServer"): "(self)",
     (TCPTransport, "addNode"): "(self, node)",
+    (TCPTransport, "_onNodeDisconnected"): "(self, node)",
     (TCPTransport, "_onTick"): "(self)",
     (TCPTransport, "_onNewIncomingConnection"): "(self, conn)",
     (TCPTransport, "_onOutgoingConnected"): "(self, conn)",
