@@ -28,7 +28,14 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from bench._harness.cluster import apply_specs, check_node_logs, instant_ahead, list_runs, yearly_schedule
+from bench._harness.cluster import (
+    apply_specs,
+    check_node_logs,
+    compare_offline,
+    instant_ahead,
+    list_runs,
+    yearly_schedule,
+)
 from bench._harness.common import (
     PortAllocator,
     fmt,
@@ -274,13 +281,13 @@ def run_trigger(
             (round(s - T, 4), round(r - T, 4), c - baseline_runs) for s, r, c, _ in poller.samples[::step]
         ]
 
-        # Replicas at rest must agree byte for byte.
+        # Replicas at rest must agree byte for byte. A large herd of queued runs keeps the state
+        # moving (each live digest at its own index): the stopped replicas are compared below.
         try:
             out["digest"] = cluster.wait_converged(timeout_s=60.0)
         except TimeoutError:
             out["digest"] = None
-            still = " (still claiming, so not at rest)" if out.get("drained") is False else ""
-            out["problems"].append(f"{variant}: replica digests differ{still}: {cluster.digests()}")
+            out["live_digests"] = cluster.digests()
         after = poller.poll()
         out["log_entries_appended"] = after.commit_index - commit_before
 
@@ -324,6 +331,8 @@ def run_trigger(
             if c is not None:
                 c.close()
         cluster.stop()
+    if "live_digests" in out:
+        compare_offline(cluster, out, variant)
     check_node_logs([m.log_path for m in cluster.members], out, variant)
     return out
 

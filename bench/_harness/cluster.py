@@ -167,7 +167,7 @@ def bench_cluster(
     finally:
         cluster.stop()
         if check and converged_checked and out.get("digest") is None:
-            _compare_offline(cluster, out, name)
+            compare_offline(cluster, out, name)
         if check and not converged_checked:
             out.setdefault("notes", []).append(f"{name}: digests not compared (the run ended early)")
         logs = [m.log_path for m in cluster.members]
@@ -192,7 +192,9 @@ def check_node_logs(logs: list[Path], out: dict, name: str) -> None:
     out["warning_count"] = sum(warnings.values())
 
 
-def _compare_offline(cluster: LocalCluster, out: dict, name: str) -> None:
+def compare_offline(cluster: LocalCluster, out: dict, name: str) -> None:
+    """The stopped replicas' digests at an index they all hold, for a state that kept moving while
+    they ran (time ticks, queued runs): out["digest"], or a problem when they differ."""
     raft_dirs = {m.node_id: m.config_path.parent / "raft" for m in cluster.members}
     try:
         index, digests = common_digests(raft_dirs)
