@@ -175,26 +175,22 @@ def test_a_link_to_another_follower_closing_dials_nobody() -> None:
     assert _deadline_in_s(node) > 1.0
 
 
-def test_a_follower_that_voted_in_a_newer_term_stays_put() -> None:
+@pytest.mark.parametrize(
+    ("voted_for", "stands"),
+    [
+        (C, False),  # C stood first and this node voted for it before the dial's verdict came
+        (None, True),  # a candidate of term 5 whose log was behind was refused: no vote in term 5
+    ],
+    ids=["voted-stays-put", "refused-stands"],
+)
+def test_in_a_newer_term_a_follower_stands_only_if_it_gave_no_vote(voted_for: str | None, stands: bool) -> None:
     node = _Follower(leader=A)
     node.lose_link_to(A)
-    # C stood first and this node voted for it before the dial's verdict came.
     setattr(node, CURRENT_TERM, 5)
-    setattr(node, VOTED_FOR, C)
+    setattr(node, VOTED_FOR, voted_for)
     node._leader = None
     node._stand_if_leader_exited()
-    assert _deadline_in_s(node) > 1.0
-
-
-def test_a_follower_that_refused_a_candidate_behind_it_stands() -> None:
-    node = _Follower(leader=A)
-    node.lose_link_to(A)
-    # A candidate of term 5 whose log was behind was refused: no vote given in term 5.
-    setattr(node, CURRENT_TERM, 5)
-    setattr(node, VOTED_FOR, None)
-    node._leader = None
-    node._stand_if_leader_exited()
-    assert _deadline_in_s(node) <= 0.0
+    assert (_deadline_in_s(node) <= 0.0) is stands
 
 
 def test_a_follower_that_heard_from_a_new_leader_stays_put() -> None:
