@@ -1,4 +1,4 @@
-"""The raft.sync setting: on unless turned off, and only a boolean."""
+"""The raft.sync and raft.elect_when_leader_exits settings: on unless turned off, and only booleans."""
 
 from __future__ import annotations
 
@@ -31,3 +31,13 @@ def test_sync_can_be_turned_off(tmp_path):
 def test_sync_must_be_a_boolean(tmp_path):
     with pytest.raises(ConfigError, match="raft.sync must be true or false.*power loss"):
         load(tmp_path, "raft: {sync: 'sometimes'}\n")
+
+
+def test_electing_when_the_leader_exits_is_on_by_default_and_can_be_turned_off(tmp_path):
+    assert load(tmp_path, "").raft_settings().tuning.elect_when_leader_exits is True
+    assert load(tmp_path, "raft: {elect_when_leader_exits: false}\n").raft.elect_when_leader_exits is False
+
+
+def test_electing_when_the_leader_exits_must_be_a_boolean(tmp_path):
+    with pytest.raises(ConfigError, match="raft.elect_when_leader_exits must be true or false"):
+        load(tmp_path, "raft: {elect_when_leader_exits: 'soon'}\n")
