@@ -280,7 +280,7 @@ class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, ApplyBudgetMixin, Le
         keepalive_period_s: float,
         eager_append: bool = True,
         journal_sync: bool = True,
-        elect_when_leader_exits: bool = True,
+        elect_when_leader_exits: bool = False,
         **kwargs,
     ) -> None:
         # Set before SyncObj starts its tick thread, which calls _onTick.
