@@ -1,19 +1,21 @@
 """Scale: memory per node with many jobs and many runs, restart time, compaction, and next-fire
 planning for 100,000 jobs against croniter called naively.
 
-    python -m bench scale            # 100,000 jobs; 100 x 10,000 backfilled runs (1,000,000)
-    python -m bench scale --quick    # 20,000 jobs; 10 x 10,000 runs
+    python -m bench scale            # 1,000,000 jobs of the realistic mix; the million-job targets last
+    python -m bench scale --quick    # 20,000 daily jobs; 10 x 10,000 runs
+    python -m bench scale --jobs 100000 --mix daily --backfill-jobs 100   # the first round's figures
 
 One 3-node cluster with `raft.compaction_min_entries` lowered (1,000) so a compaction can be
 provoked; the phases run in the order 1, 4, 3, 2, 5 (jobs, compaction, restart, runs, finished runs), because a
 state with hundreds of thousands of live runs destabilises the cluster (see RESULTS.md); a thread watches every node's `raft.dump.tmp` (pysyncobj writes the snapshot there,
 in a forked child, then renames it) every 5 ms, so each compaction's duration is known.
 
-1. **memory, jobs**: RSS (VmRSS) of each node when idle, then after applying N jobs (daily
-   schedules with distinct minute/hour, 5 time zones, far from firing; 2,000 per ApplyJobs).
-2. **memory, runs**: 100 jobs `* * * * * *` (histories kept 10,000 runs long), each backfilled
-   with 10,000 past slots (BackfillJob, the largest one call takes): 1,000,000 run records,
-   QUEUED (no worker runs yet).
+1. **memory, jobs**: RSS (VmRSS) of each node when idle, then after applying N jobs (`--mix`:
+   realistic by default, the per-customer mix of the million-job target; daily, the first
+   round's yearly-apart daily schedules in 5 zones, with --quick; 2,000 per ApplyJobs).
+2. **memory, runs** (`--backfill-jobs` above 0): 100 jobs `* * * * * *` (histories kept 10,000
+   runs long), each backfilled with 10,000 past slots (BackfillJob, the largest one call takes):
+   1,000,000 run records, QUEUED (no worker runs yet).
 5. **memory, finished runs** (after 2; `--no-finish` skips it): 4 worker processes x 128 execute
    every backfilled run (`bench.noop`), then RSS again: the same million runs retained as
    finished runs, each with its attempt.
@@ -723,15 +725,17 @@ def million_job_targets(c: dict) -> list[list]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = bench_parser("scale", __doc__, port_base=7980)
-    parser.add_argument("--jobs", type=int, help="jobs (100,000; 20,000 with --quick)")
+    parser.add_argument("--jobs", type=int, help="jobs (1,000,000; 20,000 with --quick)")
     parser.add_argument(
-        "--backfill-jobs", type=int, help="jobs backfilled with 10,000 runs each (100; 10 with --quick)"
+        "--backfill-jobs",
+        type=int,
+        help="jobs backfilled with 10,000 runs each (0; 10 with --quick; 100 for the first round's million runs)",
     )
     parser.add_argument("--phases", default="cluster,planning")
     parser.add_argument(
-        "--mix",
+        "--mix",  # default: realistic, daily with --quick
         choices=("daily", "realistic"),
-        default="daily",
+        default=None,
         help="daily: yearly-apart daily schedules in 5 zones (the 100,000-job baseline); realistic: "
         "per-customer templates from every minute to yearly, a third in DST zones, a tenth with payloads",
     )
@@ -748,8 +752,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     quick = args.quick
-    n_jobs = args.jobs or (20_000 if quick else 100_000)
-    bf_jobs = args.backfill_jobs if args.backfill_jobs is not None else (10 if quick else 100)
+    n_jobs = args.jobs or (20_000 if quick else 1_000_000)
+    bf_jobs = args.backfill_jobs if args.backfill_jobs is not None else (10 if quick else 0)
+    args.mix = args.mix or ("daily" if quick else "realistic")
     phases = set(args.phases.split(","))
     raise_on_sigterm()
     root = Path(tempfile.mkdtemp(prefix="raftcron-bench-scale-"))
