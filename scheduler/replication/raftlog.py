@@ -112,9 +112,8 @@ class RaftTuning:
     # it survives killed processes, not a power loss of a majority.
     sync: bool = True
     # A follower whose link to the leader closed dials the leader's Raft port; refused, it stands
-    # for election at its turn (0.2 s apart) instead of after its timeout (leader_exit.py). Off
-    # by default until the elections it caused in two CI runs are understood.
-    elect_when_leader_exits: bool = False
+    # for election at its turn (0.2 s apart) instead of after its timeout (leader_exit.py).
+    elect_when_leader_exits: bool = True
     compaction_min_entries: int = 50_000
     compaction_min_time_s: float = 600.0
 
@@ -280,7 +279,7 @@ class _RaftcronSyncObj(LogFormatMixin, FollowerAppendMixin, ApplyBudgetMixin, Le
         keepalive_period_s: float,
         eager_append: bool = True,
         journal_sync: bool = True,
-        elect_when_leader_exits: bool = False,
+        elect_when_leader_exits: bool = True,
         **kwargs,
     ) -> None:
         # Set before SyncObj starts its tick thread, which calls _onTick.

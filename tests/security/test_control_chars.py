@@ -85,8 +85,7 @@ def test_the_rpc_boundary_cleans_a_completion_before_the_servicer():
 def test_a_hostile_completion_forges_no_log_line_and_reaches_no_terminal(make_cluster):
     cluster = make_cluster(3, alert_routes={"default": {"log": True}})
     cluster.start()
-    leader = cluster.wait_for_leader(60)
-    term = cluster.status(leader).term
+    cluster.wait_for_leader(60)
     job = JobSpec(
         id="hostile",
         schedule="0 0 1 1 *",
@@ -134,5 +133,14 @@ def test_a_hostile_completion_forges_no_log_line_and_reaches_no_terminal(make_cl
     )
     (run,) = [r for r in json.loads(listed.stdout) if r["run_key"] == run_key]
     assert run["error"] == stored_text(HOSTILE)  # stored without the controls, as replicated
-    status = cluster.status(leader)
-    assert status is not None and (status.role, status.term) == ("leader", term)
+    # The hostile text stopped nothing: every node process still runs, none saw its leader's
+    # process exit, and the cluster still commits a write. (Not "the leader kept its term": on a
+    # loaded 2-core CI machine a stalled Raft tick can cost an election unrelated to this text.)
+    assert all(member.alive() for member in cluster.members)
+    for member in cluster.members:
+        assert "exited (its Raft port refuses connections)" not in member.log_path.read_text(errors="replace")
+    with cluster.client(timeout_s=10) as client:
+        client.apply_jobs(
+            jobs=[spec_to_pb(JobSpec(id="after", schedule="0 0 1 1 *", target_kind="handler", target="t"))]
+        )
+        assert client.get_job(job_id="after").job.spec.id == "after"

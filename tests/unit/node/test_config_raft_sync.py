@@ -33,9 +33,9 @@ def test_sync_must_be_a_boolean(tmp_path):
         load(tmp_path, "raft: {sync: 'sometimes'}\n")
 
 
-def test_electing_when_the_leader_exits_is_off_by_default_and_can_be_turned_on(tmp_path):
-    assert load(tmp_path, "").raft_settings().tuning.elect_when_leader_exits is False
-    assert load(tmp_path, "raft: {elect_when_leader_exits: true}\n").raft.elect_when_leader_exits is True
+def test_electing_when_the_leader_exits_is_on_by_default_and_can_be_turned_off(tmp_path):
+    assert load(tmp_path, "").raft_settings().tuning.elect_when_leader_exits is True
+    assert load(tmp_path, "raft: {elect_when_leader_exits: false}\n").raft.elect_when_leader_exits is False
 
 
 def test_electing_when_the_leader_exits_must_be_a_boolean(tmp_path):
