@@ -60,6 +60,11 @@ from bench.scale import APPLY_CALLERS, realistic_specs
 from scheduler.core.model import JobSpec
 from worker.api.v1 import common_pb2
 
+# How long a restarted node may take to catch up before the run stops killing. With a million
+# jobs and no snapshot on disk yet it replays its whole journal (17-26 s under this load), and a
+# restart during the leader's compaction also waits for that snapshot (over 60 s once).
+CATCH_UP_LIMIT_S = 300.0
+
 
 def longest_gap(times: list[float], start: float, end: float) -> tuple[float, float | None]:
     inside = sorted(t for t in times if start <= t <= end)
@@ -95,13 +100,16 @@ def run(root: Path, port_base: int, jobs: int, kills: int, workers: int, concurr
                 for i in range(jobs)
             ]
             apply_specs(client, specs)
-            fleet.start(workers, concurrency, "bench.noop", max_life_s=60 + kills * 30)
+            fleet.start(workers, concurrency, "bench.noop", max_life_s=120 + kills * 60)
             fleet.wait_ready(60)
             warm_start = time.time()
             time.sleep(6.0)
             out["warmup"] = (warm_start + 1, time.time())
             for rep in range(1, kills + 1):
                 out["reps"].append(kill_once(cluster, rep))
+                if "problem" in out["reps"][-1]:  # the next kill would find two nodes, one behind
+                    out["problems"].append(f"rep {rep}: {out['reps'][-1]['problem']}; no further kills")
+                    break
             out["span"] = (warm_start, time.time())
             time.sleep(2.0)
         finally:
@@ -145,19 +153,21 @@ def kill_once(cluster, rep: int) -> dict:
             status = cluster.status(leader)
             return status is not None and status.applied_index >= target and status.ready
 
-        deadline = time.time() + 60
+        deadline = time.time() + CATCH_UP_LIMIT_S
         while not caught_up():
             if time.time() > deadline:
-                raise TimeoutError(f"restarted {leader} did not catch up within 60s")
+                result["problem"] = f"restarted {leader} did not catch up within {CATCH_UP_LIMIT_S:.0f}s"
+                break
             time.sleep(0.05)
-        result["s_restart_to_caught_up"] = time.time() - restart_at
-        time.sleep(1.5)
+        else:
+            result["s_restart_to_caught_up"] = time.time() - restart_at
+            time.sleep(1.5)
     finally:
         for poller in pollers.values():
             poller.stop()
     log(
         f"failover rep {rep}: killed {leader}; {result['new_leader']} raft leader after {fmt(result['s_to_raft_leader'])}s, "
-        f"ready after {fmt(result['s_to_ready'])}s; restarted node caught up in {fmt(result['s_restart_to_caught_up'])}s"
+        f"ready after {fmt(result['s_to_ready'])}s; restarted node caught up in {fmt(result.get('s_restart_to_caught_up'))}s"
     )
     return result
 
