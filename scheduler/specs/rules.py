@@ -47,6 +47,9 @@ MAX_PAUSE_AFTER_FAILURES = 10_000
 MAX_DEADLINE_US = 7 * DAY
 # The ways a job fires, as YAML keys; a job uses at most one (none: manual-only).
 WAYS_TO_FIRE = ("schedule", "schedules", "every", "at")
+# Unicode's categories Cc (C0, DEL, C1) and Cs (surrogates): what a caller's string may not hold.
+# A scan in C, not a category lookup per character: ApplyJobs checks six strings of every job.
+_CONTROL_OR_SURROGATE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 TARGET_KINDS = tuple(TargetKind)
 MISFIRE_POLICIES = tuple(Misfire)
@@ -345,13 +348,15 @@ def _string_problem(value: object, *, allow_empty: bool = True, max_chars: int =
         return "must not be empty"
     if max_chars and len(value) > max_chars:
         return f"is {len(value)} characters long; at most {max_chars} are allowed"
-    for char in value:
-        category = unicodedata.category(char)
-        if category == "Cc":
-            return f"contains the control character {char!r}"
-        if category == "Cs":
-            return f"contains a lone surrogate {char!r}"
-    return None
+    if value.isascii() and value.isprintable():
+        return None  # the usual id or name: no ASCII control character, and nothing else to look for
+    found = _CONTROL_OR_SURROGATE.search(value)
+    if found is None:
+        return None
+    char = found.group()
+    if unicodedata.category(char) == "Cc":
+        return f"contains the control character {char!r}"
+    return f"contains a lone surrogate {char!r}"
 
 
 def name_problem(value: object) -> str | None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
+import unicodedata
 from pathlib import Path
 
 import msgspec
@@ -29,6 +31,7 @@ from scheduler.specs import (
 )
 from scheduler.specs.problems import _short
 from scheduler.specs.reader import _JOB_KEYS
+from scheduler.specs.rules import text_problem
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "jobs.yaml"
 MINUTE_US = 60 * SECOND_US
@@ -1012,3 +1015,18 @@ def test_any_text_gives_specs_or_a_spec_error(text: str) -> None:
 @given(st.dictionaries(st.sampled_from([f.name for f in msgspec.structs.fields(JobSpec)]), anything))
 def test_validate_spec_never_raises(fields: dict[str, object]) -> None:
     assert isinstance(validate_spec(spec(**fields)), list)
+
+
+def test_the_string_scan_finds_exactly_unicodes_control_and_surrogate_characters():
+    # The scan is a regular expression (speed); the definition is Unicode's categories Cc and Cs.
+    from scheduler.specs.rules import _CONTROL_OR_SURROGATE
+
+    differ = [
+        code
+        for code in range(sys.maxunicode + 1)
+        if (unicodedata.category(chr(code)) in ("Cc", "Cs")) != bool(_CONTROL_OR_SURROGATE.search(chr(code)))
+    ]
+    assert differ == []
+    assert text_problem("ok \u00e9\u4e2d", 64) is None
+    assert text_problem("a\x85b", 64) == "contains the control character '\\x85'"
+    assert text_problem("a\ud800b", 64) == "contains a lone surrogate '\\ud800'"
