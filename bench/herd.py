@@ -64,6 +64,8 @@ from bench._harness.metrics import node_counters
 from bench._harness.poller import StatusPoller
 from bench._harness.rawraft import raw_ports
 from bench._harness.report import bench_parser, finish, log, new_report
+from bench.claims import run_raw
+from bench.fire_lateness import run_apscheduler
 from scheduler.core.model import JobSpec, Resource
 from worker.api.v1 import common_pb2
 
@@ -359,10 +361,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_baselines(root: Path, ports: PortAllocator, n: int, which: list[str]) -> dict:
     """The pinned herd's baselines, each in this run and on this machine (see the docstring)."""
-    # Imported here: each is another benchmark's, and a bench module imports only the harness at load.
-    from bench.claims import run_raw
-    from bench.fire_lateness import run_apscheduler
-
     out: dict = {"problems": []}
     if "raw" in which:
         raw = run_raw(root, ports.take(raw_ports), reps=1)

@@ -31,7 +31,7 @@ from scheduler.specs import (
 )
 from scheduler.specs.problems import _short
 from scheduler.specs.reader import _JOB_KEYS
-from scheduler.specs.rules import text_problem
+from scheduler.specs.rules import _CONTROL_OR_SURROGATE, text_problem
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "jobs.yaml"
 MINUTE_US = 60 * SECOND_US
@@ -1019,8 +1019,6 @@ def test_validate_spec_never_raises(fields: dict[str, object]) -> None:
 
 def test_the_string_scan_finds_exactly_unicodes_control_and_surrogate_characters():
     # The scan is a regular expression (speed); the definition is Unicode's categories Cc and Cs.
-    from scheduler.specs.rules import _CONTROL_OR_SURROGATE
-
     differ = [
         code
         for code in range(sys.maxunicode + 1)
