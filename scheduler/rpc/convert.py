@@ -76,20 +76,9 @@ def duration_us(message, field: str, default_us: int) -> int:
 
 def spec_from_pb(spec: pb.JobSpec) -> model.JobSpec:
     """Unset fields take the documented defaults; validation happens after, on the core record."""
-    retry_defaults, misfire_defaults = model.RetryPolicy(), model.MisfirePolicy()
-    retry = model.RetryPolicy(
-        max_attempts=spec.retry.max_attempts or retry_defaults.max_attempts,
-        backoff_initial_us=duration_us(spec.retry, "backoff_initial", retry_defaults.backoff_initial_us),
-        backoff_max_us=duration_us(spec.retry, "backoff_max", retry_defaults.backoff_max_us),
-        backoff_multiplier=spec.retry.backoff_multiplier or retry_defaults.backoff_multiplier,
-        within_us=duration_us(spec.retry, "within", 0),
-        **({"final_exit_codes": tuple(spec.retry.final_exit_codes)} if spec.retry.final_exit_codes else {}),
-    )
-    misfire = model.MisfirePolicy(
-        policy=spec.misfire.policy or misfire_defaults.policy,
-        grace_us=duration_us(spec.misfire, "grace", misfire_defaults.grace_us),
-        max_catch_up=spec.misfire.max_catch_up if spec.HasField("misfire") else misfire_defaults.max_catch_up,
-    )
+    has_misfire = spec.HasField("misfire")
+    retry = _converted(_RETRY_MEMO, spec.retry, True, _retry_from_pb)
+    misfire = _converted(_MISFIRE_MEMO, spec.misfire, has_misfire, _misfire_from_pb)
     kind = spec.target.WhichOneof("kind") or TargetKind.HANDLER
     http = http_from_pb(spec.target.http) if kind == TargetKind.HTTP else None
     return model.JobSpec(
@@ -111,11 +100,55 @@ def spec_from_pb(spec: pb.JobSpec) -> model.JobSpec:
         overlap=OVERLAP_FROM_PB.get(spec.overlap, Overlap.ALLOW),
         paused=spec.paused,
         uses=tuple(spec.uses),
-        history=history_from_pb(spec.history),
+        history=_converted(_HISTORY_MEMO, spec.history, True, _history_from_pb),
         **_ways_to_fire_from_pb(spec),
         calendar=calendar_rule_from_pb(spec.calendar) if spec.HasField("calendar") else msgspec.UNSET,
         http=http if http else msgspec.UNSET,
     )
+
+
+def _retry_from_pb(retry: pb.RetryPolicy, _is_set: bool) -> model.RetryPolicy:
+    defaults = model.RetryPolicy()
+    return model.RetryPolicy(
+        max_attempts=retry.max_attempts or defaults.max_attempts,
+        backoff_initial_us=duration_us(retry, "backoff_initial", defaults.backoff_initial_us),
+        backoff_max_us=duration_us(retry, "backoff_max", defaults.backoff_max_us),
+        backoff_multiplier=retry.backoff_multiplier or defaults.backoff_multiplier,
+        within_us=duration_us(retry, "within", 0),
+        **({"final_exit_codes": tuple(retry.final_exit_codes)} if retry.final_exit_codes else {}),
+    )
+
+
+def _misfire_from_pb(misfire: pb.MisfirePolicy, is_set: bool) -> model.MisfirePolicy:
+    defaults = model.MisfirePolicy()
+    return model.MisfirePolicy(
+        policy=misfire.policy or defaults.policy,
+        grace_us=duration_us(misfire, "grace", defaults.grace_us),
+        max_catch_up=misfire.max_catch_up if is_set else defaults.max_catch_up,
+    )
+
+
+# A million jobs applied carry a handful of distinct policies (a platform's templates, the
+# defaults): each distinct one is converted once, keyed by its wire bytes, and the frozen record
+# shared. Cleared when full, so a caller sending ever-new policies costs memory no longer.
+_MEMO_MAX = 1024
+_RETRY_MEMO: dict[tuple[bool, bytes], model.RetryPolicy] = {}
+_MISFIRE_MEMO: dict[tuple[bool, bytes], model.MisfirePolicy] = {}
+_HISTORY_MEMO: dict[tuple[bool, bytes], model.HistoryPolicy] = {}
+
+
+def _converted(memo: dict, message, is_set: bool, convert):
+    key = (is_set, message.SerializeToString(deterministic=True))
+    found = memo.get(key)
+    if found is None:
+        if len(memo) >= _MEMO_MAX:
+            memo.clear()
+        found = memo[key] = convert(message, is_set)
+    return found
+
+
+def _history_from_pb(history: pb.HistoryPolicy, _is_set: bool) -> model.HistoryPolicy:
+    return history_from_pb(history)
 
 
 def http_from_pb(http: pb.HttpTarget) -> model.HttpTarget:

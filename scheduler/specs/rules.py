@@ -106,15 +106,13 @@ def _spec_problems(spec: JobSpec) -> list[tuple[str, str]]:
     check("class", _name_problem(spec.job_class))
     check("timeout", _duration_problem(spec.timeout_us, 1, MAX_TIMEOUT_US))
     if isinstance(spec.retry, RetryPolicy):
-        found.extend(_retry_problems(spec.retry))
+        found.extend(_shared_record_problems(spec.retry, _retry_problems))
     else:
         check("retry", f"must be a retry policy, not {type_name(spec.retry)}")
     check("priority", _int_problem(spec.priority, -1000, 1000))
     check("payload", _payload_json_problem(spec.payload_json))
     if isinstance(spec.misfire, MisfirePolicy):
-        check("misfire.policy", _choice_problem(spec.misfire.policy, MISFIRE_POLICIES))
-        check("misfire.grace", _duration_problem(spec.misfire.grace_us, 0, MAX_GRACE_US))
-        check("misfire.max_catch_up", _int_problem(spec.misfire.max_catch_up, 0, 1000))
+        found.extend(_shared_record_problems(spec.misfire, _misfire_problems))
     else:
         check("misfire", f"must be a misfire policy, not {type_name(spec.misfire)}")
     check("dst.gap", _choice_problem(spec.dst_gap, ("", *DST_GAP_RULES)))
@@ -124,7 +122,7 @@ def _spec_problems(spec: JobSpec) -> list[tuple[str, str]]:
     if not isinstance(spec.paused, bool):
         check("paused", f"must be true or false, not {type_name(spec.paused)}")
     check("uses", _uses_problem(spec.uses))
-    found.extend(_history_problems(spec.history))
+    found.extend(_shared_record_problems(spec.history, _history_problems))
     found.extend(_ways_to_fire_problems(spec))
     if spec.calendar:
         found.extend(calendar_rule_problems(spec.calendar, _name_problem))
@@ -295,6 +293,33 @@ def _schedule_problem(expr: str, timezone: str, gap: str, repeat: str) -> tuple[
     return ("schedule", None)
 
 
+# Specs converted from the wire share one record per distinct policy (rpc/convert.py), so a
+# million applied jobs hold a handful: each is checked once. Keyed by identity, with the record
+# held so that its id cannot be reused while listed; cleared when full.
+_SHARED_RECORD_PROBLEMS: dict[int, tuple[object, list[tuple[str, str]]]] = {}
+_SHARED_RECORDS_MAX = 1024
+
+
+def _shared_record_problems(record: object, problems_of) -> list[tuple[str, str]]:
+    entry = _SHARED_RECORD_PROBLEMS.get(id(record))
+    if entry is not None and entry[0] is record:
+        return entry[1]
+    found = problems_of(record)
+    if len(_SHARED_RECORD_PROBLEMS) >= _SHARED_RECORDS_MAX:
+        _SHARED_RECORD_PROBLEMS.clear()
+    _SHARED_RECORD_PROBLEMS[id(record)] = (record, found)
+    return found
+
+
+def _misfire_problems(misfire: MisfirePolicy) -> list[tuple[str, str]]:
+    found = [
+        ("misfire.policy", _choice_problem(misfire.policy, MISFIRE_POLICIES)),
+        ("misfire.grace", _duration_problem(misfire.grace_us, 0, MAX_GRACE_US)),
+        ("misfire.max_catch_up", _int_problem(misfire.max_catch_up, 0, 1000)),
+    ]
+    return [(field, message) for field, message in found if message]
+
+
 def _history_problems(history: object) -> list[tuple[str, str]]:
     if not isinstance(history, HistoryPolicy):
         return [("history", f"must be a retention policy, not {type_name(history)}")]
@@ -439,11 +464,11 @@ def _choices(choices: tuple[str, ...], got: object = None) -> str:
 
 
 def _jitter_problem(value: object) -> str | None:
+    if value == "auto" or value == "pinned":
+        return None
     expected = f"must be 'auto', 'pinned' or a window of at most {format_duration_us(MAX_JITTER_US)}"
     if not isinstance(value, str):
         return f"{expected}, not {type_name(value)}"
-    if value in ("auto", "pinned"):
-        return None
     try:
         window = parse_duration_us(value, "jitter")
     except DurationError:
