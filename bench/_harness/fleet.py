@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -11,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench._harness.benchworker import read_stats
 from bench._harness.common import ROOT, scan_logs
 from scheduler.local import LocalCluster
 
@@ -55,7 +55,7 @@ class WorkerFleet:
                         "--targets",
                         targets,
                         "--stats",
-                        str(self.out_dir / f"{worker_id}.json"),
+                        str(self.out_dir / f"{worker_id}.jsonl"),
                         "--max-life",
                         str(max_life_s),
                         "--lease-wait",
@@ -105,10 +105,9 @@ class WorkerFleet:
     def stats(self) -> list[dict]:
         found = []
         for worker_id, _ in self.processes:
-            path = self.out_dir / f"{worker_id}.json"
+            path = self.out_dir / f"{worker_id}.jsonl"
             if path.exists():
-                with contextlib.suppress(ValueError):
-                    found.append(json.loads(path.read_text()))
+                found.append(read_stats(path))
         return found
 
     def completed(self, stats: list[dict] | None = None) -> int:
