@@ -21,6 +21,7 @@ BENCHMARKS = {
     "journal": "bench.journal",
     "planning": "bench.planning",
     "groups": "bench.groups",
+    "apply_path": "bench.apply_path",
 }
 
 
