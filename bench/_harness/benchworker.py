@@ -66,8 +66,8 @@ def read_stats(path: Path) -> dict:
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
             record = json.loads(line)
-        except ValueError:
-            break
+        except ValueError:  # still being written (or cut short by the worker's death)
+            continue
         for key, value in record.items():
             if key in APPENDED:
                 merged[key].extend(value)
