@@ -294,20 +294,22 @@ def _schedule_problem(expr: str, timezone: str, gap: str, repeat: str) -> tuple[
 
 
 # Specs converted from the wire share one record per distinct policy (rpc/convert.py), so a
-# million applied jobs hold a handful: each is checked once. Keyed by identity, with the record
-# held so that its id cannot be reused while listed; cleared when full.
-_SHARED_RECORD_PROBLEMS: dict[int, tuple[object, list[tuple[str, str]]]] = {}
+# million applied jobs hold a handful: each is checked once. Keyed by identity and by the check
+# (one object may sit in two fields of a spec built in code), with the record held so that its
+# id cannot be reused while listed; cleared when full.
+_SHARED_RECORD_PROBLEMS: dict[tuple[int, object], tuple[object, list[tuple[str, str]]]] = {}
 _SHARED_RECORDS_MAX = 1024
 
 
 def _shared_record_problems(record: object, problems_of) -> list[tuple[str, str]]:
-    entry = _SHARED_RECORD_PROBLEMS.get(id(record))
+    key = (id(record), problems_of)
+    entry = _SHARED_RECORD_PROBLEMS.get(key)
     if entry is not None and entry[0] is record:
         return entry[1]
     found = problems_of(record)
     if len(_SHARED_RECORD_PROBLEMS) >= _SHARED_RECORDS_MAX:
         _SHARED_RECORD_PROBLEMS.clear()
-    _SHARED_RECORD_PROBLEMS[id(record)] = (record, found)
+    _SHARED_RECORD_PROBLEMS[key] = (record, found)
     return found
 
 

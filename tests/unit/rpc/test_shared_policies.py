@@ -94,6 +94,16 @@ def test_a_shared_record_is_checked_once_and_its_answer_not_leaked_between_recor
     assert [p.field for p in problems] == ["retry.max_attempts"]
 
 
+def test_one_record_in_two_fields_is_checked_by_each_fields_rule():
+    # A spec built in code may put its retry policy where the history belongs: the history rule
+    # still refuses it, though the retry rule has just passed the same object.
+    retry = model.RetryPolicy(max_attempts=4)
+    spec = model.JobSpec(
+        id="a", schedule="*/5 * * * *", target_kind="handler", target="jobs.ok", retry=retry, history=retry
+    )
+    assert [p.field for p in validate_spec(spec)] == ["history"]
+
+
 def _fields(spec: model.JobSpec) -> dict:
     return {name: getattr(spec, name) for name in spec.__struct_fields__}
 
