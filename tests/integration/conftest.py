@@ -30,10 +30,16 @@ def _ports_free(base: int, count: int) -> bool:
     return True
 
 
+# Below Linux's ephemeral range (32768-60999 by default): a port drawn there can be handed to
+# some process's outgoing connection between our probe and the node's bind, which failed a
+# cluster test with "Address already in use".
+PORT_BASES = range(10_000, 32_000)
+
+
 def free_port_base(count: int = 5) -> int:
     """A base P such that P+1.. and P+101.. are free on loopback."""
     for _ in range(100):
-        base = random.randrange(20_000, 40_000, 200)
+        base = random.randrange(PORT_BASES.start, PORT_BASES.stop, 200)
         if _ports_free(base, count):
             return base
     raise RuntimeError("no free port range found")

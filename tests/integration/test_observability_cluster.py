@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from scheduler.core.model import JobSpec
 from scheduler.local import LocalCluster, wait_until
 from scheduler.rpc.convert import spec_to_pb
-from tests.integration.conftest import FAST_RAFT, assert_clean_logs
+from tests.integration.conftest import FAST_RAFT, PORT_BASES, assert_clean_logs
 from worker.api.v1 import worker_pb2 as wpb
 
 pytestmark = [
@@ -42,7 +42,7 @@ def _free(port: int) -> bool:
 def port_base_with_metrics(nodes: int) -> int:
     """A base P such that Raft (P+i), gRPC (P+100+i) and metrics (P+200+i) ports are free."""
     for _ in range(100):
-        base = random.randrange(20_000, 40_000, 300)
+        base = random.randrange(PORT_BASES.start, PORT_BASES.stop, 300)
         if all(_free(base + offset + i) for offset in (0, 100, 200) for i in range(1, nodes + 1)):
             return base
     raise RuntimeError("no free port range found")

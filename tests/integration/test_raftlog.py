@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import logging
 import random
-import socket
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -26,6 +25,7 @@ from scheduler.core.results import JobAdded, LeadershipClaimed, Result, RunClaim
 from scheduler.replication import NotLeader, RaftLog, RaftSettings, RaftTuning
 from scheduler.replication.raftlog import MAX_ENTRY_BYTES
 from tests.fakes import T0_US, FakeClock, spec
+from tests.integration.conftest import free_port_base
 
 pytestmark = pytest.mark.integration
 
@@ -56,14 +56,9 @@ def wait_until(condition: Callable[[], T], what: str, timeout_s: float = TIMEOUT
 
 
 def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+    """Free loopback ports outside the ephemeral range (see conftest.PORT_BASES)."""
+    base = free_port_base(count)
+    return [base + i for i in range(1, count + 1)]
 
 
 def settings_for(address: str, addresses: list[str], data_dir: Path, **overrides) -> RaftSettings:

@@ -286,9 +286,7 @@ def test_mutual_tls_an_unauthenticated_raft_message_and_the_dashboard(tmp_path):
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    return free_port_base(1) + 1
 
 
 def start_raftlog(data_dir: Path, password: str | None) -> RaftLog:
