@@ -66,14 +66,16 @@ class _Pending:
 
     def __init__(self, request: worker_pb2.CompleteRequest, on_answer: Answered | None = None) -> None:
         self.request = request
-        self.done = threading.Event()
+        # Only a waiter (`send`) needs an Event; a callback report (the hot path) does not.
+        self.done = threading.Event() if on_answer is None else None
         self.response: worker_pb2.CompleteResponse | None = None
         self.error: BaseException | None = None
         self.on_answer = on_answer  # called by the sender thread instead of waking a waiter
 
     def settle(self) -> None:
         if self.on_answer is None:
-            self.done.set()
+            if self.done is not None:  # always, without a callback (see __init__)
+                self.done.set()
             return
         try:
             self.on_answer(self.response, self.error)
@@ -117,6 +119,7 @@ class CompletionBatcher:
         if self._unary_only:
             return self._client.complete(request, timeout_s=self._call_timeout_s)
         pending = self._enqueue(_Pending(request))
+        assert pending.done is not None
         pending.done.wait()
         if pending.error is not None:
             raise pending.error

@@ -140,10 +140,23 @@ class RunContext:
         self.worker_id = worker_id
         self.target = target
         self.idempotency_key = idempotency_key_for(run_key)
-        self.cancelled = threading.Event()
+        self._cancelled: threading.Event | None = None  # made when first asked for (see `cancelled`)
         self._cancel_reason: CancelReason | None = None
         self._lock = threading.Lock()
         self._cancel_callbacks: list[Callable[[], None]] = []
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the attempt must stop (see `cancel_reason`).
+
+        Made on first use: most handlers never look at it, and an Event (with its Condition)
+        was a measurable part of a short run's cost on a busy worker (bench execution)."""
+        with self._lock:
+            if self._cancelled is None:
+                self._cancelled = threading.Event()
+                if self._cancel_reason is not None:
+                    self._cancelled.set()
+            return self._cancelled
 
     @property
     def cancel_reason(self) -> CancelReason | None:
@@ -151,7 +164,7 @@ class RunContext:
         return self._cancel_reason
 
     def is_cancelled(self) -> bool:
-        return self.cancelled.is_set()
+        return self._cancel_reason is not None
 
     def time_left_s(self) -> float | None:
         """Seconds until the deadline (negative once it passed); None without a deadline."""
@@ -167,7 +180,9 @@ class RunContext:
                 return False
             self._cancel_reason = reason
             callbacks, self._cancel_callbacks = self._cancel_callbacks, []
-        self.cancelled.set()
+            event = self._cancelled  # one made later is made set
+        if event is not None:
+            event.set()
         for callback in callbacks:
             _call_safely(callback, self.run_key)
         return True

@@ -37,6 +37,13 @@ class HeldLease:
         self.ref = worker_pb2.LeaseRef(
             job_id=grant.job_id, scheduled_at=grant.scheduled_at, fencing_token=grant.fencing_token
         )
+        # The table's key, read three times a run: kept rather than read from the message again.
+        self.key: tuple[str, int, int, int] = (
+            grant.job_id,
+            grant.scheduled_at.seconds,
+            grant.scheduled_at.nanos,
+            grant.fencing_token,
+        )
         self.run_key = grant.run_key
         self.ctx = ctx
         self.lease_ttl_s = lease_ttl_s
@@ -52,10 +59,6 @@ class HeldLease:
         self.capture = Capture()
         self._reported = False
         self._lock = threading.Lock()
-
-    @property
-    def key(self) -> tuple[str, int, int, int]:
-        return (self.ref.job_id, self.ref.scheduled_at.seconds, self.ref.scheduled_at.nanos, self.ref.fencing_token)
 
     def claim_report(self, even_if_lost: bool = False) -> bool:
         """True for the one caller that may report this attempt's outcome (a lost lease's only
