@@ -275,6 +275,10 @@ class Dispatcher:
             self._take_inbox()
             self._promote_ready(now_us)
             queues = [self._ready[t] for t in leased_queues(targets, list(self._ready)) if self._ready.get(t)]
+            if len(queues) == 1:  # one target (the usual worker): its own order, without comparing queues
+                queue = queues[0]
+                while len(picked) < max_runs and queue:
+                    picked.append(heapq.heappop(queue)[2])
             while len(picked) < max_runs:
                 best = min((q for q in queues if q), key=lambda q: q[0], default=None)
                 if best is None:

@@ -7,6 +7,7 @@ not guarantee; conversions here are exact integer arithmetic.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta, timezone
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -29,6 +30,9 @@ def from_us(instant_us: int) -> datetime:
     return _EPOCH + timedelta(microseconds=instant_us)
 
 
+# Instants repeat: a herd's runs share one, and every grant and run key of it is formatted. A
+# hit costs about a tenth of the formatting (bench execution's leader formats each grant's key).
+@functools.lru_cache(maxsize=4096)
 def format_us(instant_us: int) -> str:
     """Format an instant as ISO-8601 UTC with a ``Z`` suffix.
 

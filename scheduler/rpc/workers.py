@@ -26,7 +26,6 @@ from scheduler.rpc.attempt_output import (
 from scheduler.rpc.convert import (
     COMPLETION_FROM_PB,
     LEASE_OUTCOME_TO_PB,
-    duration,
     duration_us,
     printable_run_key,
     target_to_pb,
@@ -63,17 +62,27 @@ def _fenced_outcome(event) -> int:
 
 def _grant_to_pb(granted: Granted) -> wpb.LeaseGrant:
     run, event = granted.run, granted.event
-    return wpb.LeaseGrant(
+    grant = wpb.LeaseGrant(
         job_id=run.job_id,
-        scheduled_at=timestamp(run.scheduled_us),
         run_key=printable_run_key(run.job_id, run.scheduled_us),
         fencing_token=event.fencing_token,
         attempt=event.attempt,
-        deadline=timestamp(event.deadline_us),
-        lease_ttl=duration(run.lease_ttl_us),
         target=target_to_pb(granted.spec),  # not spec_to_pb: a grant needs the target alone
         payload_json=run_payload_json(run, granted.spec),
     )
+    # Set in place rather than built and copied in: the leader converts every run it grants.
+    if run.scheduled_us:  # a zero instant stays unset, as timestamp() leaves it
+        _set_us(grant.scheduled_at, run.scheduled_us)
+    if event.deadline_us:
+        _set_us(grant.deadline, event.deadline_us)
+    _set_us(grant.lease_ttl, run.lease_ttl_us)
+    return grant
+
+
+def _set_us(message, us: int) -> None:
+    """Set a Timestamp or Duration (present, even at zero) to `us` microseconds."""
+    message.seconds, micros = divmod(us, 1_000_000)
+    message.nanos = micros * 1000
 
 
 class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
