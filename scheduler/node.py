@@ -11,6 +11,7 @@ from concurrent import futures
 import grpc
 
 from scheduler.allocator import tune_allocator
+from scheduler.collector import collector_settings, tune_collector
 from scheduler.config import NodeConfig, Peer
 from scheduler.leader.alerting import AlertDispatcher
 from scheduler.leader.cluster_version import ClusterVersionLoop
@@ -285,7 +286,10 @@ def serve(config: NodeConfig) -> int:
     # Before Node() starts any thread: an arena limit binds the arenas created afterwards.
     if applied := tune_allocator():
         log.info("malloc settings: %s", " ".join(f"{k}={v}" for k, v in applied.items()))
+    collector = collector_settings()  # a bad RAFTCRON_GC_THRESHOLDS fails here, before any port opens
     node = Node(config)
+    if applied := tune_collector(collector):
+        log.info("garbage collector: %s", " ".join(f"{k}={v}" for k, v in applied.items()))
     stopping = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 SCHEDULER = Path(__file__).resolve().parents[3] / "scheduler"
-NODE_PROCESS = {"__init__.py", "node.py", "config.py", "logs.py", "allocator.py", "membership.py"}
+NODE_PROCESS = {"__init__.py", "node.py", "config.py", "logs.py", "allocator.py", "collector.py", "membership.py"}
 
 
 def test_the_scheduler_root_holds_only_the_node_process_modules():
