@@ -45,6 +45,12 @@ def free_port_base(count: int = 5) -> int:
     raise RuntimeError("no free port range found")
 
 
+def free_ports(count: int) -> list[int]:
+    """`count` free loopback ports outside the ephemeral range (see PORT_BASES)."""
+    base = free_port_base(count)
+    return [base + i for i in range(1, count + 1)]
+
+
 @pytest.fixture
 def make_cluster(tmp_path):
     """Build LocalClusters that are always stopped, even when the test fails."""

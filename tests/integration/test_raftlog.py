@@ -25,7 +25,7 @@ from scheduler.core.results import JobAdded, LeadershipClaimed, Result, RunClaim
 from scheduler.replication import NotLeader, RaftLog, RaftSettings, RaftTuning
 from scheduler.replication.raftlog import MAX_ENTRY_BYTES
 from tests.fakes import T0_US, FakeClock, spec
-from tests.integration.conftest import free_port_base
+from tests.integration.conftest import free_ports
 
 pytestmark = pytest.mark.integration
 
@@ -53,12 +53,6 @@ def wait_until(condition: Callable[[], T], what: str, timeout_s: float = TIMEOUT
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(interval_s)
-
-
-def free_ports(count: int) -> list[int]:
-    """Free loopback ports outside the ephemeral range (see conftest.PORT_BASES)."""
-    base = free_port_base(count)
-    return [base + i for i in range(1, count + 1)]
 
 
 def settings_for(address: str, addresses: list[str], data_dir: Path, **overrides) -> RaftSettings:

@@ -27,7 +27,7 @@ from scheduler.replication import RaftLog, RaftSettings, RaftTuning
 from scheduler.rpc.convert import STATUS_FROM_PB, spec_to_pb, timestamp
 from scheduler.security.devcerts import ensure_dev_credentials
 from scheduler.security.principals import ADMIN, READER, SUBMITTER, WORKER, Principal, principals_document
-from tests.integration.conftest import FAST_RAFT, free_port_base
+from tests.integration.conftest import FAST_RAFT, free_port_base, free_ports
 from worker import ClusterClient, Credentials
 from worker.api.v1 import worker_pb2 as wpb
 
@@ -285,12 +285,8 @@ def test_mutual_tls_an_unauthenticated_raft_message_and_the_dashboard(tmp_path):
         assert http_status(f"{base}/metrics") == 200
 
 
-def free_port() -> int:
-    return free_port_base(1) + 1
-
-
 def start_raftlog(data_dir: Path, password: str | None) -> RaftLog:
-    address = f"127.0.0.1:{free_port()}"
+    address = f"127.0.0.1:{free_ports(1)[0]}"
     raftlog = RaftLog(RaftSettings(address, (), data_dir, password, RaftTuning(connection_retry_s=0.2)))
     raftlog.start()
     wait_until(raftlog.is_leader, 20, "a one-node Raft to lead")
