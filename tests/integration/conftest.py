@@ -32,8 +32,8 @@ def _ports_free(base: int, count: int) -> bool:
 
 # Below Linux's ephemeral range (32768-60999 by default): a port drawn there can be handed to
 # some process's outgoing connection between our probe and the node's bind, which failed a
-# cluster test with "Address already in use".
-PORT_BASES = range(10_000, 32_000)
+# cluster test with "Address already in use". Above the e2e tests' range (10,000-20,000).
+PORT_BASES = range(20_000, 32_000)
 
 
 def free_port_base(count: int = 5) -> int:

@@ -21,7 +21,8 @@ import yaml
 from pysyncobj.encryptor import getEncryptor
 
 from scheduler.local import wait_until
-from tests.integration.test_security import free_port, rce_frame, send_to_raft_port
+from tests.integration.conftest import free_ports
+from tests.integration.test_security import rce_frame, send_to_raft_port
 from tests.security.conftest import FAST_RAFT
 from worker import ClusterClient
 
@@ -33,10 +34,11 @@ SECRET = "a-shared-secret-of-the-staging-and-prod-clusters"
 def serve_one_node(directory: Path, **settings) -> tuple[subprocess.Popen, Path, dict]:
     """`raftcron serve` for a one-node loopback cluster with `settings`; its log and config."""
     directory.mkdir(parents=True)
+    raft_port, grpc_port = free_ports(2)
     config = {
         "node_id": "n1",
         "data_dir": str(directory / "data"),
-        "peers": [{"id": "n1", "raft": f"127.0.0.1:{free_port()}", "grpc": f"127.0.0.1:{free_port()}"}],
+        "peers": [{"id": "n1", "raft": f"127.0.0.1:{raft_port}", "grpc": f"127.0.0.1:{grpc_port}"}],
         **FAST_RAFT,
         **settings,
     }
